@@ -1,0 +1,70 @@
+/**
+ * Parsing of timestamp strings (pql.md §4.4): ISO 8601 date-times with or
+ * without an offset (no offset means UTC) and XDM dates `YYYY-MM-DD`, which
+ * denote their whole UTC day. Everything is UTC: no local time zone is ever
+ * consulted (Date.parse would read offset-less strings as local time).
+ */
+
+export const DAY_MS = 86_400_000;
+
+/** A parsed timestamp: an instant (start = end) or, for a date, its UTC day [start, end). */
+export interface ParsedTime {
+  start: number;
+  end: number;
+  /** true for a date-only string (an interval of one day). */
+  day: boolean;
+}
+
+// No nested or adjacent unbounded quantifiers: linear on any input.
+const ISO =
+  /^([+-]?\d{4,6})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|z|[+-]\d{2}(?::?\d{2})?)?)?$/;
+
+/** Epoch ms of a UTC calendar date; works for years 0-99 too (Date.UTC maps those to 19xx). */
+export function utcDate(year: number, monthIndex: number, day: number): number {
+  if (year >= 100) return Date.UTC(year, monthIndex, day);
+  const d = new Date(0);
+  d.setUTCFullYear(year, monthIndex, day);
+  return d.getTime();
+}
+
+export function isLeapYear(y: number): boolean {
+  return (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
+}
+
+/** Days in a month (monthIndex 0-11). */
+export function daysInMonth(y: number, monthIndex: number): number {
+  return [31, isLeapYear(y) ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][monthIndex]!;
+}
+
+/** Parse an ISO 8601 timestamp or XDM date; null if it is not one (or not a real date). */
+export function parseTimestamp(s: string): ParsedTime | null {
+  if (s.length < 10 || s.length > 40) return null;
+  const c = s.charCodeAt(0);
+  // Cheap reject before running the regex: most strings compared are not dates.
+  if (!((c >= 48 && c <= 57) || c === 43 || c === 45)) return null;
+  const m = ISO.exec(s);
+  if (m === null) return null;
+  const year = Number(m[1]);
+  const month = Number(m[2]);
+  const day = Number(m[3]);
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month - 1)) return null;
+  const date = utcDate(year, month - 1, day);
+  if (m[4] === undefined) return { start: date, end: date + DAY_MS, day: true };
+  const hour = Number(m[4]);
+  const minute = Number(m[5]);
+  const second = m[6] === undefined ? 0 : Number(m[6]);
+  if (hour > 23 || minute > 59 || second > 59) return null;
+  const ms = m[7] === undefined ? 0 : Math.floor(Number(`0.${m[7]}`) * 1000 + 1e-6);
+  let offset = 0;
+  const z = m[8];
+  if (z !== undefined && z !== "Z" && z !== "z") {
+    const sign = z[0] === "-" ? -1 : 1;
+    const digits = z.slice(1).replace(":", "");
+    const oh = Number(digits.slice(0, 2));
+    const om = digits.length > 2 ? Number(digits.slice(2, 4)) : 0;
+    if (oh > 18 || om > 59) return null;
+    offset = sign * (oh * 60 + om) * 60_000;
+  }
+  const t = date + ((hour * 60 + minute) * 60 + second) * 1000 + ms - offset;
+  return { start: t, end: t, day: false };
+}

@@ -1,0 +1,96 @@
+/**
+ * Assemble the HTTP application: platform concerns (request ids, logging,
+ * metrics, errors, body parsing, OpenAPI), then one plugin per API area.
+ *
+ * Adding an API area: write `http/routes/<area>.ts` as a Fastify plugin that
+ * calls `registerTenantHooks` (or `registerOrgHooks` / `registerOperatorHooks`)
+ * first, declares JSON schemas for params/query/body/responses on every route,
+ * reads the tenant with `tenantOf(request)` and throws `ApiError` for failures;
+ * then register it below with its prefix.
+ */
+import { randomUUID } from "node:crypto";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import type { Config } from "./platform/config.js";
+import type { Clock } from "./platform/clock.js";
+import type { EventBus } from "./platform/bus.js";
+import type { Logger } from "./platform/logger.js";
+import { createMetrics, type HttpMetrics } from "./platform/metrics.js";
+import type { MetadataStore } from "./stores/types.js";
+import { Authenticator } from "./services/auth/authenticator.js";
+import { DefinitionService } from "./services/definitions.js";
+import { MergePolicyService } from "./services/merge-policies.js";
+import { TenantDirectory } from "./services/tenancy.js";
+import { installBodyParsing } from "./http/body-parsing.js";
+import { installErrorHandling } from "./http/errors.js";
+import { registerOpenApi, openApiRoute } from "./http/openapi.js";
+import { definitionRoutes } from "./http/routes/definitions.js";
+import { mergePolicyRoutes } from "./http/routes/merge-policies.js";
+import { healthRoutes } from "./http/routes/health.js";
+import { adminRoutes } from "./http/routes/admin.js";
+
+export const SERVICE_VERSION = "0.1.0";
+
+export interface AppDeps {
+  config: Config;
+  store: MetadataStore;
+  clock: Clock;
+  bus: EventBus;
+  logger: Logger;
+  metrics?: HttpMetrics;
+}
+
+export interface Services {
+  tenants: TenantDirectory;
+  authenticator: Authenticator;
+  definitions: DefinitionService;
+  mergePolicies: MergePolicyService;
+}
+
+export function createServices(deps: AppDeps): Services {
+  return {
+    tenants: new TenantDirectory(deps.config),
+    authenticator: new Authenticator(deps.config.auth, deps.clock),
+    definitions: new DefinitionService(deps.store, deps.clock, deps.bus),
+    mergePolicies: new MergePolicyService(deps.store, deps.clock, deps.bus),
+  };
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
+
+export async function buildApp(deps: AppDeps, services: Services = createServices(deps)): Promise<FastifyInstance> {
+  const metrics = deps.metrics ?? createMetrics();
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    bodyLimit: deps.config.bodyLimitBytes,
+    // Honour a client's x-request-id when it is a sane token; generate one otherwise.
+    genReqId: (req) => {
+      const h = req.headers["x-request-id"];
+      const v = Array.isArray(h) ? h[0] : h;
+      return v && REQUEST_ID.test(v) ? v : randomUUID();
+    },
+    return503OnClosing: true,
+    forceCloseConnections: "idle",
+  });
+
+  app.addHook("onRequest", async (request, reply) => {
+    reply.header("x-request-id", request.id);
+  });
+  app.addHook("onResponse", async (request, reply) => {
+    const labels = { method: request.method, route: request.routeOptions.url ?? "unmatched", status_code: String(reply.statusCode) };
+    metrics.requests.inc(labels);
+    metrics.duration.observe(labels, reply.elapsedTime / 1000);
+  });
+
+  installErrorHandling(app);
+  installBodyParsing(app);
+  await registerOpenApi(app, SERVICE_VERSION);
+
+  const auth = { authenticator: services.authenticator, tenants: services.tenants };
+  await app.register(healthRoutes, { store: deps.store, metrics });
+  await app.register(definitionRoutes, { prefix: "/data/core/ups", ...auth, definitions: services.definitions });
+  await app.register(mergePolicyRoutes, { prefix: "/data/core/ups", ...auth, mergePolicies: services.mergePolicies });
+  await app.register(adminRoutes, { prefix: "/admin", ...auth });
+  openApiRoute(app);
+  await app.ready();
+  return app;
+}

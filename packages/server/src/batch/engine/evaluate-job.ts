@@ -1,0 +1,265 @@
+/**
+ * The batch engine: evaluates every definition of a job over all profiles and
+ * works out the membership changes, WITHOUT writing anything. The caller
+ * (job-runner.ts) writes the changes in one store transaction, so a reader
+ * sees either the previous job's memberships or this job's, never half.
+ *
+ * One scan of the profile store per distinct merge policy (profiles are merged
+ * once per policy by the store). Within a scan, each chunk is evaluated by:
+ *   1. the SQL back end: every SQL-covered definition is a column of one
+ *      SELECT over the staged chunk (sql/staging.ts);
+ *   2. the in-memory compiled evaluator (`compile` from @segmentd/pql) for the
+ *      rest, in dependency order, with `inSegment` seeing this job's results
+ *      for definitions already evaluated (earlier in the order or in an
+ *      earlier policy's scan) and the stored memberships otherwise.
+ * SQL-covered definitions never reference others (inSegment is not covered),
+ * so evaluating them first respects the dependency order.
+ */
+import { compile, type CompiledQuery, type Query } from "@segmentd/pql";
+import type { MembershipChange, ProfileStore, ScannedProfile } from "../../profiles/store.js";
+import type { JsonObject, MembershipStatus, MergePolicySpec, TenantScope } from "../../profiles/types.js";
+import { SqlCompiler } from "../sql/compile-sql.js";
+import { SqliteDialect } from "../sql/dialect.js";
+import { SqliteChunkEvaluator, eventInstant, type StagedEntry } from "../sql/staging.js";
+import { dependencyOrder } from "./dependency-order.js";
+import { truthy } from "./truth.js";
+
+export interface JobDefinition {
+  id: string;
+  query: Query;
+  /** Ids named by inSegment in the expression. */
+  references: readonly string[];
+  excludeOptOut: boolean;
+  /** The definition's merge policy; `id` names it in metrics. */
+  policy: MergePolicySpec & { id: string };
+}
+
+export type Backend = "sql" | "js";
+
+export interface EvaluationOptions {
+  /** The job's evaluation instant (epoch ms); also the qualification time written. */
+  now: number;
+  /** "sql" (default): SQL where covered, compiled evaluator otherwise. "js": compiled evaluator only. */
+  backend?: Backend;
+  chunkSize?: number;
+  /** Checked between chunks; when it returns true the evaluation stops with JobCancelledError. */
+  isCancelled?: () => boolean;
+  /** Called after each chunk with the number of profiles processed so far (all scans). */
+  onProgress?: (profilesProcessed: number) => void;
+}
+
+export interface DefinitionCounters {
+  /** Profiles that qualify after this job (realized + existing). */
+  qualified: number;
+  /** Qualified profiles per identity namespace (a profile counts once per namespace it has). */
+  byNamespace: Record<string, number>;
+  realized: number;
+  existing: number;
+  exited: number;
+}
+
+export interface EvaluationOutcome {
+  changes: MembershipChange[];
+  counters: Map<string, DefinitionCounters>;
+  /** Distinct profiles scanned (the largest scan: every scan covers every profile). */
+  totalProfiles: number;
+  profilesByPolicy: Record<string, number>;
+  /** Definitions evaluated by the SQL back end. */
+  sqlDefinitions: string[];
+  /** Definitions evaluated in memory, with the reason SQL did not cover them. */
+  inMemoryDefinitions: Record<string, string>;
+}
+
+export class JobCancelledError extends Error {
+  constructor() {
+    super("job cancelled");
+  }
+}
+
+interface Group {
+  policy: MergePolicySpec & { id: string };
+  sql: JobDefinition[];
+  js: JobDefinition[];
+  predicates: string[];
+}
+
+function emptyCounters(): DefinitionCounters {
+  return { qualified: 0, byNamespace: {}, realized: 0, existing: 0, exited: 0 };
+}
+
+function storedStatus(entity: JsonObject, id: string): MembershipStatus | null {
+  const sm = entity["segmentMembership"];
+  const ups = sm !== null && typeof sm === "object" && !Array.isArray(sm) ? sm["ups"] : undefined;
+  const m = ups !== null && typeof ups === "object" && !Array.isArray(ups) ? ups[id] : undefined;
+  const s = m !== null && typeof m === "object" && !Array.isArray(m) ? m["status"] : undefined;
+  return s === "realized" || s === "exited" ? s : null;
+}
+
+/** Groups by merge policy, in dependency order of their definitions. */
+function plan(ordered: readonly JobDefinition[], backend: Backend, compiler: SqlCompiler, fallbacks: Record<string, string>): Group[] {
+  const groups = new Map<string, Group>();
+  for (const d of ordered) {
+    let g = groups.get(d.policy.id);
+    if (g === undefined) {
+      g = { policy: d.policy, sql: [], js: [], predicates: [] };
+      groups.set(d.policy.id, g);
+    }
+    if (backend === "js") {
+      fallbacks[d.id] = "in-memory back end selected";
+      g.js.push(d);
+      continue;
+    }
+    const r = d.references.length > 0 ? { ok: false as const, reason: "inSegment is evaluated after the SQL pass" } : compiler.compile(d.query);
+    if (r.ok) {
+      g.sql.push(d);
+      g.predicates.push(r.sql);
+    } else {
+      fallbacks[d.id] = r.reason;
+      g.js.push(d);
+    }
+  }
+  return [...groups.values()];
+}
+
+export async function evaluateJob(store: ProfileStore, scope: TenantScope, definitions: readonly JobDefinition[], opts: EvaluationOptions): Promise<EvaluationOutcome> {
+  const ordered = dependencyOrder(definitions);
+  const inJob = new Set(ordered.map((d) => d.id));
+  const fallbacks: Record<string, string> = {};
+  const groups = plan(ordered, opts.backend ?? "sql", new SqlCompiler(new SqliteDialect(), { events: "ev" }, opts.now), fallbacks);
+  const referenced = new Set(ordered.flatMap((d) => d.references).filter((r) => inJob.has(r)));
+  // Results kept across scans only for definitions some later definition references.
+  const crossScan = new Map<string, Set<string>>();
+  const evaluated = new Set<string>();
+  const counters = new Map(ordered.map((d) => [d.id, emptyCounters()]));
+  const changes: MembershipChange[] = [];
+  const profilesByPolicy: Record<string, number> = {};
+  let processed = 0;
+  let totalProfiles = 0;
+  const qualifiedAt = opts.now;
+
+  for (const g of groups) {
+    const defs = [...g.sql, ...g.js];
+    const n = defs.length;
+    const nSql = g.sql.length;
+    const compiled: CompiledQuery[] = g.js.map((d) => compile(d.query));
+    const needsOverride = g.js.some((d) => d.references.some((r) => inJob.has(r)));
+    const sqlEval = nSql > 0 ? new SqliteChunkEvaluator(g.predicates) : null;
+    let groupProfiles = 0;
+    let entriesSeen = 0;
+    try {
+      for await (const chunk of store.scanProfiles(scope, g.policy, { chunkSize: opts.chunkSize ?? 2000 })) {
+        if (opts.isCancelled?.()) throw new JobCancelledError();
+        const flags = sqlEval?.evaluate(chunk.map(stage)) ?? new Uint8Array(0);
+        entriesSeen += chunk.length;
+        // Entries of one profile are contiguous (identityGraph none yields one per identity);
+        // a profile qualifies when any of its entries does.
+        let i = 0;
+        while (i < chunk.length) {
+          const pid = chunk[i]!.profileId;
+          const qual = new Uint8Array(n);
+          const namespaces = new Set<string>();
+          const first = chunk[i]!;
+          for (; i < chunk.length && chunk[i]!.profileId === pid; i++) {
+            const entry = chunk[i]!;
+            for (const id of entry.identities) namespaces.add(id.namespace);
+            const own = new Uint8Array(n);
+            for (let j = 0; j < nSql; j++) own[j] = flags[i * nSql + j]! === 1 && !(defs[j]!.excludeOptOut && entry.optedOut) ? 1 : 0;
+            if (g.js.length > 0) evaluateInMemory(entry, defs, own, nSql, compiled, needsOverride ? { inJob, evaluated, crossScan } : null, opts.now);
+            for (let j = 0; j < n; j++) qual[j] = qual[j]! | own[j]!;
+          }
+          groupProfiles++;
+          for (let j = 0; j < n; j++) {
+            const d = defs[j]!;
+            const c = counters.get(d.id)!;
+            const prev = storedStatus(first.entity, d.id);
+            if (qual[j] === 1) {
+              c.qualified++;
+              for (const ns of namespaces) c.byNamespace[ns] = (c.byNamespace[ns] ?? 0) + 1;
+              if (prev === "realized") c.existing++;
+              else {
+                c.realized++;
+                changes.push({ profileId: pid, definitionId: d.id, status: "realized", source: "batch", at: qualifiedAt });
+              }
+              if (referenced.has(d.id)) setOf(crossScan, d.id).add(pid);
+            } else if (prev === "realized") {
+              c.exited++;
+              changes.push({ profileId: pid, definitionId: d.id, status: "exited", source: "batch", at: qualifiedAt });
+            }
+          }
+        }
+        processed += chunk.length === 0 ? 0 : countProfiles(chunk);
+        opts.onProgress?.(processed);
+      }
+    } finally {
+      sqlEval?.close();
+    }
+    for (const d of defs) evaluated.add(d.id);
+    profilesByPolicy[g.policy.id] = entriesSeen;
+    totalProfiles = Math.max(totalProfiles, groupProfiles);
+  }
+  return {
+    changes,
+    counters,
+    totalProfiles,
+    profilesByPolicy,
+    sqlDefinitions: groups.flatMap((g) => g.sql.map((d) => d.id)),
+    inMemoryDefinitions: fallbacks,
+  };
+}
+
+function setOf(m: Map<string, Set<string>>, k: string): Set<string> {
+  let s = m.get(k);
+  if (s === undefined) {
+    s = new Set();
+    m.set(k, s);
+  }
+  return s;
+}
+
+function countProfiles(chunk: readonly ScannedProfile[]): number {
+  let k = 0;
+  for (let i = 0; i < chunk.length; i++) if (i === 0 || chunk[i]!.profileId !== chunk[i - 1]!.profileId) k++;
+  return k;
+}
+
+function stage(p: ScannedProfile): StagedEntry {
+  return { doc: JSON.stringify(p.entity), events: p.events.map((e) => ({ ts: eventInstant(e.body), doc: JSON.stringify(e.body) })) };
+}
+
+interface JobView {
+  inJob: ReadonlySet<string>;
+  /** Definitions whose results for every profile are final (earlier scans). */
+  evaluated: ReadonlySet<string>;
+  crossScan: ReadonlyMap<string, ReadonlySet<string>>;
+}
+
+/**
+ * Evaluates the in-memory definitions (indexes nSql..) of one entry into `own`.
+ * With a job view, `segmentMembership.ups` is rewritten so that inSegment sees
+ * this job's results for definitions of the job already evaluated.
+ */
+function evaluateInMemory(entry: ScannedProfile, defs: readonly JobDefinition[], own: Uint8Array, nSql: number, compiled: readonly CompiledQuery[], view: JobView | null, now: number): void {
+  let profile: Record<string, unknown> = entry.entity;
+  let ups: Record<string, unknown> | null = null;
+  const setStatus = (id: string, q: boolean) => {
+    if (ups === null) return;
+    if (q) ups[id] = { status: "realized", lastQualificationTime: new Date(now).toISOString() };
+    else delete ups[id];
+  };
+  if (view !== null) {
+    const sm = entry.entity["segmentMembership"];
+    const stored = sm !== null && typeof sm === "object" && !Array.isArray(sm) ? sm["ups"] : undefined;
+    ups = stored !== null && typeof stored === "object" && !Array.isArray(stored) ? { ...stored } : {};
+    profile = { ...entry.entity, segmentMembership: { ...(sm as object | undefined), ups } };
+    for (const id of view.evaluated) if (view.inJob.has(id)) setStatus(id, view.crossScan.get(id)?.has(entry.profileId) ?? false);
+    for (let j = 0; j < nSql; j++) setStatus(defs[j]!.id, own[j] === 1);
+  }
+  const events = entry.events.map((e) => e.body);
+  for (let k = 0; k < compiled.length; k++) {
+    const j = nSql + k;
+    const d = defs[j]!;
+    const q = !(d.excludeOptOut && entry.optedOut) && truthy(compiled[k]!({ profile, events, now }));
+    own[j] = q ? 1 : 0;
+    setStatus(d.id, q);
+  }
+}

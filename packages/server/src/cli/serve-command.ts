@@ -1,0 +1,81 @@
+/**
+ * `segmentd serve`: start the HTTP service and shut it down gracefully on
+ * SIGTERM/SIGINT (stop accepting, finish in-flight requests, close the store).
+ */
+import type { Command } from "commander";
+import path from "node:path";
+import { loadConfig, parsePort, type Config } from "../platform/config.js";
+import { startServer } from "../server.js";
+import { curlExamples, DEV_CREDENTIALS_FILE } from "../services/dev-bootstrap.js";
+
+export interface ServerCliOptions {
+  config?: string;
+  dataDir?: string;
+  port?: string;
+  host?: string;
+  databaseUrl?: string;
+  logLevel?: string;
+}
+
+export function configFromCli(o: ServerCliOptions): Config {
+  return loadConfig({
+    configFile: o.config,
+    overrides: {
+      ...(o.dataDir !== undefined ? { dataDir: o.dataDir } : {}),
+      ...(o.port !== undefined ? { port: parsePort(o.port, "--port") } : {}),
+      ...(o.host !== undefined ? { host: o.host } : {}),
+      ...(o.databaseUrl !== undefined ? { databaseUrl: o.databaseUrl } : {}),
+      ...(o.logLevel !== undefined ? { logLevel: o.logLevel } : {}),
+    },
+  });
+}
+
+export function addServerOptions(cmd: Command): Command {
+  return cmd
+    .option("-c, --config <file>", "config file (default ./segmentd.config.json when present; env SEGMENTD_CONFIG)")
+    .option("-d, --data-dir <dir>", "data directory (default ./.data; env SEGMENTD_DATA_DIR)")
+    .option("-p, --port <port>", "port (default 8080; env SEGMENTD_PORT)")
+    .option("-H, --host <host>", "interface to listen on (default 127.0.0.1; env SEGMENTD_HOST)")
+    .option("--database-url <url>", "PostgreSQL URL for metadata (env SEGMENTD_DATABASE_URL)")
+    .option("--log-level <level>", "pino log level (default info; env SEGMENTD_LOG_LEVEL)");
+}
+
+export function registerServeCommand(program: Command): void {
+  addServerOptions(program.command("serve").description("start the segmentd HTTP service")).action(async (o: ServerCliOptions) => {
+    const config = configFromCli(o);
+    const server = await startServer(config);
+    const out = (line: string) => process.stdout.write(line + "\n");
+    out(`segmentd listening on ${server.url} (store: ${server.store.kind}${server.store.kind === "embedded" ? `, data dir ${config.dataDir}` : ""})`);
+    out(`OpenAPI: ${server.url}/openapi.json  docs: ${server.url}/docs  health: ${server.url}/healthz`);
+    if (server.devCredentials) {
+      const c = server.devCredentials;
+      out("");
+      out(`Development tenant (${server.devCredentialsCreated ? "created" : "loaded"}; stored in ${path.join(config.dataDir, DEV_CREDENTIALS_FILE)}):`);
+      out(`  org ${c.orgId}, sandbox ${c.sandboxName}, api key ${c.apiKey}`);
+      out(`  print again with: segmentd token --data-dir ${config.dataDir}`);
+      out("Try it:");
+      for (const line of curlExamples(server.url, c)) out(line);
+      out("");
+    }
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      server.app.log.info({ signal }, "shutting down: finishing in-flight requests");
+      const force = setTimeout(() => {
+        server.app.log.error("shutdown timed out; exiting");
+        process.exit(1);
+      }, config.shutdownTimeoutMs);
+      force.unref();
+      server.close().then(
+        () => process.exit(0),
+        (err: unknown) => {
+          server.app.log.error({ err }, "shutdown failed");
+          process.exit(1);
+        },
+      );
+    };
+    process.on("SIGTERM", () => stop("SIGTERM"));
+    process.on("SIGINT", () => stop("SIGINT"));
+  });
+}

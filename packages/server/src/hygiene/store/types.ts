@@ -1,0 +1,71 @@
+/**
+ * The hygiene store: quota counters, entitlement overrides, work orders and
+ * dataset expirations, in one database so that "check the quota, consume it,
+ * persist the order" is one transaction. Two implementations (embedded SQLite,
+ * PostgreSQL) pass one conformance suite (test/hygiene/store-conformance.test.ts).
+ * Every method is scoped to one organization; none spans organizations except
+ * the scheduler's `due*` scans, which return (org, id) pairs to act on.
+ */
+import type { QuotaName } from "../quotas.js";
+import type {
+  ChargeOutcome,
+  ExpirationInsertOutcome,
+  ExpirationListQuery,
+  ExpirationRecord,
+  ExpirationStatus,
+  Page,
+  QuotaCharge,
+  WorkOrderListQuery,
+  WorkOrderRecord,
+  WorkOrderStatus,
+} from "../records.js";
+import type { PeriodicQuota } from "../quotas.js";
+
+export interface OrgRef {
+  orgId: string;
+  id: string;
+}
+
+export interface HygieneStore {
+  readonly kind: "embedded" | "postgres";
+
+  /** Consumed units of each (quota, period); 0 for counters never charged. */
+  consumed(orgId: string, keys: ReadonlyArray<{ quota: PeriodicQuota; period: string }>): Promise<number[]>;
+
+  /**
+   * Atomically: if every charge fits (`consumed + units <= allowance`), add all
+   * of them and insert the work order; otherwise change nothing and report the
+   * first charge that does not fit.
+   */
+  insertWorkOrder(order: WorkOrderRecord, charges: readonly QuotaCharge[]): Promise<ChargeOutcome>;
+  getWorkOrder(orgId: string, workorderId: string): Promise<WorkOrderRecord | undefined>;
+  listWorkOrders(orgId: string, query: WorkOrderListQuery): Promise<Page<WorkOrderRecord>>;
+  /**
+   * Replaces the stored order when its status is one of `expected` (compare-and-set,
+   * so two executors never both claim one order). Returns false otherwise.
+   */
+  replaceWorkOrder(order: WorkOrderRecord, expected: readonly WorkOrderStatus[]): Promise<boolean>;
+  /** Orders not finished (received, validated, submitted, ingested), oldest first. */
+  unfinishedWorkOrders(limit: number): Promise<OrgRef[]>;
+
+  /**
+   * Atomically: refuse when the dataset already has an active expiration or the
+   * org already has `allowance` active ones; else insert.
+   */
+  insertExpiration(record: ExpirationRecord, allowance: number): Promise<ExpirationInsertOutcome>;
+  getExpiration(orgId: string, ttlId: string): Promise<ExpirationRecord | undefined>;
+  /** The dataset's most recent expiration (active first, then newest). */
+  expirationForDataset(orgId: string, sandboxName: string, datasetId: string): Promise<ExpirationRecord | undefined>;
+  listExpirations(orgId: string, query: ExpirationListQuery): Promise<Page<ExpirationRecord>>;
+  /** Compare-and-set on status, as for work orders. */
+  replaceExpiration(record: ExpirationRecord, expected: readonly ExpirationStatus[]): Promise<boolean>;
+  countActiveExpirations(orgId: string): Promise<number>;
+  /** Pending expirations with `expiry <= now`, plus executing ones (to resume after a crash). */
+  dueExpirations(now: number, limit: number): Promise<OrgRef[]>;
+
+  entitlementOverrides(orgId: string): Promise<Partial<Record<QuotaName, number>>>;
+  /** `null` removes an override (back to configuration). */
+  setEntitlementOverrides(orgId: string, values: Partial<Record<QuotaName, number | null>>): Promise<void>;
+
+  close(): Promise<void>;
+}

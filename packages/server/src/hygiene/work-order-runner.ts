@@ -1,0 +1,102 @@
+/**
+ * Executes accepted work orders, one at a time per process, in acceptance
+ * order: received → submitted (claimed by compare-and-set, so two processes
+ * never both run it) → completed | failed. Deletes go through the profile
+ * store; profiles left without data disappear and their memberships exit.
+ * `idle()` lets tests and shutdown wait for the queue to drain.
+ */
+import type { Clock } from "../platform/clock.js";
+import { exitVanishedProfiles, type LifecycleProfileStore } from "./lifecycle-exits.js";
+import type { ProductStatus, WorkOrderRecord } from "./records.js";
+import type { HygieneStore } from "./store/types.js";
+import type { WorkOrderQueue } from "./work-order-service.js";
+
+const PRODUCTS: Readonly<Record<string, string>> = {
+  datalake: "Data Management",
+  identity: "Identity Service",
+  profile: "Profile Service",
+  ajo: "Journey Orchestrator",
+};
+
+export class WorkOrderRunner implements WorkOrderQueue {
+  private tail: Promise<void> = Promise.resolve();
+  private pending = 0;
+
+  constructor(
+    private readonly store: HygieneStore,
+    private readonly profiles: LifecycleProfileStore,
+    private readonly clock: Clock,
+    private readonly onError: (err: unknown, orgId: string, workorderId: string) => void = () => {},
+  ) {}
+
+  enqueue(orgId: string, workorderId: string): void {
+    this.pending++;
+    this.tail = this.tail
+      .then(() => this.run(orgId, workorderId))
+      .catch((err: unknown) => this.onError(err, orgId, workorderId))
+      .finally(() => {
+        this.pending--;
+      });
+  }
+
+  /** Resolves once every order enqueued so far has finished. */
+  async idle(): Promise<void> {
+    while (this.pending > 0) await this.tail;
+  }
+
+  /** Re-queues orders a previous process accepted but did not finish (deletes and updates are idempotent). */
+  async resume(limit = 1000): Promise<number> {
+    const refs = await this.store.unfinishedWorkOrders(limit);
+    for (const r of refs) this.enqueue(r.orgId, r.id);
+    return refs.length;
+  }
+
+  private products(order: WorkOrderRecord, status: ProductStatus["productStatus"], at: number): ProductStatus[] {
+    return order.targetServices.map((s) => ({ productName: PRODUCTS[s] ?? s, productStatus: status, createdAt: at }));
+  }
+
+  private async run(orgId: string, workorderId: string): Promise<void> {
+    const order = await this.store.getWorkOrder(orgId, workorderId);
+    if (!order || order.status === "completed" || order.status === "failed") return;
+    let claimed = order;
+    if (order.status === "received") {
+      const at = this.clock.now();
+      claimed = { ...order, status: "submitted", updatedAt: at, productStatusDetails: this.products(order, "waiting", at) };
+      if (!(await this.store.replaceWorkOrder(claimed, ["received"]))) return;
+    }
+    const scope = { orgId: claimed.orgId, sandboxName: claimed.sandboxName };
+    let done: WorkOrderRecord;
+    try {
+      const at = this.clock.now();
+      if (claimed.action === "identity-delete") {
+        const datasets = claimed.datasetId === "ALL" ? "ALL" : claimed.datasetId.split(",").map((s) => s.trim());
+        const counts = await this.profiles.deleteByIdentities(scope, claimed.identities, datasets);
+        const exits = await exitVanishedProfiles(this.profiles, scope, counts.profileIds, at);
+        done = {
+          ...claimed,
+          status: "completed",
+          outcome: { records: counts.fragments + counts.events + counts.lakeRecords, ...exits },
+        };
+      } else {
+        const changes = claimed.fieldChanges ?? { set: {}, remove: [] };
+        const r = await this.profiles.updateFields(scope, { datasetId: claimed.datasetId, identities: claimed.identities, set: changes.set, remove: changes.remove });
+        done = { ...claimed, status: "completed", outcome: { records: r.updated, profilesRemoved: 0, membershipsExited: 0 } };
+      }
+      const finished = this.clock.now();
+      done = { ...done, updatedAt: finished, productStatusDetails: this.products(claimed, "success", finished) };
+    } catch (err) {
+      const finished = this.clock.now();
+      done = {
+        ...claimed,
+        status: "failed",
+        failure: err instanceof Error ? err.message : String(err),
+        updatedAt: finished,
+        productStatusDetails: this.products(claimed, "failed", finished),
+      };
+    }
+    // Compare on any unfinished status: a concurrent rename only changed labels, so re-read and merge them.
+    const latest = await this.store.getWorkOrder(orgId, workorderId);
+    const merged = latest ? { ...done, displayName: latest.displayName, description: latest.description, updatedBy: latest.updatedBy } : done;
+    await this.store.replaceWorkOrder(merged, ["submitted"]);
+  }
+}

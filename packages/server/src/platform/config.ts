@@ -1,0 +1,260 @@
+/**
+ * Configuration: defaults, then the config file (`segmentd.config.json` in the
+ * working directory, or `--config` / SEGMENTD_CONFIG), then environment
+ * variables, then command-line overrides. Every key is documented in
+ * docs/configuration.md; keep the two in step.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+
+export interface SandboxLimits {
+  /** All definitions in one sandbox (AEP guardrail: 4,000). */
+  definitions: number;
+  /** Streaming (`continuous`) definitions, edge ones included (AEP: 500). */
+  streaming: number;
+  /** Edge (`synchronous`) definitions (AEP: 150). */
+  edge: number;
+  /** Largest accepted `expression.value`, in bytes of UTF-8. */
+  expressionBytes: number;
+}
+
+export interface SandboxConfig {
+  name: string;
+  /** Stable id; derived from the org and name when omitted. */
+  id?: string;
+  type: "production" | "development";
+  default: boolean;
+  limits?: Partial<SandboxLimits>;
+}
+
+export interface OrganizationConfig {
+  id: string;
+  sandboxes: SandboxConfig[];
+}
+
+export interface StaticTokenConfig {
+  token: string;
+  /** Organizations this token grants access to. */
+  orgs: string[];
+}
+
+export interface AuthConfig {
+  /** HS256 shared secret for signed JWTs. */
+  jwtHs256Secret?: string;
+  /** RS256 public key (PEM) for signed JWTs. */
+  jwtRs256PublicKey?: string;
+  /** Claim(s) holding the token's organization(s): a string or an array of strings. */
+  jwtOrgClaim: string;
+  /** Static bearer tokens. */
+  staticTokens: StaticTokenConfig[];
+  /** Registered client ids accepted in `x-api-key`. */
+  apiKeys: string[];
+  /** Operator (admin) bearer tokens; never valid as org tokens and vice versa. */
+  operatorTokens: string[];
+}
+
+export interface Config {
+  host: string;
+  port: number;
+  dataDir: string;
+  /** PostgreSQL URL; when set, metadata lives there instead of the data directory. */
+  databaseUrl?: string;
+  logLevel: string;
+  /** Largest accepted request body (bytes); larger ones get 413. */
+  bodyLimitBytes: number;
+  /** Grace period for in-flight requests on SIGTERM/SIGINT before the process exits anyway. */
+  shutdownTimeoutMs: number;
+  limits: SandboxLimits;
+  auth: AuthConfig;
+  organizations: OrganizationConfig[];
+}
+
+export const DEFAULT_LIMITS: SandboxLimits = {
+  definitions: 4000,
+  streaming: 500,
+  edge: 150,
+  expressionBytes: 64 * 1024,
+};
+
+export function defaultConfig(): Config {
+  return {
+    host: "127.0.0.1",
+    port: 8080,
+    dataDir: "./.data",
+    logLevel: "info",
+    bodyLimitBytes: 1024 * 1024,
+    shutdownTimeoutMs: 10_000,
+    limits: { ...DEFAULT_LIMITS },
+    auth: { jwtOrgClaim: "org", staticTokens: [], apiKeys: [], operatorTokens: [] },
+    organizations: [],
+  };
+}
+
+export class ConfigError extends Error {}
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+
+function isObject(v: unknown): v is Record<string, Json> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function str(obj: Record<string, Json>, key: string, where: string): string | undefined {
+  const v = obj[key];
+  if (v === undefined) return undefined;
+  if (typeof v !== "string") throw new ConfigError(`${where}.${key} must be a string`);
+  return v;
+}
+
+function num(obj: Record<string, Json>, key: string, where: string): number | undefined {
+  const v = obj[key];
+  if (v === undefined) return undefined;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0) {
+    throw new ConfigError(`${where}.${key} must be a non-negative integer`);
+  }
+  return v;
+}
+
+function strList(obj: Record<string, Json>, key: string, where: string): string[] | undefined {
+  const v = obj[key];
+  if (v === undefined) return undefined;
+  if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) {
+    throw new ConfigError(`${where}.${key} must be an array of strings`);
+  }
+  return v as string[];
+}
+
+function limitsFrom(v: Json | undefined, where: string): Partial<SandboxLimits> {
+  if (v === undefined) return {};
+  if (!isObject(v)) throw new ConfigError(`${where} must be an object`);
+  const out: Partial<SandboxLimits> = {};
+  for (const key of ["definitions", "streaming", "edge", "expressionBytes"] as const) {
+    const n = num(v, key, where);
+    if (n !== undefined) out[key] = n;
+  }
+  return out;
+}
+
+/** Merge a parsed config file over `base`. Unknown keys are rejected so that typos do not pass silently. */
+export function applyConfigFile(base: Config, raw: unknown, source: string): Config {
+  if (!isObject(raw)) throw new ConfigError(`${source}: the top level must be a JSON object`);
+  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations"]);
+  for (const k of Object.keys(raw)) if (!known.has(k)) throw new ConfigError(`${source}: unknown key "${k}"`);
+  const c: Config = structuredClone(base);
+  c.host = str(raw, "host", source) ?? c.host;
+  c.port = num(raw, "port", source) ?? c.port;
+  c.dataDir = str(raw, "dataDir", source) ?? c.dataDir;
+  c.databaseUrl = str(raw, "databaseUrl", source) ?? c.databaseUrl;
+  c.logLevel = str(raw, "logLevel", source) ?? c.logLevel;
+  c.bodyLimitBytes = num(raw, "bodyLimitBytes", source) ?? c.bodyLimitBytes;
+  c.shutdownTimeoutMs = num(raw, "shutdownTimeoutMs", source) ?? c.shutdownTimeoutMs;
+  c.limits = { ...c.limits, ...limitsFrom(raw.limits, `${source}: limits`) };
+  const auth = raw.auth;
+  if (auth !== undefined) {
+    if (!isObject(auth)) throw new ConfigError(`${source}: auth must be an object`);
+    const w = `${source}: auth`;
+    c.auth.jwtHs256Secret = str(auth, "jwtHs256Secret", w) ?? c.auth.jwtHs256Secret;
+    c.auth.jwtRs256PublicKey = str(auth, "jwtRs256PublicKey", w) ?? c.auth.jwtRs256PublicKey;
+    c.auth.jwtOrgClaim = str(auth, "jwtOrgClaim", w) ?? c.auth.jwtOrgClaim;
+    c.auth.apiKeys = strList(auth, "apiKeys", w) ?? c.auth.apiKeys;
+    c.auth.operatorTokens = strList(auth, "operatorTokens", w) ?? c.auth.operatorTokens;
+    const st = auth.staticTokens;
+    if (st !== undefined) {
+      if (!Array.isArray(st)) throw new ConfigError(`${w}.staticTokens must be an array`);
+      c.auth.staticTokens = st.map((t, i) => {
+        if (!isObject(t)) throw new ConfigError(`${w}.staticTokens[${i}] must be an object`);
+        const token = str(t, "token", `${w}.staticTokens[${i}]`);
+        const orgs = strList(t, "orgs", `${w}.staticTokens[${i}]`);
+        if (!token || !orgs) throw new ConfigError(`${w}.staticTokens[${i}] needs "token" and "orgs"`);
+        return { token, orgs };
+      });
+    }
+  }
+  const orgs = raw.organizations;
+  if (orgs !== undefined) {
+    if (!Array.isArray(orgs)) throw new ConfigError(`${source}: organizations must be an array`);
+    c.organizations = orgs.map((o, i) => {
+      const w = `${source}: organizations[${i}]`;
+      if (!isObject(o)) throw new ConfigError(`${w} must be an object`);
+      const id = str(o, "id", w);
+      if (!id) throw new ConfigError(`${w}.id is required`);
+      const sbs = o.sandboxes;
+      if (!Array.isArray(sbs) || sbs.length === 0) throw new ConfigError(`${w}.sandboxes must be a non-empty array`);
+      return {
+        id,
+        sandboxes: sbs.map((s, j) => {
+          const ws = `${w}.sandboxes[${j}]`;
+          if (!isObject(s)) throw new ConfigError(`${ws} must be an object`);
+          const name = str(s, "name", ws);
+          if (!name) throw new ConfigError(`${ws}.name is required`);
+          const type = str(s, "type", ws) ?? "development";
+          if (type !== "production" && type !== "development") {
+            throw new ConfigError(`${ws}.type must be "production" or "development"`);
+          }
+          const def = s.default;
+          if (def !== undefined && typeof def !== "boolean") throw new ConfigError(`${ws}.default must be a boolean`);
+          const sandbox: SandboxConfig = { name, type, default: def ?? false, limits: limitsFrom(s.limits, `${ws}.limits`) };
+          const sid = str(s, "id", ws);
+          if (sid) sandbox.id = sid;
+          return sandbox;
+        }),
+      };
+    });
+  }
+  return c;
+}
+
+/** Environment variables override the file. */
+export function applyEnv(base: Config, env: NodeJS.ProcessEnv): Config {
+  const c: Config = structuredClone(base);
+  if (env.SEGMENTD_HOST) c.host = env.SEGMENTD_HOST;
+  if (env.SEGMENTD_PORT) c.port = parsePort(env.SEGMENTD_PORT, "SEGMENTD_PORT");
+  if (env.SEGMENTD_DATA_DIR) c.dataDir = env.SEGMENTD_DATA_DIR;
+  if (env.SEGMENTD_DATABASE_URL) c.databaseUrl = env.SEGMENTD_DATABASE_URL;
+  if (env.SEGMENTD_LOG_LEVEL) c.logLevel = env.SEGMENTD_LOG_LEVEL;
+  if (env.SEGMENTD_JWT_HS256_SECRET) c.auth.jwtHs256Secret = env.SEGMENTD_JWT_HS256_SECRET;
+  if (env.SEGMENTD_JWT_RS256_PUBLIC_KEY_FILE) {
+    c.auth.jwtRs256PublicKey = readFileSync(env.SEGMENTD_JWT_RS256_PUBLIC_KEY_FILE, "utf8");
+  }
+  if (env.SEGMENTD_BODY_LIMIT_BYTES) c.bodyLimitBytes = parsePort(env.SEGMENTD_BODY_LIMIT_BYTES, "SEGMENTD_BODY_LIMIT_BYTES", Number.MAX_SAFE_INTEGER);
+  return c;
+}
+
+export function parsePort(text: string, what: string, max = 65535): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n > max) throw new ConfigError(`${what} must be an integer between 0 and ${max}, got "${text}"`);
+  return n;
+}
+
+export interface LoadConfigOptions {
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Explicit config file; an error when missing (the default file is optional). */
+  configFile?: string;
+  overrides?: Partial<Pick<Config, "host" | "port" | "dataDir" | "databaseUrl" | "logLevel">>;
+}
+
+export function loadConfig(options: LoadConfigOptions = {}): Config {
+  const cwd = options.cwd ?? process.cwd();
+  const env = options.env ?? process.env;
+  let c = defaultConfig();
+  const explicit = options.configFile ?? env.SEGMENTD_CONFIG;
+  const file = explicit ? path.resolve(cwd, explicit) : path.join(cwd, "segmentd.config.json");
+  if (existsSync(file)) {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(readFileSync(file, "utf8"));
+    } catch (err) {
+      throw new ConfigError(`${file}: not valid JSON (${(err as Error).message})`);
+    }
+    c = applyConfigFile(c, raw, file);
+  } else if (explicit) {
+    throw new ConfigError(`config file not found: ${file}`);
+  }
+  c = applyEnv(c, env);
+  const o = options.overrides ?? {};
+  for (const key of ["host", "port", "dataDir", "databaseUrl", "logLevel"] as const) {
+    if (o[key] !== undefined) (c as unknown as Record<string, unknown>)[key] = o[key];
+  }
+  c.dataDir = path.resolve(cwd, c.dataDir);
+  return c;
+}

@@ -1,0 +1,123 @@
+// Turns a batch of validated records into the writes a store must make, given
+// what the store already holds for the batch's identities and fragments. Shared
+// by the embedded and PostgreSQL stores so both stitch and merge identically;
+// pure, so it is tested without a database.
+import { GraphWorkspace, finalIdResolver, type RefusedLink, type WorkspaceOutcome } from "./identity-graph.js";
+import type { Identity, JsonObject, ValidRecord } from "./types.js";
+import { identityKey } from "./validate.js";
+import { deepMerge } from "./xdm-object.js";
+
+export interface LoadedState {
+  /** Graph id of every stored identity of the batch, by identityKey. */
+  graphs: Map<string, number>;
+  /** Identity count of those graphs. */
+  sizes: Map<number, number>;
+  /** Stored fragment of this dataset per primary identityKey. */
+  fragments: Map<string, { timestamp: number; body: JsonObject }>;
+}
+
+export interface FragmentWrite {
+  primary: Identity;
+  graph: number;
+  timestamp: number;
+  body: JsonObject;
+}
+
+export interface EventWrite {
+  eventId: string;
+  primary: Identity;
+  graph: number;
+  timestamp: number;
+  /** The event as JSON text (events are stored as sent, never merged). */
+  json: string;
+  index: number;
+}
+
+export interface RefusedLinkReport {
+  index: number;
+  identity: Identity;
+  code: string;
+  message: string;
+}
+
+export interface AppendPlan {
+  outcome: WorkspaceOutcome;
+  /** Call after allocating ids for outcome.created; returns the writes with final ids. */
+  finalize(allocated: readonly number[]): FinalWrites;
+}
+
+export interface FinalWrites {
+  assigned: Array<{ identity: Identity; graph: number }>;
+  merges: Array<{ from: number; into: number }>;
+  /** Final size of every graph touched (new graphs included). */
+  sizes: Map<number, number>;
+  createdIds: number[];
+  fragments: FragmentWrite[];
+  events: EventWrite[];
+  refused: RefusedLinkReport[];
+  touchedGraphs: number[];
+}
+
+/** Every identity whose stored graph the store must load before planning. */
+export function identitiesOf(records: readonly ValidRecord[]): Identity[] {
+  const seen = new Map<string, Identity>();
+  for (const r of records) for (const i of r.identities) seen.set(identityKey(i), i);
+  return [...seen.values()];
+}
+
+/** Combines a stored fragment with a new record: the newer one wins per attribute. */
+export function mergeFragment(prev: { timestamp: number; body: JsonObject } | undefined, next: { timestamp: number; body: JsonObject }):
+  { timestamp: number; body: JsonObject } {
+  if (prev === undefined) return next;
+  if (next.timestamp >= prev.timestamp) return { timestamp: next.timestamp, body: deepMerge(prev.body, next.body) };
+  // A late record older than what is stored only fills gaps.
+  return { timestamp: prev.timestamp, body: deepMerge(next.body, prev.body) };
+}
+
+export function planAppend(records: readonly ValidRecord[], loaded: LoadedState, cap: number, ingestedAt: number): AppendPlan {
+  const ws = new GraphWorkspace(loaded.graphs, loaded.sizes, cap);
+  const perRecord: Array<{ record: ValidRecord; graph: number; refused: RefusedLink[] }> = [];
+  for (const record of records) {
+    const { graph, refused } = ws.stitch(record.identities);
+    perRecord.push({ record, graph, refused });
+  }
+  const outcome = ws.outcome();
+  return {
+    outcome,
+    finalize(allocated) {
+      const fin = finalIdResolver(ws, outcome, allocated);
+      const fragments = new Map<string, FragmentWrite>();
+      const events: EventWrite[] = [];
+      const refused: RefusedLinkReport[] = [];
+      for (const { record, graph, refused: rs } of perRecord) {
+        const g = fin(graph);
+        for (const r of rs) refused.push({ index: record.index, identity: r.identity, code: r.code, message: r.message });
+        const timestamp = record.timestamp ?? ingestedAt;
+        if (record.kind === "experienceevent") {
+          events.push({ eventId: record.eventId!, primary: record.primary, graph: g, timestamp, json: record.json, index: record.index });
+          continue;
+        }
+        const k = identityKey(record.primary);
+        const prev = fragments.get(k) ?? loaded.fragments.get(k);
+        const merged = mergeFragment(prev, { timestamp, body: record.body });
+        fragments.set(k, { primary: record.primary, graph: g, ...merged });
+      }
+      // A fragment's graph may have been merged after the record was stitched.
+      const frags = [...fragments.values()].map((f) => ({ ...f, graph: fin(f.graph) }));
+      const evs = events.map((e) => ({ ...e, graph: fin(e.graph) }));
+      const sizes = new Map<number, number>();
+      for (const [g, s] of outcome.sizes) sizes.set(fin(g), s);
+      const touched = new Set<number>([...frags.map((f) => f.graph), ...evs.map((e) => e.graph), ...sizes.keys()]);
+      return {
+        assigned: outcome.assigned.map((a) => ({ identity: a.identity, graph: fin(a.graph) })),
+        merges: outcome.merges.map((m) => ({ from: m.from, into: fin(m.into) })),
+        sizes,
+        createdIds: outcome.created.map((g) => fin(g)),
+        fragments: frags,
+        events: evs,
+        refused,
+        touchedGraphs: [...touched].sort((a, b) => a - b),
+      };
+    },
+  };
+}

@@ -1,0 +1,38 @@
+// SQLite schema of the embedded profile store. Tenants are mapped to a small
+// integer (tid) so that every index row carries 8 bytes instead of two strings.
+// Profile ids (pid) come from one AUTOINCREMENT sequence so an id is never reused
+// after its graph is deleted (memberships are keyed by it).
+export const SQLITE_SCHEMA = `
+CREATE TABLE IF NOT EXISTS tenants (tid INTEGER PRIMARY KEY, org TEXT NOT NULL, sandbox TEXT NOT NULL, UNIQUE (org, sandbox));
+CREATE TABLE IF NOT EXISTS datasets (
+  tid INTEGER NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, description TEXT, schema_class TEXT NOT NULL,
+  profile_enabled INTEGER NOT NULL, identity_fields TEXT NOT NULL, created INTEGER NOT NULL, updated INTEGER NOT NULL,
+  PRIMARY KEY (tid, id));
+CREATE TABLE IF NOT EXISTS profiles (pid INTEGER PRIMARY KEY AUTOINCREMENT, tid INTEGER NOT NULL, size INTEGER NOT NULL, created INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS profiles_tid ON profiles (tid, pid);
+CREATE TABLE IF NOT EXISTS identities (tid INTEGER NOT NULL, ns TEXT NOT NULL, idv TEXT NOT NULL, pid INTEGER NOT NULL,
+  PRIMARY KEY (tid, ns, idv)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS identities_pid ON identities (tid, pid);
+CREATE TABLE IF NOT EXISTS fragments (tid INTEGER NOT NULL, ds TEXT NOT NULL, ns TEXT NOT NULL, idv TEXT NOT NULL, pid INTEGER NOT NULL,
+  ts INTEGER NOT NULL, ingested INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (tid, ds, ns, idv));
+CREATE INDEX IF NOT EXISTS fragments_pid ON fragments (tid, pid);
+CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, tid INTEGER NOT NULL, ds TEXT NOT NULL, eid TEXT NOT NULL, ns TEXT NOT NULL,
+  idv TEXT NOT NULL, pid INTEGER NOT NULL, ts INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS events_eid ON events (tid, ds, eid);
+CREATE INDEX IF NOT EXISTS events_pid_ts ON events (tid, pid, ts);
+CREATE TABLE IF NOT EXISTS lake_records (seq INTEGER PRIMARY KEY, tid INTEGER NOT NULL, ds TEXT NOT NULL, eid TEXT, ns TEXT NOT NULL,
+  idv TEXT NOT NULL, ts INTEGER NOT NULL, body TEXT NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS lake_eid ON lake_records (tid, ds, eid);
+CREATE INDEX IF NOT EXISTS lake_identity ON lake_records (tid, ns, idv);
+CREATE TABLE IF NOT EXISTS memberships (tid INTEGER NOT NULL, pid INTEGER NOT NULL, def TEXT NOT NULL, status TEXT NOT NULL,
+  lqt TEXT NOT NULL, PRIMARY KEY (tid, pid, def)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS memberships_def ON memberships (tid, def, status, pid);
+CREATE TABLE IF NOT EXISTS transitions (seq INTEGER PRIMARY KEY, tid INTEGER NOT NULL, pid INTEGER NOT NULL, def TEXT NOT NULL,
+  from_status TEXT, to_status TEXT NOT NULL, source TEXT NOT NULL, at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS transitions_def_at ON transitions (tid, def, at);
+CREATE INDEX IF NOT EXISTS transitions_at ON transitions (tid, at);
+CREATE TABLE IF NOT EXISTS batches (tid INTEGER NOT NULL, id TEXT NOT NULL, ds TEXT NOT NULL, status TEXT NOT NULL,
+  created INTEGER NOT NULL, updated INTEGER NOT NULL, completed INTEGER, records_read INTEGER NOT NULL DEFAULT 0,
+  records_written INTEGER NOT NULL DEFAULT 0, records_failed INTEGER NOT NULL DEFAULT 0, files TEXT NOT NULL DEFAULT '[]',
+  errors TEXT NOT NULL DEFAULT '[]', PRIMARY KEY (tid, id));
+`;

@@ -1,0 +1,72 @@
+// What the profile data plane's route plugins need from the server: the
+// foundation's auth dependencies, the profile store, a clock, validation limits
+// and a way to turn a mergePolicyId (or none) into merge semantics.
+import type { AuthDeps } from "../../http/auth.js";
+import { tenantOf } from "../../http/request-context.js";
+import type { Clock } from "../../platform/clock.js";
+import type { MergePolicyService } from "../../services/merge-policies.js";
+import type { TenantContext } from "../../services/tenancy.js";
+import type { FastifyRequest } from "fastify";
+import { ApiError, ErrorCodes } from "../../services/errors.js";
+import { StoreError, type ProfileStore } from "../store.js";
+import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope } from "../types.js";
+import type { ValidationLimits } from "../validate.js";
+
+export interface MergePolicyResolver {
+  /** The policy with this id, or the sandbox's default when id is undefined. */
+  resolve(tenant: TenantContext, id: string | undefined): Promise<MergePolicySpec>;
+}
+
+export interface ProfileRoutesOptions extends AuthDeps {
+  profiles: ProfileStore;
+  clock: Clock;
+  policies: MergePolicyResolver;
+  limits?: Partial<ValidationLimits>;
+}
+
+export function profileScope(request: FastifyRequest): TenantScope {
+  const t = tenantOf(request);
+  return { orgId: t.orgId, sandboxName: t.sandbox.sandboxName };
+}
+
+/**
+ * Resolver over the merge policy service. Without a default policy, AEP's rule
+ * applies: no stitching, timestamp-ordered (profile.yaml, mergePolicyId).
+ */
+export function policiesFromService(svc: MergePolicyService): MergePolicyResolver {
+  return {
+    async resolve(tenant, id) {
+      if (id !== undefined) return svc.get(tenant, id);
+      const page = await svc.list(tenant, { filters: { default: true }, order: { field: "name", direction: "asc" }, offset: 0, limit: 1 });
+      return page.items[0] ?? NO_MERGE_POLICY;
+    },
+  };
+}
+
+/** Maps a store error to the UPS error the HTTP layer renders; other errors pass through. */
+export function toApiError(err: unknown): unknown {
+  if (!(err instanceof StoreError)) return err;
+  switch (err.code) {
+    case "DATASET_NOT_FOUND":
+    case "BATCH_NOT_FOUND":
+      return new ApiError(404, ErrorCodes.notFound, err.message);
+    case "DATASET_EXISTS":
+      return new ApiError(409, PROFILE_ERROR_CODES.conflict, err.message);
+    case "BATCH_NOT_OPEN":
+    case "INVALID_CURSOR":
+      return new ApiError(400, ErrorCodes.badRequest, err.message);
+  }
+}
+
+export const PROFILE_ERROR_CODES = {
+  conflict: "SEGMENTD-CONFLICT-409",
+  allRecordsFailed: "SEGMENTD-INGESTION-400",
+} as const;
+
+export async function mapStoreErrors<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw toApiError(err);
+  }
+}

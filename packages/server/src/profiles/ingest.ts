@@ -1,0 +1,62 @@
+// Ingestion service: validate every record, store the good ones durably in one
+// append, report each bad one. A bad record never blocks or loses the good
+// records of the same request or file. Used by batch file uploads and by the
+// streaming collection endpoint alike.
+import type { RefusedLinkReport } from "./append-plan.js";
+import { StoreError, type ProfileStore } from "./store.js";
+import type { RecordError, SchemaClass, TenantScope, ValidRecord } from "./types.js";
+import { DEFAULT_LIMITS, validateRecord, type ValidationLimits } from "./validate.js";
+
+export interface IngestOptions {
+  /** Ingestion time, epoch ms (from the platform clock). */
+  now: number;
+  limits?: Partial<ValidationLimits>;
+  /** XDM class the sender declared (for example from a streaming envelope). */
+  declaredClass?: SchemaClass;
+  /** Account the records to this ingestion batch (batch API). */
+  batch?: { id: string; file?: string };
+  /** Errors found before validation (malformed lines of a file), reported with the rest. */
+  priorErrors?: RecordError[];
+  /** Records read before validation failed to parse (for batch `recordsRead`). */
+  extraRead?: number;
+}
+
+export interface IngestResult {
+  received: number;
+  /** Records durably stored (duplicates of already-stored events count as stored: a retry is not an error). */
+  accepted: number;
+  duplicates: number;
+  failed: RecordError[];
+  refusedLinks: RefusedLinkReport[];
+  profileIds: string[];
+}
+
+export async function ingestRecords(store: ProfileStore, scope: TenantScope, datasetId: string,
+  records: ReadonlyArray<{ index: number; value: unknown }>, opts: IngestOptions): Promise<IngestResult> {
+  const dataset = await store.getDataset(scope, datasetId);
+  if (dataset === null) throw new StoreError("DATASET_NOT_FOUND", `dataset ${datasetId} does not exist in sandbox ${scope.sandboxName}`);
+  const limits: ValidationLimits = { ...DEFAULT_LIMITS, ...opts.limits };
+  const valid: ValidRecord[] = [];
+  const failed: RecordError[] = [...(opts.priorErrors ?? [])];
+  for (const { index, value } of records) {
+    const r = validateRecord(value, index, dataset, limits, opts.declaredClass);
+    if (r.ok) valid.push(r.record);
+    else failed.push(...r.errors);
+  }
+  failed.sort((a, b) => a.index - b.index);
+  const read = records.length + (opts.extraRead ?? 0);
+  const appendOpts = {
+    ingestedAt: opts.now,
+    maxIdentitiesPerGraph: limits.maxIdentitiesPerGraph,
+    ...(opts.batch === undefined ? {} : { batch: { ...opts.batch, read, failed } }),
+  };
+  const res = await store.append(scope, datasetId, valid, appendOpts);
+  return {
+    received: read,
+    accepted: res.fragments + res.events + res.lakeOnly + res.duplicates,
+    duplicates: res.duplicates,
+    failed,
+    refusedLinks: res.refusedLinks,
+    profileIds: res.profileIds,
+  };
+}

@@ -1,0 +1,590 @@
+// PostgreSQL profile store (pg 8). Same tables and semantics as the embedded
+// store; set-based statements (unnest arrays) keep a batch to a handful of round
+// trips. Writes of one tenant are serialized with a transaction-scoped advisory
+// lock, because identity stitching reads the graph and then rewrites it: two
+// concurrent batches linking the same identities must not both create a graph.
+import { userInfo } from "node:os";
+import pg from "pg";
+import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
+import { newCatalogId } from "../ids.js";
+import { assembleGraph, decodeCursor, encodeCursor, lookupProfile, toMembership, type GraphRows, type MembershipRow } from "../scan-assembly.js";
+import {
+  MAX_BATCH_ERRORS,
+  StoreError,
+  type AppendOptions,
+  type AppendResult,
+  type DeleteCounts,
+  type EventPage,
+  type EventQuery,
+  type FieldUpdate,
+  type IngestBatch,
+  type IngestBatchStatus,
+  type MembershipChange,
+  type ProfileStore,
+  type ScanOptions,
+  type ScannedProfile,
+  type TransitionQuery,
+} from "../store.js";
+import type {
+  Dataset,
+  DatasetInput,
+  Identity,
+  JsonObject,
+  Membership,
+  MembershipStatus,
+  MembershipTransition,
+  MergedProfile,
+  MergePolicySpec,
+  SchemaClass,
+  StoredEvent,
+  TenantScope,
+  ValidRecord,
+} from "../types.js";
+import { identityKey } from "../validate.js";
+import { removePath, setPath } from "../xdm-object.js";
+import { PG_SCHEMA } from "./schema.js";
+
+export interface PostgresStoreOptions {
+  connectionString: string;
+  /** Schema holding the tables (created if missing); default "segmentd_profiles". */
+  schema?: string;
+  poolSize?: number;
+}
+
+type Q = pg.PoolClient | pg.Pool;
+
+// int8 columns (ids, epoch ms) fit in a double; parse them as numbers for this
+// pool only, without touching pg's global type parsers other modules may rely on.
+const INT8_OID = 20;
+const types = {
+  getTypeParser(oid: number, format?: "text" | "binary") {
+    if (oid === INT8_OID && format !== "binary") return (v: string) => Number(v);
+    return pg.types.getTypeParser(oid, format);
+  },
+};
+
+interface DatasetRow { id: string; name: string; description: string | null; schema_class: string; profile_enabled: boolean; identity_fields: Dataset["identityFields"]; created: number; updated: number }
+interface BatchRow { id: string; ds: string; status: string; created: number; updated: number; completed: number | null; records_read: number; records_written: number; records_failed: number; files: string[]; errors: IngestBatch["errors"] }
+interface EventRow { seq: number; pid: number; ds: string; eid: string; ns: string; idv: string; ts: number; body: JsonObject }
+
+const NO_TENANT = -1;
+
+function quoteIdent(name: string): string {
+  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`invalid schema name ${JSON.stringify(name)}`);
+  return `"${name}"`;
+}
+
+export class PostgresProfileStore implements ProfileStore {
+  readonly kind = "postgres" as const;
+  private readonly pool: pg.Pool;
+  private readonly tids = new Map<string, number>();
+  private readonly ready: Promise<void>;
+
+  constructor(opts: PostgresStoreOptions) {
+    const schema = quoteIdent(opts.schema ?? "segmentd_profiles");
+    // libpq falls back to the OS user name when none is given; pg only reads $USER, which may be unset.
+    // (pg lets the parsed connection string override a separate `user`, so it goes into the URL.)
+    const url = new URL(opts.connectionString);
+    if (url.username === "") url.username = process.env["PGUSER"] || process.env["USER"] || userInfo().username;
+    const pool = new pg.Pool({ connectionString: url.toString(), max: opts.poolSize ?? 8, types, options: `-c search_path=${schema}` });
+    this.pool = pool;
+    this.ready = (async () => {
+      await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      await pool.query(PG_SCHEMA);
+    })();
+  }
+
+  async close(): Promise<void> {
+    await this.ready.catch(() => undefined);
+    await this.pool.end();
+  }
+
+  // ---- plumbing -------------------------------------------------------------
+
+  private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    await this.ready;
+    const c = await this.pool.connect();
+    try {
+      await c.query("BEGIN");
+      const out = await fn(c);
+      await c.query("COMMIT");
+      return out;
+    } catch (e) {
+      await c.query("ROLLBACK").catch(() => undefined);
+      throw e;
+    } finally {
+      c.release();
+    }
+  }
+
+  private async q<R extends pg.QueryResultRow>(c: Q, sql: string, params: unknown[] = []): Promise<R[]> {
+    return (await c.query<R>(sql, params)).rows;
+  }
+
+  private async tid(c: Q, scope: TenantScope, create: boolean): Promise<number> {
+    await this.ready;
+    const key = `${scope.orgId}\u0000${scope.sandboxName}`;
+    const cached = this.tids.get(key);
+    if (cached !== undefined) return cached;
+    let rows = await this.q<{ tid: number }>(c, "SELECT tid FROM tenants WHERE org = $1 AND sandbox = $2", [scope.orgId, scope.sandboxName]);
+    if (rows.length === 0) {
+      if (!create) return NO_TENANT;
+      rows = await this.q<{ tid: number }>(c, `INSERT INTO tenants (org, sandbox) VALUES ($1, $2) ON CONFLICT (org, sandbox) DO UPDATE SET org = EXCLUDED.org RETURNING tid`,
+        [scope.orgId, scope.sandboxName]);
+    }
+    const tid = rows[0]!.tid;
+    this.tids.set(key, tid);
+    return tid;
+  }
+
+  /** Opens a write transaction for a tenant, serialized against other writers of that tenant. */
+  private async write<T>(scope: TenantScope, fn: (c: pg.PoolClient, tid: number) => Promise<T>): Promise<T> {
+    // The tenant row is committed on its own (autocommit) before the write: a write
+    // that rolls back must not leave a cached tenant id that was never committed.
+    const tid = await this.tid(this.pool, scope, true);
+    return this.tx(async (c) => {
+      await c.query("SELECT pg_advisory_xact_lock(7466, $1)", [tid]);
+      return fn(c, tid);
+    });
+  }
+
+  private datasetFromRow(scope: TenantScope, r: DatasetRow): Dataset {
+    const d: Dataset = {
+      id: r.id, name: r.name, schemaClass: r.schema_class as SchemaClass, profileEnabled: r.profile_enabled, identityFields: r.identity_fields,
+      imsOrg: scope.orgId, sandboxName: scope.sandboxName, created: r.created, updated: r.updated,
+    };
+    if (r.description !== null) d.description = r.description;
+    return d;
+  }
+
+  private async requireDataset(c: Q, tid: number, scope: TenantScope, id: string): Promise<Dataset> {
+    const rows = await this.q<DatasetRow>(c, "SELECT * FROM datasets WHERE tid = $1 AND id = $2", [tid, id]);
+    if (rows.length === 0) throw new StoreError("DATASET_NOT_FOUND", `dataset ${id} does not exist in sandbox ${scope.sandboxName}`);
+    return this.datasetFromRow(scope, rows[0]!);
+  }
+
+  // ---- datasets -------------------------------------------------------------
+
+  createDataset(scope: TenantScope, input: DatasetInput, now: number): Promise<Dataset> {
+    return this.write(scope, async (c, tid) => {
+      const id = input.id ?? newCatalogId();
+      const ins = await c.query(`INSERT INTO datasets (tid, id, name, description, schema_class, profile_enabled, identity_fields, created, updated)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT DO NOTHING`,
+      [tid, id, input.name, input.description ?? null, input.schemaClass, input.profileEnabled === true, JSON.stringify(input.identityFields ?? []), now]);
+      if (ins.rowCount === 0) throw new StoreError("DATASET_EXISTS", `dataset ${id} already exists`);
+      return this.requireDataset(c, tid, scope, id);
+    });
+  }
+
+  async getDataset(scope: TenantScope, id: string): Promise<Dataset | null> {
+    const rows = await this.q<DatasetRow>(this.pool, "SELECT * FROM datasets WHERE tid = $1 AND id = $2", [await this.tid(this.pool, scope, false), id]);
+    return rows.length === 0 ? null : this.datasetFromRow(scope, rows[0]!);
+  }
+
+  async listDatasets(scope: TenantScope, opts: { limit?: number; start?: number } = {}): Promise<Dataset[]> {
+    const rows = await this.q<DatasetRow>(this.pool, "SELECT * FROM datasets WHERE tid = $1 ORDER BY created DESC, id LIMIT $2 OFFSET $3",
+      [await this.tid(this.pool, scope, false), opts.limit ?? 50, opts.start ?? 0]);
+    return rows.map((r) => this.datasetFromRow(scope, r));
+  }
+
+  deleteDataset(scope: TenantScope, id: string): Promise<DeleteCounts | null> {
+    return this.write(scope, async (c, tid) => {
+      if ((await this.q(c, "SELECT 1 FROM datasets WHERE tid = $1 AND id = $2", [tid, id])).length === 0) return null;
+      const counts = await this.deleteDatasetRecordsTx(c, tid, id);
+      await c.query("DELETE FROM datasets WHERE tid = $1 AND id = $2", [tid, id]);
+      return counts;
+    });
+  }
+
+  // ---- ingestion ------------------------------------------------------------
+
+  append(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions): Promise<AppendResult> {
+    return this.write(scope, async (c, tid) => {
+      const dataset = await this.requireDataset(c, tid, scope, datasetId);
+      const result: AppendResult = { fragments: 0, events: 0, duplicates: 0, lakeOnly: 0, refusedLinks: [], profileIds: [] };
+      for (const r of records) {
+        if (r.kind !== dataset.schemaClass) throw new Error(`record ${r.index} is ${r.kind} but dataset ${datasetId} holds ${dataset.schemaClass}`);
+      }
+      if (records.length > 0) {
+        if (!dataset.profileEnabled) await this.appendLake(c, tid, datasetId, records, opts, result);
+        else await this.appendProfile(c, tid, datasetId, records, opts, result);
+      }
+      if (opts.batch !== undefined) {
+        await this.accountBatch(c, tid, scope, opts.batch, result.fragments + result.events + result.lakeOnly + result.duplicates, opts.ingestedAt);
+      }
+      return result;
+    });
+  }
+
+  private async appendLake(c: pg.PoolClient, tid: number, ds: string, records: readonly ValidRecord[], opts: AppendOptions, result: AppendResult): Promise<void> {
+    const res = await c.query(`INSERT INTO lake_records (tid, ds, eid, ns, idv, ts, body)
+      SELECT $1, $2, u.eid, u.ns, u.idv, u.ts, u.body::jsonb FROM unnest($3::text[], $4::text[], $5::text[], $6::int8[], $7::text[]) AS u(eid, ns, idv, ts, body)
+      ON CONFLICT DO NOTHING`, [tid, ds, records.map((r) => r.eventId), records.map((r) => r.primary.namespace), records.map((r) => r.primary.id),
+      records.map((r) => r.timestamp ?? opts.ingestedAt), records.map((r) => r.json)]);
+    result.lakeOnly += res.rowCount ?? 0;
+    result.duplicates += records.length - (res.rowCount ?? 0);
+  }
+
+  private async appendProfile(c: pg.PoolClient, tid: number, ds: string, records: readonly ValidRecord[], opts: AppendOptions, result: AppendResult): Promise<void> {
+    const ids = identitiesOf(records);
+    const loaded: LoadedState = { graphs: new Map(), sizes: new Map(), fragments: new Map() };
+    const graphRows = await this.q<{ ns: string; idv: string; pid: number; size: number }>(c, `SELECT i.ns, i.idv, i.pid, p.size FROM identities i JOIN profiles p ON p.pid = i.pid
+      WHERE i.tid = $1 AND (i.ns, i.idv) IN (SELECT * FROM unnest($2::text[], $3::text[]))`, [tid, ids.map((i) => i.namespace), ids.map((i) => i.id)]);
+    for (const r of graphRows) {
+      loaded.graphs.set(identityKey({ namespace: r.ns, id: r.idv }), r.pid);
+      loaded.sizes.set(r.pid, r.size);
+    }
+    // A fragment is keyed by a primary identity that is always stored in a graph: unknown identities have none.
+    const prim = records.filter((r) => r.kind === "profile" && loaded.graphs.has(identityKey(r.primary))).map((r) => r.primary);
+    if (prim.length > 0) {
+      const frags = await this.q<{ ns: string; idv: string; ts: number; body: JsonObject }>(c, `SELECT ns, idv, ts, body FROM fragments
+        WHERE tid = $1 AND ds = $2 AND (ns, idv) IN (SELECT * FROM unnest($3::text[], $4::text[]))`, [tid, ds, prim.map((i) => i.namespace), prim.map((i) => i.id)]);
+      for (const f of frags) loaded.fragments.set(identityKey({ namespace: f.ns, id: f.idv }), { timestamp: f.ts, body: f.body });
+    }
+    const plan = planAppend(records, loaded, opts.maxIdentitiesPerGraph, opts.ingestedAt);
+    const n = plan.outcome.created.length;
+    const allocated = n === 0 ? [] : (await this.q<{ pid: number }>(c, "SELECT nextval('profiles_pid_seq') AS pid FROM generate_series(1, $1)", [n])).map((r) => r.pid).sort((a, b) => a - b);
+    const w = plan.finalize(allocated);
+    if (w.createdIds.length > 0) {
+      await c.query("INSERT INTO profiles (pid, tid, size, created) SELECT u.pid, $1, u.size, $2 FROM unnest($3::int8[], $4::int[]) AS u(pid, size)",
+        [tid, opts.ingestedAt, w.createdIds, w.createdIds.map((g) => w.sizes.get(g) ?? 0)]);
+    }
+    for (const m of w.merges) await this.moveGraph(c, tid, m.from, m.into);
+    const existing = [...w.sizes.keys()].filter((g) => !w.createdIds.includes(g));
+    if (existing.length > 0) {
+      await c.query("UPDATE profiles p SET size = u.size FROM unnest($1::int8[], $2::int[]) AS u(pid, size) WHERE p.pid = u.pid",
+        [existing, existing.map((g) => w.sizes.get(g)!)]);
+    }
+    if (w.assigned.length > 0) {
+      await c.query("INSERT INTO identities (tid, ns, idv, pid) SELECT $1, u.ns, u.idv, u.pid FROM unnest($2::text[], $3::text[], $4::int8[]) AS u(ns, idv, pid)",
+        [tid, w.assigned.map((a) => a.identity.namespace), w.assigned.map((a) => a.identity.id), w.assigned.map((a) => a.graph)]);
+    }
+    if (w.fragments.length > 0) {
+      await c.query(`INSERT INTO fragments (tid, ds, ns, idv, pid, ts, ingested, body)
+        SELECT $1, $2, u.ns, u.idv, u.pid, u.ts, $3, u.body::jsonb FROM unnest($4::text[], $5::text[], $6::int8[], $7::int8[], $8::text[]) AS u(ns, idv, pid, ts, body)
+        ON CONFLICT (tid, ds, ns, idv) DO UPDATE SET pid = EXCLUDED.pid, ts = EXCLUDED.ts, ingested = EXCLUDED.ingested, body = EXCLUDED.body`,
+      [tid, ds, opts.ingestedAt, w.fragments.map((f) => f.primary.namespace), w.fragments.map((f) => f.primary.id), w.fragments.map((f) => f.graph),
+        w.fragments.map((f) => f.timestamp), w.fragments.map((f) => JSON.stringify(f.body))]);
+      result.fragments += records.filter((r) => r.kind === "profile").length;
+    }
+    if (w.events.length > 0) {
+      const res = await c.query(`INSERT INTO events (tid, ds, eid, ns, idv, pid, ts, body)
+        SELECT $1, $2, u.eid, u.ns, u.idv, u.pid, u.ts, u.body::jsonb FROM unnest($3::text[], $4::text[], $5::text[], $6::int8[], $7::int8[], $8::text[]) WITH ORDINALITY AS u(eid, ns, idv, pid, ts, body, ord)
+        ORDER BY u.ord ON CONFLICT DO NOTHING`,
+      [tid, ds, w.events.map((e) => e.eventId), w.events.map((e) => e.primary.namespace), w.events.map((e) => e.primary.id), w.events.map((e) => e.graph),
+        w.events.map((e) => e.timestamp), w.events.map((e) => e.json)]);
+      result.events += res.rowCount ?? 0;
+      result.duplicates += w.events.length - (res.rowCount ?? 0);
+    }
+    result.refusedLinks.push(...w.refused);
+    result.profileIds.push(...w.touchedGraphs.map(String));
+  }
+
+  private async moveGraph(c: pg.PoolClient, tid: number, from: number, into: number): Promise<void> {
+    await c.query("UPDATE identities SET pid = $1 WHERE tid = $2 AND pid = $3", [into, tid, from]);
+    await c.query("UPDATE fragments SET pid = $1 WHERE tid = $2 AND pid = $3", [into, tid, from]);
+    await c.query("UPDATE events SET pid = $1 WHERE tid = $2 AND pid = $3", [into, tid, from]);
+    // The surviving graph's own membership wins where both have one.
+    await c.query(`INSERT INTO memberships (tid, pid, def, status, lqt) SELECT tid, $1, def, status, lqt FROM memberships WHERE tid = $2 AND pid = $3
+      ON CONFLICT DO NOTHING`, [into, tid, from]);
+    await c.query("DELETE FROM memberships WHERE tid = $1 AND pid = $2", [tid, from]);
+    await c.query("DELETE FROM profiles WHERE pid = $1", [from]);
+  }
+
+  private async accountBatch(c: pg.PoolClient, tid: number, scope: TenantScope, b: NonNullable<AppendOptions["batch"]>, written: number, now: number): Promise<void> {
+    const rows = await this.q<BatchRow>(c, "SELECT * FROM batches WHERE tid = $1 AND id = $2 FOR UPDATE", [tid, b.id]);
+    const row = rows[0];
+    if (row === undefined) throw new StoreError("BATCH_NOT_FOUND", `batch ${b.id} does not exist in sandbox ${scope.sandboxName}`);
+    if (row.status !== "loading") throw new StoreError("BATCH_NOT_OPEN", `batch ${b.id} is ${row.status}; files can only be added while it is loading`);
+    const errors = row.errors;
+    for (const e of b.failed) {
+      if (errors.length >= MAX_BATCH_ERRORS) break;
+      errors.push(b.file === undefined ? e : { ...e, file: b.file });
+    }
+    const files = row.files;
+    if (b.file !== undefined && !files.includes(b.file)) files.push(b.file);
+    await c.query(`UPDATE batches SET records_read = records_read + $1, records_written = records_written + $2, records_failed = records_failed + $3,
+      errors = $4, files = $5, updated = $6 WHERE tid = $7 AND id = $8`,
+    [b.read, written, new Set(b.failed.map((e) => e.index)).size, JSON.stringify(errors), JSON.stringify(files), now, tid, b.id]);
+  }
+
+  private batchFromRow(r: BatchRow): IngestBatch {
+    return {
+      id: r.id, datasetId: r.ds, status: r.status as IngestBatchStatus, created: r.created, updated: r.updated, completed: r.completed,
+      recordsRead: r.records_read, recordsWritten: r.records_written, recordsFailed: r.records_failed, files: r.files, errors: r.errors,
+    };
+  }
+
+  createBatch(scope: TenantScope, datasetId: string, now: number): Promise<IngestBatch> {
+    return this.write(scope, async (c, tid) => {
+      await this.requireDataset(c, tid, scope, datasetId);
+      const rows = await this.q<BatchRow>(c, "INSERT INTO batches (tid, id, ds, status, created, updated) VALUES ($1, $2, $3, 'loading', $4, $4) RETURNING *",
+        [tid, newCatalogId(), datasetId, now]);
+      return this.batchFromRow(rows[0]!);
+    });
+  }
+
+  async getBatch(scope: TenantScope, id: string): Promise<IngestBatch | null> {
+    const rows = await this.q<BatchRow>(this.pool, "SELECT * FROM batches WHERE tid = $1 AND id = $2", [await this.tid(this.pool, scope, false), id]);
+    return rows.length === 0 ? null : this.batchFromRow(rows[0]!);
+  }
+
+  async listBatches(scope: TenantScope, opts: { datasetId?: string; limit?: number } = {}): Promise<IngestBatch[]> {
+    const tid = await this.tid(this.pool, scope, false);
+    const rows = await this.q<BatchRow>(this.pool, "SELECT * FROM batches WHERE tid = $1 AND ($2::text IS NULL OR ds = $2) ORDER BY created DESC, id LIMIT $3",
+      [tid, opts.datasetId ?? null, opts.limit ?? 100]);
+    return rows.map((r) => this.batchFromRow(r));
+  }
+
+  setBatchStatus(scope: TenantScope, id: string, status: IngestBatchStatus, now: number): Promise<IngestBatch> {
+    return this.write(scope, async (c, tid) => {
+      const done = status === "success" || status === "failed" || status === "aborted";
+      const rows = await this.q<BatchRow>(c, "UPDATE batches SET status = $1, updated = $2, completed = CASE WHEN $3 THEN $2 ELSE completed END WHERE tid = $4 AND id = $5 RETURNING *",
+        [status, now, done, tid, id]);
+      if (rows.length === 0) throw new StoreError("BATCH_NOT_FOUND", `batch ${id} does not exist in sandbox ${scope.sandboxName}`);
+      return this.batchFromRow(rows[0]!);
+    });
+  }
+
+  // ---- identities and profiles ----------------------------------------------
+
+  private async pidOf(c: Q, tid: number, identity: Identity): Promise<number | null> {
+    const rows = await this.q<{ pid: number }>(c, "SELECT pid FROM identities WHERE tid = $1 AND ns = $2 AND idv = $3", [tid, identity.namespace, identity.id]);
+    return rows[0]?.pid ?? null;
+  }
+
+  async findProfileId(scope: TenantScope, identity: Identity): Promise<string | null> {
+    const pid = await this.pidOf(this.pool, await this.tid(this.pool, scope, false), identity);
+    return pid === null ? null : String(pid);
+  }
+
+  async graphIdentities(scope: TenantScope, profileId: string): Promise<Identity[]> {
+    const rows = await this.q<{ ns: string; idv: string }>(this.pool, "SELECT ns, idv FROM identities WHERE tid = $1 AND pid = $2 ORDER BY ns COLLATE \"C\", idv COLLATE \"C\"",
+      [await this.tid(this.pool, scope, false), Number(profileId)]);
+    return rows.map((r) => ({ namespace: r.ns, id: r.idv }));
+  }
+
+  private async readGraphs(tid: number, lo: number, hi: number, withEvents: boolean, eventsSince: number | undefined): Promise<Map<number, GraphRows>> {
+    const graphs = new Map<number, GraphRows>();
+    const g = (pid: number): GraphRows => {
+      let rows = graphs.get(pid);
+      if (rows === undefined) {
+        rows = { identities: [], fragments: [], events: [], memberships: [] };
+        graphs.set(pid, rows);
+      }
+      return rows;
+    };
+    const [ids, frags, evs, mems] = await Promise.all([
+      this.q<{ pid: number; ns: string; idv: string }>(this.pool, "SELECT pid, ns, idv FROM identities WHERE tid = $1 AND pid BETWEEN $2 AND $3 ORDER BY pid, ns COLLATE \"C\", idv COLLATE \"C\"", [tid, lo, hi]),
+      this.q<{ pid: number; ds: string; ns: string; idv: string; ts: number; body: JsonObject }>(this.pool, "SELECT pid, ds, ns, idv, ts, body FROM fragments WHERE tid = $1 AND pid BETWEEN $2 AND $3", [tid, lo, hi]),
+      withEvents
+        ? this.q<EventRow>(this.pool, "SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE tid = $1 AND pid BETWEEN $2 AND $3 AND ts >= $4 ORDER BY pid, ts, seq",
+          [tid, lo, hi, eventsSince ?? Number.MIN_SAFE_INTEGER])
+        : Promise.resolve([] as EventRow[]),
+      this.q<MembershipRow>(this.pool, "SELECT pid, def, status, lqt FROM memberships WHERE tid = $1 AND pid BETWEEN $2 AND $3 ORDER BY pid, def COLLATE \"C\"", [tid, lo, hi]),
+    ]);
+    for (const r of ids) g(r.pid).identities.push({ namespace: r.ns, id: r.idv });
+    for (const r of frags) g(r.pid).fragments.push({ datasetId: r.ds, primary: { namespace: r.ns, id: r.idv }, timestamp: r.ts, body: r.body });
+    for (const r of evs) g(r.pid).events.push(eventFromRow(r));
+    for (const r of mems) g(r.pid).memberships.push(toMembership(r));
+    return graphs;
+  }
+
+  async getProfile(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null> {
+    const tid = await this.tid(this.pool, scope, false);
+    const pid = await this.pidOf(this.pool, tid, identity);
+    if (pid === null) return null;
+    const rows = (await this.readGraphs(tid, pid, pid, false, undefined)).get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] };
+    if (policy.identityGraph.type === "none" && !rows.fragments.some((f) => identityKey(f.primary) === identityKey(identity))) {
+      rows.events = (await this.q<EventRow>(this.pool, "SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE tid = $1 AND pid = $2 AND ns = $3 AND idv = $4 LIMIT 1",
+        [tid, pid, identity.namespace, identity.id])).map(eventFromRow);
+    }
+    return lookupProfile(pid, rows, policy, identity);
+  }
+
+  async getEvents(scope: TenantScope, identity: Identity, policy: MergePolicySpec, query: EventQuery = {}): Promise<EventPage> {
+    const tid = await this.tid(this.pool, scope, false);
+    const pid = await this.pidOf(this.pool, tid, identity);
+    if (pid === null) return { events: [], next: null };
+    const limit = query.limit ?? 1000;
+    const desc = query.order === "desc";
+    const params: unknown[] = [tid, pid, query.startTime ?? Number.MIN_SAFE_INTEGER, query.endTime ?? Number.MAX_SAFE_INTEGER];
+    const where = ["tid = $1", "pid = $2", "ts >= $3", "ts < $4"];
+    if (policy.identityGraph.type === "none") {
+      params.push(identity.namespace, identity.id);
+      where.push(`ns = $${params.length - 1}`, `idv = $${params.length}`);
+    }
+    if (query.cursor !== undefined) {
+      const cur = decodeCursor(query.cursor);
+      params.push(cur.ts, cur.seq);
+      const a = params.length - 1, b = params.length;
+      where.push(desc ? `(ts < $${a} OR (ts = $${a} AND seq < $${b}))` : `(ts > $${a} OR (ts = $${a} AND seq > $${b}))`);
+    }
+    params.push(limit + 1);
+    const dir = desc ? "DESC" : "ASC";
+    const rows = await this.q<EventRow>(this.pool, `SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE ${where.join(" AND ")} ORDER BY ts ${dir}, seq ${dir} LIMIT $${params.length}`, params);
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return { events: page.map(eventFromRow), next: rows.length > limit && last !== undefined ? encodeCursor(last.ts, last.seq) : null };
+  }
+
+  async *scanProfiles(scope: TenantScope, policy: MergePolicySpec, opts: ScanOptions = {}): AsyncIterable<ScannedProfile[]> {
+    const tid = await this.tid(this.pool, scope, false);
+    const chunk = opts.chunkSize ?? 1000;
+    let after = 0;
+    for (;;) {
+      const pids = (await this.q<{ pid: number }>(this.pool, "SELECT pid FROM profiles WHERE tid = $1 AND pid > $2 ORDER BY pid LIMIT $3", [tid, after, chunk])).map((r) => r.pid);
+      if (pids.length === 0) return;
+      const lo = pids[0]!, hi = pids[pids.length - 1]!;
+      const graphs = await this.readGraphs(tid, lo, hi, opts.events !== false, opts.eventsSince);
+      const out: ScannedProfile[] = [];
+      for (const pid of pids) out.push(...assembleGraph(pid, graphs.get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] }, policy));
+      after = hi;
+      yield out;
+    }
+  }
+
+  async countProfiles(scope: TenantScope): Promise<number> {
+    const rows = await this.q<{ n: number }>(this.pool, "SELECT count(*)::int8 AS n FROM profiles WHERE tid = $1", [await this.tid(this.pool, scope, false)]);
+    return rows[0]!.n;
+  }
+
+  // ---- memberships ----------------------------------------------------------
+
+  applyMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]> {
+    return this.write(scope, async (c, tid) => {
+      const out: MembershipTransition[] = [];
+      if (changes.length === 0) return out;
+      const prevRows = await this.q<{ pid: number; def: string; status: MembershipStatus }>(c, `SELECT pid, def, status FROM memberships
+        WHERE tid = $1 AND (pid, def) IN (SELECT * FROM unnest($2::int8[], $3::text[]))`, [tid, changes.map((ch) => Number(ch.profileId)), changes.map((ch) => ch.definitionId)]);
+      const prev = new Map(prevRows.map((r) => [`${r.pid}\u0000${r.def}`, r.status]));
+      for (const ch of changes) {
+        const k = `${Number(ch.profileId)}\u0000${ch.definitionId}`;
+        const from = prev.get(k) ?? null;
+        if (from === ch.status || (from === null && ch.status === "exited")) continue;
+        prev.set(k, ch.status);
+        out.push({ profileId: ch.profileId, definitionId: ch.definitionId, from, to: ch.status, source: ch.source, at: new Date(ch.at).toISOString() });
+      }
+      const byKey = new Map(out.map((t) => [`${Number(t.profileId)}\u0000${t.definitionId}`, t]));
+      const last = [...byKey.values()];
+      if (last.length > 0) {
+        await c.query(`INSERT INTO memberships (tid, pid, def, status, lqt) SELECT $1, u.pid, u.def, u.status, u.lqt FROM unnest($2::int8[], $3::text[], $4::text[], $5::text[]) AS u(pid, def, status, lqt)
+          ON CONFLICT (tid, pid, def) DO UPDATE SET status = EXCLUDED.status, lqt = EXCLUDED.lqt`,
+        [tid, last.map((t) => Number(t.profileId)), last.map((t) => t.definitionId), last.map((t) => t.to), last.map((t) => t.at)]);
+        await c.query(`INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at)
+          SELECT $1, u.pid, u.def, u.f, u.t, u.s, u.at FROM unnest($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[]) WITH ORDINALITY AS u(pid, def, f, t, s, at, ord) ORDER BY u.ord`,
+        [tid, out.map((t) => Number(t.profileId)), out.map((t) => t.definitionId), out.map((t) => t.from), out.map((t) => t.to), out.map((t) => t.source), out.map((t) => Date.parse(t.at))]);
+      }
+      return out;
+    });
+  }
+
+  async getMemberships(scope: TenantScope, profileId: string): Promise<Membership[]> {
+    const rows = await this.q<MembershipRow>(this.pool, "SELECT pid, def, status, lqt FROM memberships WHERE tid = $1 AND pid = $2 ORDER BY def COLLATE \"C\"",
+      [await this.tid(this.pool, scope, false), Number(profileId)]);
+    return rows.map(toMembership);
+  }
+
+  async listMembers(scope: TenantScope, definitionId: string, opts: { status?: MembershipStatus; limit?: number; afterProfileId?: string } = {}): Promise<Membership[]> {
+    const rows = await this.q<MembershipRow>(this.pool, "SELECT pid, def, status, lqt FROM memberships WHERE tid = $1 AND def = $2 AND status = $3 AND pid > $4 ORDER BY pid LIMIT $5",
+      [await this.tid(this.pool, scope, false), definitionId, opts.status ?? "realized", Number(opts.afterProfileId ?? 0), opts.limit ?? 1000]);
+    return rows.map(toMembership);
+  }
+
+  async countMembers(scope: TenantScope, definitionId: string): Promise<{ realized: number; exited: number }> {
+    const rows = await this.q<{ status: string; n: number }>(this.pool, "SELECT status, count(*)::int8 AS n FROM memberships WHERE tid = $1 AND def = $2 GROUP BY status",
+      [await this.tid(this.pool, scope, false), definitionId]);
+    return { realized: rows.find((r) => r.status === "realized")?.n ?? 0, exited: rows.find((r) => r.status === "exited")?.n ?? 0 };
+  }
+
+  async listTransitions(scope: TenantScope, q: TransitionQuery = {}): Promise<MembershipTransition[]> {
+    const rows = await this.q<{ pid: number; def: string; from_status: MembershipStatus | null; to_status: MembershipStatus; source: MembershipChange["source"]; at: number }>(this.pool,
+      `SELECT pid, def, from_status, to_status, source, at FROM transitions WHERE tid = $1 AND at >= $2 AND at < $3
+        AND ($4::text IS NULL OR def = $4) AND ($5::text[] IS NULL OR source = ANY($5)) ORDER BY at, seq LIMIT $6`,
+      [await this.tid(this.pool, scope, false), q.since ?? Number.MIN_SAFE_INTEGER, q.until ?? Number.MAX_SAFE_INTEGER, q.definitionId ?? null,
+        q.sources !== undefined && q.sources.length > 0 ? q.sources : null, q.limit ?? 10_000]);
+    return rows.map((r) => ({ profileId: String(r.pid), definitionId: r.def, from: r.from_status, to: r.to_status, source: r.source, at: new Date(r.at).toISOString() }));
+  }
+
+  // ---- data lifecycle -------------------------------------------------------
+
+  deleteByIdentities(scope: TenantScope, identities: readonly Identity[], datasets: readonly string[] | "ALL"): Promise<DeleteCounts> {
+    return this.write(scope, async (c, tid) => {
+      const counts: DeleteCounts = { fragments: 0, events: 0, lakeRecords: 0, identities: 0, profileIds: [] };
+      const touched = new Set<number>();
+      const all = datasets === "ALL";
+      const dsArr = all ? null : [...datasets];
+      for (const i of identities) {
+        const pid = await this.pidOf(c, tid, i);
+        if (pid !== null) {
+          const f = (await c.query("DELETE FROM fragments WHERE tid = $1 AND pid = $2 AND ns = $3 AND idv = $4 AND ($5::text[] IS NULL OR ds = ANY($5))", [tid, pid, i.namespace, i.id, dsArr])).rowCount ?? 0;
+          const e = (await c.query("DELETE FROM events WHERE tid = $1 AND pid = $2 AND ns = $3 AND idv = $4 AND ($5::text[] IS NULL OR ds = ANY($5))", [tid, pid, i.namespace, i.id, dsArr])).rowCount ?? 0;
+          counts.fragments += f;
+          counts.events += e;
+          if (f + e > 0) touched.add(pid);
+          if (all) {
+            await c.query("DELETE FROM identities WHERE tid = $1 AND ns = $2 AND idv = $3", [tid, i.namespace, i.id]);
+            counts.identities++;
+            touched.add(pid);
+            // An emptied graph disappears; its memberships stay so the engines can record the exits.
+            const left = await this.q<{ size: number }>(c, "UPDATE profiles SET size = size - 1 WHERE pid = $1 RETURNING size", [pid]);
+            if ((left[0]?.size ?? 0) <= 0) await c.query("DELETE FROM profiles WHERE pid = $1", [pid]);
+          }
+        }
+        counts.lakeRecords += (await c.query("DELETE FROM lake_records WHERE tid = $1 AND ns = $2 AND idv = $3 AND ($4::text[] IS NULL OR ds = ANY($4))", [tid, i.namespace, i.id, dsArr])).rowCount ?? 0;
+      }
+      counts.profileIds = [...touched].sort((a, b) => a - b).map(String);
+      return counts;
+    });
+  }
+
+  private async deleteDatasetRecordsTx(c: pg.PoolClient, tid: number, ds: string): Promise<DeleteCounts> {
+    const pids = await this.q<{ pid: number }>(c, "SELECT pid FROM fragments WHERE tid = $1 AND ds = $2 UNION SELECT pid FROM events WHERE tid = $1 AND ds = $2 ORDER BY pid", [tid, ds]);
+    const fragments = (await c.query("DELETE FROM fragments WHERE tid = $1 AND ds = $2", [tid, ds])).rowCount ?? 0;
+    const events = (await c.query("DELETE FROM events WHERE tid = $1 AND ds = $2", [tid, ds])).rowCount ?? 0;
+    const lakeRecords = (await c.query("DELETE FROM lake_records WHERE tid = $1 AND ds = $2", [tid, ds])).rowCount ?? 0;
+    return { fragments, events, lakeRecords, identities: 0, profileIds: pids.map((r) => String(r.pid)) };
+  }
+
+  deleteDatasetRecords(scope: TenantScope, datasetId: string): Promise<DeleteCounts> {
+    return this.write(scope, async (c, tid) => {
+      await this.requireDataset(c, tid, scope, datasetId);
+      return this.deleteDatasetRecordsTx(c, tid, datasetId);
+    });
+  }
+
+  updateFields(scope: TenantScope, update: FieldUpdate): Promise<{ updated: number; profileIds: string[] }> {
+    return this.write(scope, async (c, tid) => {
+      await this.requireDataset(c, tid, scope, update.datasetId);
+      const apply = (body: JsonObject): JsonObject => {
+        let out = body;
+        for (const [path, value] of Object.entries(update.set ?? {})) out = setPath(out, path, value);
+        for (const path of update.remove ?? []) out = removePath(out, path);
+        return out;
+      };
+      const queries = {
+        fragments: { sel: "SELECT ctid::text AS k, pid, body FROM fragments WHERE tid = $1 AND ds = $2 AND ns = $3 AND idv = $4", upd: "UPDATE fragments SET body = $1 WHERE ctid = $2::tid" },
+        events: { sel: "SELECT seq::text AS k, pid, body FROM events WHERE tid = $1 AND pid = (SELECT pid FROM identities WHERE tid = $1 AND ns = $3 AND idv = $4) AND ds = $2 AND ns = $3 AND idv = $4", upd: "UPDATE events SET body = $1 WHERE seq = $2::int8" },
+        lake: { sel: "SELECT seq::text AS k, NULL::int8 AS pid, body FROM lake_records WHERE tid = $1 AND ds = $2 AND ns = $3 AND idv = $4", upd: "UPDATE lake_records SET body = $1 WHERE seq = $2::int8" },
+      };
+      let updated = 0;
+      const touched = new Set<number>();
+      for (const q of Object.values(queries)) {
+        for (const i of update.identities) {
+          for (const r of await this.q<{ k: string; pid: number | null; body: JsonObject }>(c, q.sel, [tid, update.datasetId, i.namespace, i.id])) {
+            const after = apply(r.body);
+            if (after === r.body) continue;
+            await c.query(q.upd, [JSON.stringify(after), r.k]);
+            updated++;
+            if (r.pid !== null) touched.add(r.pid);
+          }
+        }
+      }
+      return { updated, profileIds: [...touched].sort((a, b) => a - b).map(String) };
+    });
+  }
+}
+
+function eventFromRow(r: EventRow): StoredEvent {
+  return { datasetId: r.ds, eventId: r.eid, primary: { namespace: r.ns, id: r.idv }, timestamp: r.ts, body: r.body };
+}

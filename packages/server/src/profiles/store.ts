@@ -1,0 +1,196 @@
+// The profile data plane's storage interface. Every method is scoped to one
+// tenant (org + sandbox) and async, so the embedded (SQLite) and PostgreSQL
+// implementations are interchangeable; one conformance suite tests both.
+//
+// Durability contract: a promise from a write method resolves only after the
+// write is committed (and, for the embedded store, fsynced to its WAL), so an
+// acknowledgement sent after it survives kill -9.
+import type { RecordError } from "./types.js";
+import type {
+  Dataset,
+  DatasetInput,
+  Identity,
+  JsonValue,
+  Membership,
+  MembershipSource,
+  MembershipStatus,
+  MembershipTransition,
+  MergedProfile,
+  MergePolicySpec,
+  StoredEvent,
+  TenantScope,
+  ValidRecord,
+} from "./types.js";
+import type { RefusedLinkReport } from "./append-plan.js";
+
+export interface AppendOptions {
+  /** Ingestion time (epoch ms): fragment timestamp when a record has no _repo.modifyDate. */
+  ingestedAt: number;
+  /** Identities per graph guardrail (AEP default 50). */
+  maxIdentitiesPerGraph: number;
+  /**
+   * Ingestion batch to account this append to, in the same transaction: `read` records
+   * were read from the file/request, `failed` are their validation errors.
+   */
+  batch?: { id: string; read: number; failed: RecordError[]; file?: string };
+}
+
+export interface AppendResult {
+  /** Profile records written (several records of one identity merge into one fragment). */
+  fragments: number;
+  /** Events written. */
+  events: number;
+  /** Events not written because the dataset already holds an event with that _id (idempotent retries). */
+  duplicates: number;
+  /** Records of a dataset that is not profile-enabled: kept in the dataset only, not in profiles. */
+  lakeOnly: number;
+  /** Identity links refused by the per-graph guardrail. */
+  refusedLinks: RefusedLinkReport[];
+  /** Profiles whose data changed (for profile.changed notifications). */
+  profileIds: string[];
+}
+
+export interface EventQuery {
+  /** Inclusive, epoch ms. */
+  startTime?: number;
+  /** Exclusive, epoch ms. */
+  endTime?: number;
+  /** Page size; default 1000 (AEP's default). */
+  limit?: number;
+  order?: "asc" | "desc";
+  /** Opaque cursor from a previous page's `next`. */
+  cursor?: string;
+}
+
+export interface EventPage {
+  events: StoredEvent[];
+  next: string | null;
+}
+
+export interface ScanOptions {
+  /** Profiles per chunk; default 1000. */
+  chunkSize?: number;
+  /** Include events; default true. */
+  events?: boolean;
+  /** Only events at or after this time (epoch ms). */
+  eventsSince?: number;
+}
+
+export interface ScannedProfile extends MergedProfile {
+  /** Events of the profile, oldest first. */
+  events: StoredEvent[];
+  /** For identityGraph none: the identity this entry stands for (one entry per identity). */
+  identity: Identity | null;
+}
+
+export interface MembershipChange {
+  profileId: string;
+  definitionId: string;
+  status: MembershipStatus;
+  source: MembershipSource;
+  /** Epoch ms. */
+  at: number;
+}
+
+export interface TransitionQuery {
+  definitionId?: string;
+  sources?: MembershipSource[];
+  /** Inclusive, epoch ms. */
+  since?: number;
+  /** Exclusive, epoch ms. */
+  until?: number;
+  limit?: number;
+}
+
+export interface DeleteCounts {
+  fragments: number;
+  events: number;
+  /** Records of non-profile datasets. */
+  lakeRecords: number;
+  /** Identities removed from identity graphs (deletes across all datasets only). */
+  identities: number;
+  /** Profiles whose data changed, so engines can re-evaluate them. */
+  profileIds: string[];
+}
+
+export interface FieldUpdate {
+  datasetId: string;
+  /** Records whose primary identity is one of these are updated. */
+  identities: Identity[];
+  /** Dotted path → new value. */
+  set?: Record<string, JsonValue>;
+  /** Dotted paths to remove. */
+  remove?: string[];
+}
+
+export type IngestBatchStatus = "loading" | "processing" | "success" | "failed" | "aborted";
+
+export interface IngestBatch {
+  id: string;
+  datasetId: string;
+  status: IngestBatchStatus;
+  created: number;
+  updated: number;
+  completed: number | null;
+  recordsRead: number;
+  recordsWritten: number;
+  recordsFailed: number;
+  files: string[];
+  /** Per-record failures (the first 1000 are kept). */
+  errors: Array<RecordError & { file?: string }>;
+}
+
+export const MAX_BATCH_ERRORS = 1000;
+
+export class StoreError extends Error {
+  constructor(readonly code: "DATASET_NOT_FOUND" | "DATASET_EXISTS" | "BATCH_NOT_FOUND" | "BATCH_NOT_OPEN" | "INVALID_CURSOR", message: string) {
+    super(message);
+    this.name = "StoreError";
+  }
+}
+
+export interface ProfileStore {
+  readonly kind: "embedded" | "postgres";
+  close(): Promise<void>;
+
+  // Datasets (Catalog)
+  createDataset(scope: TenantScope, input: DatasetInput, now: number): Promise<Dataset>;
+  getDataset(scope: TenantScope, id: string): Promise<Dataset | null>;
+  /** Newest first. */
+  listDatasets(scope: TenantScope, opts?: { limit?: number; start?: number }): Promise<Dataset[]>;
+  /** Removes the dataset and all its records; null when it does not exist in this sandbox. */
+  deleteDataset(scope: TenantScope, id: string): Promise<DeleteCounts | null>;
+
+  // Ingestion
+  append(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions): Promise<AppendResult>;
+  createBatch(scope: TenantScope, datasetId: string, now: number): Promise<IngestBatch>;
+  getBatch(scope: TenantScope, id: string): Promise<IngestBatch | null>;
+  listBatches(scope: TenantScope, opts?: { datasetId?: string; limit?: number }): Promise<IngestBatch[]>;
+  setBatchStatus(scope: TenantScope, id: string, status: IngestBatchStatus, now: number): Promise<IngestBatch>;
+
+  // Identities and profiles
+  findProfileId(scope: TenantScope, identity: Identity): Promise<string | null>;
+  graphIdentities(scope: TenantScope, profileId: string): Promise<Identity[]>;
+  getProfile(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null>;
+  getEvents(scope: TenantScope, identity: Identity, policy: MergePolicySpec, query?: EventQuery): Promise<EventPage>;
+  /** Every merged profile with its events, chunk by chunk (never all in memory). */
+  scanProfiles(scope: TenantScope, policy: MergePolicySpec, opts?: ScanOptions): AsyncIterable<ScannedProfile[]>;
+  countProfiles(scope: TenantScope): Promise<number>;
+
+  // Memberships (written by the batch, streaming and edge engines)
+  /** Applies changes; records a transition for each status change; returns those transitions. */
+  applyMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]>;
+  getMemberships(scope: TenantScope, profileId: string): Promise<Membership[]>;
+  listMembers(scope: TenantScope, definitionId: string, opts?: { status?: MembershipStatus; limit?: number; afterProfileId?: string }): Promise<Membership[]>;
+  countMembers(scope: TenantScope, definitionId: string): Promise<{ realized: number; exited: number }>;
+  listTransitions(scope: TenantScope, query?: TransitionQuery): Promise<MembershipTransition[]>;
+
+  // Data lifecycle (hygiene)
+  /** Deletes records whose primary identity is given, in the listed datasets or all ("ALL" also unlinks the identities from their graphs). */
+  deleteByIdentities(scope: TenantScope, identities: readonly Identity[], datasets: readonly string[] | "ALL"): Promise<DeleteCounts>;
+  /** Deletes every record of a dataset but keeps the dataset (expirations delete the dataset with deleteDataset). */
+  deleteDatasetRecords(scope: TenantScope, datasetId: string): Promise<DeleteCounts>;
+  /** Sets / removes fields on the records of the given primary identities in one dataset. */
+  updateFields(scope: TenantScope, update: FieldUpdate): Promise<{ updated: number; profileIds: string[] }>;
+}
+

@@ -1,0 +1,87 @@
+/**
+ * The one place the server touches the PQL package. Services call these
+ * helpers; when the language package's API moves, only this file changes.
+ */
+import { check, classify, format, fromPqlJson, parse, toPqlJson, walk, PqlError } from "@segmentd/pql";
+import type { Diagnostic, Query } from "@segmentd/pql";
+
+export type { Diagnostic, Query };
+
+export interface Classified {
+  queryType: string | null;
+  batch: boolean;
+  continuous: boolean;
+  synchronous: boolean;
+  reasons: string[];
+}
+
+/** Error diagnostics of `text` (warnings dropped): empty means the expression is valid. */
+export function pqlErrors(text: string): Diagnostic[] {
+  return check(text).filter((d) => d.severity === "error");
+}
+
+export function parsePql(text: string): Query {
+  return parse(text);
+}
+
+/** Canonical PQL text of a query. */
+export function canonicalText(query: Query): string {
+  return format(query);
+}
+
+/** pql/json (as AEP carries it: a JSON document serialised into a string) → query. */
+export function queryFromPqlJson(value: string): Query {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(value);
+  } catch (err) {
+    throw new PqlJsonError(`expression.value is not valid JSON: ${(err as Error).message}`);
+  }
+  try {
+    return fromPqlJson(doc as Parameters<typeof fromPqlJson>[0]);
+  } catch (err) {
+    throw new PqlJsonError(`expression.value is not a valid pql/json tree: ${(err as Error).message}`);
+  }
+}
+
+/** query → pql/json string. */
+export function queryToPqlJson(query: Query): string {
+  const out: unknown = toPqlJson(query);
+  return typeof out === "string" ? out : JSON.stringify(out);
+}
+
+export class PqlJsonError extends Error {}
+
+/** Ids named by `inSegment("...")` calls, in first-seen order, without duplicates. */
+export function inSegmentReferences(query: Query): string[] {
+  const seen = new Set<string>();
+  walk(query, (n) => {
+    if (n.type === "Call" && n.name === "inSegment") {
+      const arg = n.args[0];
+      if (arg && arg.type === "Literal" && typeof arg.value === "string") seen.add(arg.value);
+    }
+  });
+  return [...seen];
+}
+
+function reasonText(r: unknown): string {
+  if (typeof r === "string") return r;
+  if (typeof r === "object" && r !== null && "message" in r && typeof (r as { message: unknown }).message === "string") {
+    return (r as { message: string }).message;
+  }
+  return JSON.stringify(r);
+}
+
+/** Classify for batch/streaming/edge (decisions.md §1). `resolveSegment` returns another definition's PQL text. */
+export function classifyQuery(query: Query, resolveSegment: (id: string) => string | undefined, selfId?: string): Classified {
+  const c = classify(query, { resolveSegment, ...(selfId !== undefined ? { id: selfId } : {}) });
+  return {
+    queryType: c.queryType ?? null,
+    batch: c.batch,
+    continuous: c.continuous,
+    synchronous: c.synchronous,
+    reasons: (c.reasons as readonly unknown[]).map(reasonText),
+  };
+}
+
+export { PqlError };

@@ -1,0 +1,143 @@
+/**
+ * Store interfaces: the only way services reach persistent state. Every method
+ * takes a `TenantScope` — there is deliberately no query that spans
+ * organizations or sandboxes. Two implementations (embedded SQLite, PostgreSQL)
+ * pass one conformance suite (packages/server/test/store-conformance.test.ts).
+ *
+ * Adding a repository (datasets, jobs, work orders, quotas...): declare its
+ * interface here, add it to `MetadataStore`, add a migration to both
+ * `embedded/migrations.ts` and `postgres/migrations.ts`, implement it in both
+ * stores, and extend the conformance suite.
+ */
+import type { DefinitionRecord, MergePolicyRecord } from "./records.js";
+
+export type { DefinitionRecord, MergePolicyRecord } from "./records.js";
+
+/** Which organization and sandbox a call acts for. Required by every store query. */
+export interface TenantScope {
+  orgId: string;
+  sandboxId: string;
+}
+
+/** Per-sandbox counters enforced inside the write transaction (no read-then-write race). */
+export interface DefinitionLimits {
+  definitions: number;
+  streaming: number;
+  edge: number;
+}
+
+export const DEFINITION_SORT_FIELDS = ["creationTime", "updateTime", "updateEpoch", "name", "description", "id"] as const;
+export type DefinitionSortField = (typeof DEFINITION_SORT_FIELDS)[number];
+
+export interface SortKey<F extends string> {
+  field: F;
+  direction: "asc" | "desc";
+}
+
+export interface DefinitionListQuery {
+  filters: { batch?: boolean; continuous?: boolean; synchronous?: boolean };
+  /** Applied in order; the store appends `id` (in the first key's direction) so that the order is total and paging is stable. */
+  sort: SortKey<DefinitionSortField>[];
+  offset: number;
+  limit: number;
+}
+
+export interface Page<T> {
+  items: T[];
+  total: number;
+}
+
+export interface DefinitionRepository {
+  /** Throws DuplicateNameError or LimitExceededError; nothing is written then. */
+  insert(scope: TenantScope, record: DefinitionRecord, limits: DefinitionLimits): Promise<void>;
+  /** Whole-record replace. Returns false when the id does not exist in this scope. */
+  update(scope: TenantScope, record: DefinitionRecord, limits: DefinitionLimits): Promise<boolean>;
+  get(scope: TenantScope, id: string): Promise<DefinitionRecord | undefined>;
+  getMany(scope: TenantScope, ids: readonly string[]): Promise<Map<string, DefinitionRecord>>;
+  list(scope: TenantScope, query: DefinitionListQuery): Promise<Page<DefinitionRecord>>;
+  /** Ids of the definitions whose expression references `id` through `inSegment`. */
+  dependents(scope: TenantScope, id: string): Promise<string[]>;
+  /** Throws HasDependentsError while other definitions reference it. Returns false when not found. */
+  delete(scope: TenantScope, id: string): Promise<boolean>;
+}
+
+export const MERGE_POLICY_ORDER_FIELDS = ["name", "updateEpoch", "id"] as const;
+export type MergePolicyOrderField = (typeof MERGE_POLICY_ORDER_FIELDS)[number];
+
+export interface MergePolicyListQuery {
+  filters: {
+    default?: boolean;
+    isActiveOnEdge?: boolean;
+    schemaName?: string;
+    identityGraphType?: string;
+    attributeMergeType?: string;
+    version?: number;
+  };
+  order: SortKey<MergePolicyOrderField>;
+  offset: number;
+  limit: number;
+}
+
+export interface MergePolicyRepository {
+  /**
+   * Inserting or updating a policy with `default: true` clears `default` on the
+   * other policies of the same schema class, in the same transaction. A second
+   * `isActiveOnEdge` policy in a sandbox throws EdgePolicyConflictError.
+   */
+  insert(scope: TenantScope, record: MergePolicyRecord): Promise<void>;
+  update(scope: TenantScope, record: MergePolicyRecord): Promise<boolean>;
+  get(scope: TenantScope, id: string): Promise<MergePolicyRecord | undefined>;
+  getMany(scope: TenantScope, ids: readonly string[]): Promise<Map<string, MergePolicyRecord>>;
+  getDefault(scope: TenantScope, schemaName: string): Promise<MergePolicyRecord | undefined>;
+  list(scope: TenantScope, query: MergePolicyListQuery): Promise<Page<MergePolicyRecord>>;
+  count(scope: TenantScope): Promise<number>;
+  /** Throws MergePolicyInUseError while definitions use it. Returns false when not found. */
+  delete(scope: TenantScope, id: string): Promise<boolean>;
+}
+
+export interface MetadataStore {
+  readonly kind: "embedded" | "postgres";
+  readonly definitions: DefinitionRepository;
+  readonly mergePolicies: MergePolicyRepository;
+  /** Resolves when the store answers a trivial query (readiness). */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class StoreError extends Error {}
+
+export class DuplicateNameError extends StoreError {
+  constructor(readonly definitionName: string) {
+    super(`A segment definition named "${definitionName}" already exists in this sandbox`);
+  }
+}
+
+export class LimitExceededError extends StoreError {
+  constructor(
+    readonly limit: keyof DefinitionLimits,
+    readonly max: number,
+  ) {
+    super(`limit ${limit} (${max}) reached`);
+  }
+}
+
+export class HasDependentsError extends StoreError {
+  constructor(readonly dependents: string[]) {
+    super(`referenced by ${dependents.join(", ")}`);
+  }
+}
+
+export class EdgePolicyConflictError extends StoreError {
+  constructor(readonly activeId: string) {
+    super(`merge policy ${activeId} is already active on edge`);
+  }
+}
+
+export class MergePolicyInUseError extends StoreError {
+  constructor(
+    readonly definitionIds: string[],
+    readonly total: number,
+  ) {
+    super(`merge policy used by ${total} definition(s)`);
+  }
+}

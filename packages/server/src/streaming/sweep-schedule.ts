@@ -1,0 +1,90 @@
+/**
+ * When each (profile, definition) membership should be looked at again without
+ * a new event: the moment an event of the profile leaves the definition's
+ * window, or the next UTC midnight for calendar windows (`today`). A binary
+ * min-heap keyed by due time; stale entries are tolerated (re-checking a
+ * membership that is still valid only reschedules it).
+ */
+export interface SweepEntry {
+  due: number;
+  tenantKey: string;
+  profileId: string;
+  definitionId: string;
+}
+
+export class SweepSchedule {
+  private readonly heap: SweepEntry[] = [];
+  private readonly latest = new Map<string, number>();
+
+  get size(): number {
+    return this.heap.length;
+  }
+
+  add(entry: SweepEntry): void {
+    const k = `${entry.tenantKey}\u0000${entry.profileId}\u0000${entry.definitionId}`;
+    // Only the newest due time of a membership counts; older heap entries are skipped when popped.
+    this.latest.set(k, entry.due);
+    this.heap.push(entry);
+    this.up(this.heap.length - 1);
+  }
+
+  /** Removes and returns every current entry due at or before `now`. */
+  popDue(now: number): SweepEntry[] {
+    const out: SweepEntry[] = [];
+    while (this.heap.length > 0 && this.heap[0]!.due <= now) {
+      const top = this.pop();
+      const k = `${top.tenantKey}\u0000${top.profileId}\u0000${top.definitionId}`;
+      if (this.latest.get(k) !== top.due) continue;
+      this.latest.delete(k);
+      out.push(top);
+    }
+    return out;
+  }
+
+  private pop(): SweepEntry {
+    const top = this.heap[0]!;
+    const last = this.heap.pop()!;
+    if (this.heap.length > 0) {
+      this.heap[0] = last;
+      this.down(0);
+    }
+    return top;
+  }
+
+  private up(i: number): void {
+    const h = this.heap;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (h[p]!.due <= h[i]!.due) break;
+      [h[p], h[i]] = [h[i]!, h[p]!];
+      i = p;
+    }
+  }
+
+  private down(i: number): void {
+    const h = this.heap;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < h.length && h[l]!.due < h[m]!.due) m = l;
+      if (r < h.length && h[r]!.due < h[m]!.due) m = r;
+      if (m === i) return;
+      [h[m], h[i]] = [h[i]!, h[m]!];
+      i = m;
+    }
+  }
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** The next instant after `now` at which an event (of these timestamps) leaves a window of `windowMs`, or the next UTC midnight. */
+export function nextWindowChange(now: number, eventTimes: readonly number[], windowMs: number): number {
+  let due = (Math.floor(now / DAY_MS) + 1) * DAY_MS;
+  for (const t of eventTimes) {
+    // +1 ms: a window written with `<=` still holds the event at exactly t + window.
+    const leaves = t + windowMs + 1;
+    if (leaves > now && leaves < due) due = leaves;
+  }
+  return due;
+}

@@ -1,0 +1,154 @@
+/**
+ * The batch engine over a real profile store: member sets equal `evaluate`
+ * run profile by profile, for SQL-covered and in-memory definitions alike,
+ * with dependency order, opt-out and realized/existing/exited accounting.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import fc from "fast-check";
+import { evaluateJob, JobCancelledError, type JobDefinition } from "../../src/batch/engine/evaluate-job.js";
+import { DependencyCycleError, dependencyOrder } from "../../src/batch/engine/dependency-order.js";
+import { ingestRecords } from "../../src/profiles/ingest.js";
+import type { MembershipChange } from "../../src/profiles/store.js";
+import { openTestStore, type TestStore } from "../profiles/test-store.js";
+import { NOW, coveredQuery } from "./pql-gen.js";
+import { SCOPE, definition, populate, referenceMembers, type Population } from "./fixtures.js";
+
+const N = 80;
+
+function membersOf(changes: readonly MembershipChange[], id: string, status: string): Set<string> {
+  return new Set(changes.filter((c) => c.definitionId === id && c.status === status).map((c) => c.profileId));
+}
+
+describe("batch engine", () => {
+  let ts: TestStore;
+  let pop: Population;
+  before(async () => {
+    ts = openTestStore();
+    pop = await populate(ts.store, N, 7);
+  });
+  after(async () => {
+    await ts.cleanup();
+  });
+
+  it("orders inSegment dependencies first and rejects cycles", () => {
+    const order = dependencyOrder([
+      { id: "c", references: ["b"] },
+      { id: "a", references: [] },
+      { id: "b", references: ["a", "outside"] },
+    ]);
+    assert.deepEqual(order.map((n) => n.id), ["a", "b", "c"]);
+    assert.throws(
+      () => dependencyOrder([{ id: "x", references: ["y"] }, { id: "y", references: ["z"] }, { id: "z", references: ["x"] }]),
+      (e: unknown) => e instanceof DependencyCycleError && e.message === "inSegment references form a cycle: x -> y -> z -> x",
+    );
+  });
+
+  it("member sets equal evaluate profile by profile, on both back ends", async () => {
+    const texts = fc.sample(coveredQuery, { numRuns: 25, seed: 11 });
+    texts.push(
+      "person.age + 1 > 19", // arithmetic: in memory
+      'xEvent[eventType = "purchase"].count() >= 1 or person.name.matches("^a")',
+      "xEvent[timestamp occurs this month].count() > 0",
+    );
+    const defs = texts.map((t, i) => definition(`d${i}`, t));
+    for (const backend of ["sql", "js"] as const) {
+      const out = await evaluateJob(ts.store, SCOPE, defs, { now: NOW, backend });
+      assert.equal(out.totalProfiles, N);
+      if (backend === "sql") {
+        assert.ok(out.sqlDefinitions.length >= 25, `SQL covers the generated conditions (${out.sqlDefinitions.length})`);
+        assert.equal(out.inMemoryDefinitions["d25"], "Binary where a field path is needed");
+        assert.equal(out.inMemoryDefinitions["d26"], "operator matches");
+        assert.equal(out.inMemoryDefinitions["d27"], "a time reference or unit the SQL back end does not resolve");
+      } else {
+        assert.deepEqual(out.sqlDefinitions, []);
+      }
+      for (const d of defs) {
+        const want = await referenceMembers(ts.store, d.query, { excludeOptOut: true });
+        assert.deepEqual(membersOf(out.changes, d.id, "realized"), want, `${backend}: ${texts[Number(d.id.slice(1))]}`);
+        const c = out.counters.get(d.id)!;
+        assert.equal(c.qualified, want.size);
+        assert.equal(c.realized, want.size, "first job: every member is new");
+        assert.equal(c.existing + c.exited, 0);
+        assert.equal(c.byNamespace["ecid"] ?? 0, want.size);
+      }
+    }
+  });
+
+  it("evaluates inSegment after the referenced definitions of the same job", async () => {
+    const base = definition("base", "person.age >= 18");
+    const mid = definition("mid", 'inSegment("base") and xEvent.count() > 0');
+    const top = definition("top", 'not inSegment("mid")');
+    const out = await evaluateJob(ts.store, SCOPE, [top, mid, base], { now: NOW });
+    const baseSet = await referenceMembers(ts.store, base.query, { excludeOptOut: true });
+    const midSet = await referenceMembers(ts.store, mid.query, { excludeOptOut: true, members: new Map([["base", baseSet]]) });
+    const topSet = await referenceMembers(ts.store, top.query, { excludeOptOut: true, members: new Map([["mid", midSet]]) });
+    assert.ok(baseSet.size > 0 && midSet.size > 0 && midSet.size < baseSet.size + 1);
+    assert.deepEqual(membersOf(out.changes, "base", "realized"), baseSet);
+    assert.deepEqual(membersOf(out.changes, "mid", "realized"), midSet);
+    assert.deepEqual(membersOf(out.changes, "top", "realized"), topSet);
+    assert.deepEqual(out.sqlDefinitions, ["base"]);
+  });
+
+  it("excludes opted-out profiles when excludeOptOut, and only then", async () => {
+    await ingestRecords(ts.store, SCOPE, pop.crm, [
+      { index: 0, value: { identityMap: { ECID: [{ id: "P0", primary: true }] }, consents: { marketing: { preferred: "n" } }, _repo: { modifyDate: new Date(NOW - 500).toISOString() } } },
+    ], { now: NOW - 500 });
+    const pid = await ts.store.findProfileId(SCOPE, { namespace: "ecid", id: "P0" });
+    assert.ok(pid !== null);
+    const all = (extra: Partial<JobDefinition>) => definition(`all-${String(extra.excludeOptOut)}`, "true", extra);
+    const out = await evaluateJob(ts.store, SCOPE, [all({ excludeOptOut: true }), all({ excludeOptOut: false })], { now: NOW });
+    const strict = membersOf(out.changes, "all-true", "realized");
+    const loose = membersOf(out.changes, "all-false", "realized");
+    assert.equal(loose.size, N);
+    assert.equal(strict.size, N - 1);
+    assert.ok(!strict.has(pid) && loose.has(pid));
+  });
+
+  it("a second job records exited for profiles that left, keeps the others existing", async () => {
+    const d = definition("adults", "person.age >= 18", { excludeOptOut: false });
+    const first = await evaluateJob(ts.store, SCOPE, [d], { now: NOW });
+    await ts.store.applyMembershipChanges(SCOPE, first.changes);
+    const members = membersOf(first.changes, "adults", "realized");
+    assert.ok(members.size >= 2, "fixture has adults");
+    // Two members become minors; one non-member becomes an adult.
+    const pidToEcid = new Map<string, string>();
+    for (let i = 0; i < N; i++) pidToEcid.set((await ts.store.findProfileId(SCOPE, { namespace: "ecid", id: `P${i}` }))!, `P${i}`);
+    const leaving = [...members].slice(0, 2);
+    const joining = [...pidToEcid.keys()].find((p) => !members.has(p))!;
+    const t = NOW + 1000;
+    await ingestRecords(ts.store, SCOPE, pop.crm, [
+      ...leaving.map((p, index) => ({ index, value: { identityMap: { ECID: [{ id: pidToEcid.get(p)!, primary: true }] }, person: { age: 5 }, _repo: { modifyDate: new Date(t).toISOString() } } })),
+      { index: 2, value: { identityMap: { ECID: [{ id: pidToEcid.get(joining)!, primary: true }] }, person: { age: 40 }, _repo: { modifyDate: new Date(t).toISOString() } } },
+    ], { now: t });
+    const second = await evaluateJob(ts.store, SCOPE, [d], { now: t + 1000 });
+    const c = second.counters.get("adults")!;
+    assert.deepEqual(membersOf(second.changes, "adults", "exited"), new Set(leaving));
+    assert.deepEqual(membersOf(second.changes, "adults", "realized"), new Set([joining]));
+    assert.equal(c.exited, 2);
+    assert.equal(c.realized, 1);
+    assert.equal(c.existing, members.size - 2);
+    assert.equal(c.qualified, members.size - 1);
+    const transitions = await ts.store.applyMembershipChanges(SCOPE, second.changes);
+    assert.equal(transitions.length, 3);
+    assert.ok(transitions.every((tr) => tr.source === "batch"));
+    assert.deepEqual((await ts.store.getMemberships(SCOPE, leaving[0]!)).find((m) => m.definitionId === "adults")?.status, "exited");
+  });
+
+  it("stops between chunks when cancelled, having written nothing", async () => {
+    let calls = 0;
+    const before = await ts.store.listTransitions(SCOPE);
+    await assert.rejects(
+      evaluateJob(ts.store, SCOPE, [definition("c1", "true")], { now: NOW, chunkSize: 10, isCancelled: () => ++calls > 2 }),
+      (e: unknown) => e instanceof JobCancelledError,
+    );
+    assert.equal(calls, 3);
+    assert.deepEqual(await ts.store.listTransitions(SCOPE), before);
+  });
+
+  it("reports progress in profiles processed", async () => {
+    const seen: number[] = [];
+    await evaluateJob(ts.store, SCOPE, [definition("p1", "true")], { now: NOW, chunkSize: 25, onProgress: (n) => seen.push(n) });
+    assert.deepEqual(seen, [25, 50, 75, N]);
+  });
+});

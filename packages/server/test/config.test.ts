@@ -1,0 +1,41 @@
+/** Configuration: file, environment and overrides in that order; bad files are clear errors. */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { ConfigError, loadConfig } from "../src/platform/config.js";
+
+const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-config-"));
+
+test("defaults: 127.0.0.1:8080, ./.data under the cwd, AEP limits", () => {
+  const c = loadConfig({ cwd: dir, env: {} });
+  assert.deepEqual([c.host, c.port, c.dataDir, c.databaseUrl], ["127.0.0.1", 8080, path.join(dir, ".data"), undefined]);
+  assert.deepEqual(c.limits, { definitions: 4000, streaming: 500, edge: 150, expressionBytes: 65536 });
+  assert.equal(c.bodyLimitBytes, 1048576);
+});
+
+test("file < environment < overrides", () => {
+  writeFileSync(path.join(dir, "segmentd.config.json"), JSON.stringify({
+    port: 9000, host: "0.0.0.0", limits: { edge: 10 },
+    organizations: [{ id: "o@AdobeOrg", sandboxes: [{ name: "prod", type: "production", default: true, limits: { definitions: 5 } }] }],
+  }));
+  const c = loadConfig({ cwd: dir, env: { SEGMENTD_PORT: "9100", SEGMENTD_DATABASE_URL: "postgres://x/y" }, overrides: { host: "::1" } });
+  assert.deepEqual([c.port, c.host, c.databaseUrl, c.limits.edge], [9100, "::1", "postgres://x/y", 10]);
+  assert.deepEqual(c.organizations[0]!.sandboxes[0]!.limits, { definitions: 5 });
+});
+
+test("bad files and values are ConfigErrors that say what is wrong", () => {
+  const bad = path.join(dir, "bad.json");
+  for (const [content, message] of [
+    ["{", /not valid JSON/],
+    [JSON.stringify({ prot: 1 }), /unknown key "prot"/],
+    [JSON.stringify({ port: "80" }), /port must be a non-negative integer/],
+    [JSON.stringify({ organizations: [{ id: "o", sandboxes: [{ name: "s", type: "staging" }] }] }), /type must be "production" or "development"/],
+  ] as const) {
+    writeFileSync(bad, content);
+    assert.throws(() => loadConfig({ cwd: dir, env: {}, configFile: bad }), (e: unknown) => e instanceof ConfigError && message.test(e.message));
+  }
+  assert.throws(() => loadConfig({ cwd: dir, env: { SEGMENTD_PORT: "http" } }), /SEGMENTD_PORT must be an integer/);
+  assert.throws(() => loadConfig({ cwd: dir, env: {}, configFile: "nope.json" }), /config file not found/);
+});

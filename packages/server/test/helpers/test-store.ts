@@ -1,0 +1,73 @@
+/**
+ * The store under test, picked from SEGMENTD_TEST_STORE: `embedded` (default,
+ * SQLite in a temp dir) or `postgres` (SEGMENTD_TEST_DATABASE_URL, default
+ * postgres://127.0.0.1:5432/test), isolated in a fresh schema that is dropped
+ * when the store is disposed.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { openPgStore, openSqliteStore, type MetadataStore } from "../../src/index.js";
+
+export type TestStoreKind = "embedded" | "postgres";
+
+export function testStoreKind(): TestStoreKind {
+  const k = process.env.SEGMENTD_TEST_STORE ?? "embedded";
+  if (k !== "embedded" && k !== "postgres") throw new Error(`SEGMENTD_TEST_STORE must be embedded or postgres, got ${k}`);
+  return k;
+}
+
+export function testDatabaseUrl(): string {
+  return process.env.SEGMENTD_TEST_DATABASE_URL ?? "postgres://127.0.0.1:5432/test";
+}
+
+function withUser(url: string): string {
+  const u = new URL(url);
+  if (u.username === "") u.username = process.env.PGUSER || "postgres";
+  return u.toString();
+}
+
+export interface TestStoreHandle {
+  kind: TestStoreKind;
+  /** For servers opened from config: data dir (embedded) and database URL (postgres, schema-scoped). */
+  dataDir: string;
+  databaseUrl?: string;
+  open(): Promise<MetadataStore>;
+  dispose(): Promise<void>;
+}
+
+export async function createTestStore(label = "t"): Promise<TestStoreHandle> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), `segmentd-${label}-`));
+  const kind = testStoreKind();
+  if (kind === "embedded") {
+    return {
+      kind,
+      dataDir,
+      open: async () => openSqliteStore(dataDir),
+      dispose: async () => rmSync(dataDir, { recursive: true, force: true }),
+    };
+  }
+  const base = withUser(testDatabaseUrl());
+  const schema = `t_${label.replace(/[^a-z0-9]/gi, "").toLowerCase().slice(0, 20)}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+  const admin = new pg.Client({ connectionString: base });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  await admin.end();
+  const u = new URL(base);
+  u.searchParams.set("options", `-c search_path=${schema}`);
+  const databaseUrl = u.toString();
+  return {
+    kind,
+    dataDir,
+    databaseUrl,
+    open: () => openPgStore(databaseUrl),
+    dispose: async () => {
+      const a = new pg.Client({ connectionString: base });
+      await a.connect();
+      await a.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await a.end();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

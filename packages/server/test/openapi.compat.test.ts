@@ -1,0 +1,125 @@
+/**
+ * Compatibility with Adobe's OpenAPI files (run by `npm run test:compat`, which
+ * CI calls with ../shared present; `npm test` never reads ../shared).
+ *
+ * Starts a real server, exercises every AEP endpoint it serves, and validates
+ * each success response against the matching schema of segmentation.yaml /
+ * profile.yaml (with $refs resolved by Ajv).
+ *
+ * Where Adobe's file contradicts itself, segmentation-api.md §17 decides:
+ * - GET /segment/definitions declares a single SegmentDefinition as its 200
+ *   schema, but the guides and every sample return {segments, page, link}. We
+ *   validate each element of `segments` against SegmentDefinition and the
+ *   envelope against the list shape of §2.2.
+ * - bulk-get 207 schemas list sample ids as properties; every result is
+ *   validated against the item schema of the first sample.
+ * - DELETE /segment/definitions/{id} returns MessageResponse (spec) rather than
+ *   an empty body (guide); merge-policy DELETE returns 200 with an empty body.
+ */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import Ajv from "ajv";
+import YAML from "yaml";
+import { DEFS, MPS, client, definitionBody, obj, startHarness, type Client, type Harness } from "./helpers/server-harness.js";
+import { REPO_ROOT } from "./helpers/spawn.js";
+
+const SHARED = path.resolve(REPO_ROOT, "..", "shared", "reference", "adobe-openapi");
+
+const ajv = new Ajv.default({ strict: false, allErrors: true, validateFormats: false });
+ajv.addSchema({ ...(YAML.parse(readFileSync(path.join(SHARED, "segmentation.yaml"), "utf8")) as object), $id: "seg" });
+ajv.addSchema({ ...(YAML.parse(readFileSync(path.join(SHARED, "profile.yaml"), "utf8")) as object), $id: "prof" });
+
+const ptr = (s: string) => s.replace(/~/g, "~0").replace(/\//g, "~1");
+function responseSchema(doc: "seg" | "prof", p: string, method: string, status: number): string {
+  return `${doc}#/paths/${ptr(p)}/${method}/responses/${status}/content/application~1json/schema`;
+}
+
+function check(ref: string, data: unknown, what: string): void {
+  const validate = ajv.getSchema(ref);
+  assert.ok(validate, `no schema at ${ref}`);
+  const ok = validate(data);
+  assert.ok(ok, `${what} does not match ${ref}: ${JSON.stringify(validate.errors, null, 1)}`);
+}
+
+let h: Harness;
+let a: Client;
+before(async () => {
+  h = await startHarness("compat");
+  a = client(h.url);
+});
+after(async () => h.close());
+
+const SEGDEF = "seg#/components/schemas/SegmentDefinition";
+
+test("the schemas are strict enough to fail: an empty object is not a SegmentDefinition", () => {
+  assert.equal(ajv.getSchema(SEGDEF)!({}), false);
+  assert.equal(ajv.getSchema("prof#/components/schemas/MergePolicy")!({ identityGraph: { type: "graph" } }), false);
+});
+
+test("segment definition endpoints match segmentation.yaml", async () => {
+  const created = await a.post(DEFS, definitionBody("compat-1", 'homeAddress.countryCode = "US"', {
+    description: "d", evaluationInfo: { batch: { enabled: true }, continuous: { enabled: false }, synchronous: { enabled: false } }, payloadSchema: "string",
+  }));
+  assert.equal(created.status, 200);
+  check(responseSchema("seg", "/segment/definitions", "post", 200), created.json, "create");
+  const id = obj(created.json).id as string;
+
+  const conv = await a.post("/data/core/ups/segment/conversion", definitionBody("compat-conv"));
+  assert.equal(conv.status, 200);
+  check(responseSchema("seg", "/segment/conversion", "post", 200), conv.json, "conversion text→json");
+  const back = await a.post("/data/core/ups/segment/conversion", { ...definitionBody("compat-conv"), expression: obj(conv.json).expression });
+  check(responseSchema("seg", "/segment/conversion", "post", 200), back.json, "conversion json→text");
+
+  const fromJson = await a.post(DEFS, { ...definitionBody("compat-json"), expression: obj(conv.json).expression });
+  check(responseSchema("seg", "/segment/definitions", "post", 200), fromJson.json, "create pql/json");
+
+  const got = await a.get(`${DEFS}/${id}`);
+  check(responseSchema("seg", "/segment/definitions/{SEGMENT_ID}", "get", 200), got.json, "get");
+
+  const patched = await a.patch(`${DEFS}/${id}`, { ...obj(got.json), name: "compat-1b" });
+  assert.equal(patched.status, 200);
+  check(responseSchema("seg", "/segment/definitions/{SEGMENT_ID}", "patch", 200), patched.json, "patch");
+
+  const list = await a.get(`${DEFS}?limit=1`);
+  const body = obj(list.json);
+  for (const s of body.segments as unknown[]) check(SEGDEF, s, "list item");
+  const page = obj(body.page);
+  for (const k of ["totalCount", "totalPages", "pageSize", "limit"]) assert.equal(typeof page[k], "number", `page.${k}`);
+  for (const k of ["sortField", "sort"]) assert.equal(typeof page[k], "string", `page.${k}`);
+  assert.equal(typeof obj(body.link).next, "string");
+
+  const bulk = await a.post(`${DEFS}/bulk-get`, { ids: [{ id }] });
+  assert.equal(bulk.status, 207);
+  const bulkRef = `seg#/paths/${ptr("/segment/definitions/bulk-get")}/post/responses/207/content/application~1json/schema/properties/results/properties/54669488-03ab-4e0d-a694-37fe49e32be8`;
+  check(bulkRef, obj(obj(bulk.json).results)[id], "bulk-get item");
+
+  const del = await a.delete(`${DEFS}/${id}`);
+  assert.equal(del.status, 200);
+  check(`seg#/paths/${ptr("/segment/definitions/{SEGMENT_ID}")}/delete/responses/200/content/application~1json/schema`, del.json, "delete");
+});
+
+test("merge policy endpoints match profile.yaml", async () => {
+  const base = "/ups/config/mergePolicies";
+  const created = await a.post(MPS, {
+    name: "compat", schema: { name: "_xdm.context.profile" }, identityGraph: { type: "pdg" },
+    attributeMerge: { type: "dataSetPrecedence", order: ["ds1"] }, default: false, isActiveOnEdge: false,
+  });
+  assert.equal(created.status, 200);
+  check(responseSchema("prof", base, "post", 200), created.json, "create");
+  const id = obj(created.json).id as string;
+  check(responseSchema("prof", base, "get", 200), (await a.get(MPS)).json, "list");
+  check(responseSchema("prof", `${base}/{mergePolicyId}`, "get", 200), (await a.get(`${MPS}/${id}`)).json, "get");
+  const put = await a.put(`${MPS}/${id}`, { name: "compat2", schema: { name: "_xdm.context.profile" }, identityGraph: { type: "none" }, attributeMerge: { type: "timestampOrdered" } });
+  check(responseSchema("prof", `${base}/{mergePolicyId}`, "put", 200), put.json, "put");
+  const patch = await a.patch(`${MPS}/${id}`, [{ op: "add", path: "/identityGraph.type", value: "pdg" }]);
+  assert.equal(patch.status, 200);
+  check(responseSchema("prof", `${base}/{mergePolicyId}`, "patch", 200), patch.json, "patch");
+  const bulk = await a.post(`${MPS}/bulk-get`, { ids: [{ id }] });
+  const bulkRef = `prof#/paths/${ptr(`${base}/bulk-get`)}/post/responses/207/content/application~1json/schema/properties/results/properties/10648288-cda5-11e8-a8d5-f2801f1b9fd1`;
+  check(bulkRef, obj(obj(bulk.json).results)[id], "bulk-get item");
+  const del = await a.delete(`${MPS}/${id}`);
+  assert.equal(del.status, 200);
+  assert.equal(del.text, "");
+});

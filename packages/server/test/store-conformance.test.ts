@@ -1,0 +1,140 @@
+/**
+ * One conformance suite for every MetadataStore implementation (the one
+ * SEGMENTD_TEST_STORE selects): tenant scoping, unique names, limits inside
+ * the write transaction, references, merge-policy invariants, reopen.
+ */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import {
+  DuplicateNameError, EdgePolicyConflictError, HasDependentsError, LimitExceededError, MergePolicyInUseError,
+  type DefinitionRecord, type MergePolicyRecord, type MetadataStore, type TenantScope,
+} from "../src/stores/types.js";
+import { createTestStore, type TestStoreHandle } from "./helpers/test-store.js";
+
+const A: TenantScope = { orgId: "orgA", sandboxId: "sb-1" };
+const A2: TenantScope = { orgId: "orgA", sandboxId: "sb-2" };
+const B: TenantScope = { orgId: "orgB", sandboxId: "sb-1" };
+const LIMITS = { definitions: 100, streaming: 100, edge: 100 };
+
+let handle: TestStoreHandle;
+let store: MetadataStore;
+before(async () => {
+  handle = await createTestStore("conf");
+  store = await handle.open();
+});
+after(async () => {
+  await store.close();
+  await handle.dispose();
+});
+
+let seq = 0;
+function def(scope: TenantScope, name: string, opts: { refs?: string[]; edge?: boolean; streaming?: boolean; mp?: string } = {}): DefinitionRecord {
+  const id = `def-${++seq}`;
+  return {
+    definition: {
+      id, imsOrgId: scope.orgId, sandbox: { sandboxId: scope.sandboxId, sandboxName: "prod", type: "production", default: true },
+      name, profileInstanceId: "ups", schema: { name: "_xdm.context.profile" },
+      expression: { type: "PQL", format: "pql/text", value: "a = 1" }, mergePolicyId: opts.mp ?? "mp-1",
+      evaluationInfo: { batch: { enabled: true }, continuous: { enabled: opts.streaming ?? false }, synchronous: { enabled: opts.edge ?? false } },
+      dataGovernancePolicy: { excludeOptOut: true }, creationTime: 1000 + seq, updateEpoch: 1, updateTime: 1000 + seq,
+      classification: { queryType: "profile-only", batch: true, continuous: true, synchronous: true, reasons: [], mergePolicyActiveOnEdge: true },
+    },
+    canonicalText: "a = 1",
+    references: opts.refs ?? [],
+  };
+}
+
+function mp(scope: TenantScope, id: string, opts: { isDefault?: boolean; edge?: boolean; schema?: string } = {}): MergePolicyRecord {
+  return {
+    policy: {
+      id, name: id, imsOrgId: scope.orgId, sandbox: { sandboxId: scope.sandboxId, sandboxName: "prod", type: "production", default: true },
+      schema: { name: opts.schema ?? "_xdm.context.profile" }, version: 1, identityGraph: { type: "none" }, attributeMerge: { type: "timestampOrdered" },
+      isActiveOnEdge: opts.edge ?? false, default: opts.isDefault ?? false, updateEpoch: 5,
+    },
+    creationTime: 5000,
+  };
+}
+
+test("records are visible only in their own org and sandbox", async () => {
+  const d = def(A, "scoped");
+  await store.definitions.insert(A, d, LIMITS);
+  assert.deepEqual(await store.definitions.get(A, d.definition.id), d);
+  for (const other of [A2, B]) {
+    assert.equal(await store.definitions.get(other, d.definition.id), undefined);
+    assert.equal((await store.definitions.getMany(other, [d.definition.id])).size, 0);
+    assert.equal((await store.definitions.list(other, { filters: {}, sort: [], offset: 0, limit: 10 })).total, 0);
+    assert.equal(await store.definitions.delete(other, d.definition.id), false);
+    assert.equal(await store.definitions.update(other, d, LIMITS), false);
+  }
+  assert.deepEqual(await store.definitions.get(A, d.definition.id), d);
+});
+
+test("names are unique per sandbox; a duplicate writes nothing", async () => {
+  await store.definitions.insert(A, def(A, "uniq"), LIMITS);
+  const dup = def(A, "uniq", { refs: ["x"] });
+  await assert.rejects(store.definitions.insert(A, dup, LIMITS), DuplicateNameError);
+  assert.equal(await store.definitions.get(A, dup.definition.id), undefined);
+  assert.deepEqual(await store.definitions.dependents(A, "x"), []);
+  await store.definitions.insert(A2, def(A2, "uniq"), LIMITS);
+  await store.definitions.insert(B, def(B, "uniq"), LIMITS);
+});
+
+test("limits are checked in the write transaction; an update does not count itself", async () => {
+  const s: TenantScope = { orgId: "orgL", sandboxId: "limits" };
+  const lim = { definitions: 3, streaming: 2, edge: 1 };
+  const e1 = def(s, "e1", { edge: true });
+  await store.definitions.insert(s, e1, lim);
+  await assert.rejects(store.definitions.insert(s, def(s, "e2", { edge: true }), lim), (e: unknown) => e instanceof LimitExceededError && e.limit === "edge" && e.max === 1);
+  await store.definitions.insert(s, def(s, "s1", { streaming: true }), lim);
+  await assert.rejects(store.definitions.insert(s, def(s, "s2", { streaming: true }), lim), (e: unknown) => e instanceof LimitExceededError && e.limit === "streaming");
+  await store.definitions.insert(s, def(s, "b1"), lim);
+  await assert.rejects(store.definitions.insert(s, def(s, "b2"), lim), (e: unknown) => e instanceof LimitExceededError && e.limit === "definitions");
+  assert.equal(await store.definitions.update(s, { ...e1, definition: { ...e1.definition, description: "x" } }, lim), true);
+  assert.equal((await store.definitions.get(s, e1.definition.id))!.definition.description, "x");
+});
+
+test("references: dependents are listed and block delete", async () => {
+  const base = def(A, "ref-base");
+  await store.definitions.insert(A, base, LIMITS);
+  const d1 = def(A, "ref-d1", { refs: [base.definition.id, "ghost"] });
+  await store.definitions.insert(A, d1, LIMITS);
+  assert.deepEqual(await store.definitions.dependents(A, base.definition.id), [d1.definition.id]);
+  await assert.rejects(store.definitions.delete(A, base.definition.id), (e: unknown) => e instanceof HasDependentsError && e.dependents[0] === d1.definition.id);
+  assert.ok(await store.definitions.get(A, base.definition.id));
+  // Rewriting d1 without the reference releases base.
+  assert.equal(await store.definitions.update(A, { ...d1, references: [] }, LIMITS), true);
+  assert.deepEqual(await store.definitions.dependents(A, base.definition.id), []);
+  assert.equal(await store.definitions.delete(A, base.definition.id), true);
+  assert.equal(await store.definitions.delete(A, base.definition.id), false);
+});
+
+test("merge policies: one default per schema class, one edge policy per sandbox, in-use delete refused", async () => {
+  const s: TenantScope = { orgId: "orgM", sandboxId: "mp" };
+  await store.mergePolicies.insert(s, mp(s, "p1", { isDefault: true, edge: true }));
+  await store.mergePolicies.insert(s, mp(s, "p-event", { isDefault: true, schema: "_xdm.context.experienceevent" }));
+  await store.mergePolicies.insert(s, mp(s, "p2", { isDefault: true }));
+  assert.equal((await store.mergePolicies.getDefault(s, "_xdm.context.profile"))!.policy.id, "p2");
+  const p1 = (await store.mergePolicies.get(s, "p1"))!.policy;
+  assert.deepEqual([p1.default, p1.version], [false, 2]);
+  assert.equal((await store.mergePolicies.getDefault(s, "_xdm.context.experienceevent"))!.policy.id, "p-event");
+  await assert.rejects(store.mergePolicies.insert(s, mp(s, "p3", { edge: true })), (e: unknown) => e instanceof EdgePolicyConflictError && e.activeId === "p1");
+  assert.equal(await store.mergePolicies.get(s, "p3"), undefined);
+  assert.equal(await store.mergePolicies.count(s), 3);
+  const user = def(s, "mp-user", { mp: "p2" });
+  await store.definitions.insert(s, user, LIMITS);
+  await assert.rejects(store.mergePolicies.delete(s, "p2"), (e: unknown) => e instanceof MergePolicyInUseError && e.total === 1);
+  await store.definitions.delete(s, user.definition.id);
+  assert.equal(await store.mergePolicies.delete(s, "p2"), true);
+  const page = await store.mergePolicies.list(s, { filters: {}, order: { field: "name", direction: "desc" }, offset: 0, limit: 10 });
+  assert.deepEqual(page.items.map((x) => x.policy.id), ["p1", "p-event"]);
+  assert.equal((await store.mergePolicies.get(B, "p1")), undefined);
+});
+
+test("data survives closing and reopening the store (migrations are idempotent)", async () => {
+  const d = def(A, "reopen");
+  await store.definitions.insert(A, d, LIMITS);
+  await store.close();
+  store = await handle.open();
+  assert.deepEqual(await store.definitions.get(A, d.definition.id), d);
+  await store.ping();
+});

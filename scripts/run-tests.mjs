@@ -1,0 +1,68 @@
+#!/usr/bin/env node
+// Runs one test suite with node's test runner (through tsx, on the TypeScript
+// sources). Node 20 does not expand globs, so the files are listed here.
+//
+//   unit    every packages/*/test/**/*.test.ts except the suites below, on the
+//           embedded store. Never reads ../shared. This is `npm test`.
+//   pg      packages/server/test/**/*.test.ts again, with the PostgreSQL store
+//           (SEGMENTD_TEST_DATABASE_URL, default postgres://127.0.0.1:5432/test).
+//   compat  *.compat.test.ts: checks against ../shared (Adobe's OpenAPI files).
+//   e2e     *.e2e.test.ts: the audience tool in a real browser (Chromium).
+import { spawnSync } from "node:child_process";
+import { readdirSync, statSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const suite = process.argv[2] ?? "unit";
+const extra = process.argv.slice(3);
+
+function find(dir) {
+  let out = [];
+  let entries;
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return out;
+  }
+  for (const name of entries) {
+    if (name === "node_modules" || name === "dist") continue;
+    const full = path.join(dir, name);
+    if (statSync(full).isDirectory()) out = out.concat(find(full));
+    else if (name.endsWith(".test.ts")) out.push(path.relative(root, full));
+  }
+  return out;
+}
+
+const all = ["pql", "server", "web"].flatMap((p) => find(path.join(root, "packages", p, "test"))).sort();
+const special = (f) => f.endsWith(".compat.test.ts") || f.endsWith(".e2e.test.ts");
+const env = { ...process.env };
+let files;
+switch (suite) {
+  case "unit":
+    files = all.filter((f) => !special(f));
+    env.SEGMENTD_TEST_STORE = "embedded";
+    break;
+  case "pg":
+    files = all.filter((f) => f.startsWith("packages/server/") && !special(f) && !f.includes("/embedded-only/"));
+    env.SEGMENTD_TEST_STORE = "postgres";
+    env.SEGMENTD_TEST_DATABASE_URL ??= "postgres://127.0.0.1:5432/test";
+    break;
+  case "compat":
+    files = all.filter((f) => f.endsWith(".compat.test.ts"));
+    break;
+  case "e2e":
+    files = all.filter((f) => f.endsWith(".e2e.test.ts"));
+    break;
+  default:
+    console.error(`unknown suite ${suite}: use unit, pg, compat or e2e`);
+    process.exit(2);
+}
+if (extra.length > 0) files = files.filter((f) => extra.some((e) => f.includes(e)));
+if (files.length === 0) {
+  console.error(`no test files for suite ${suite}`);
+  process.exit(1);
+}
+const args = ["--conditions=source", "--import", "tsx", "--test", "--test-reporter=spec", "--test-concurrency=2", ...files];
+const r = spawnSync(process.execPath, args, { cwd: root, stdio: "inherit", env });
+process.exit(r.status ?? 1);
