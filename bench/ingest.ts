@@ -6,7 +6,10 @@
 //   node --conditions=source --import tsx bench/ingest.ts \
 //     [--profiles 1000000] [--events 10000000] [--stream 50000] [--clients 32] \
 //     [--store embedded|postgres] [--db bench/.data/ingest.db] [--sync full|normal] \
-//     [--url postgres://127.0.0.1:5432/test] [--lookups 20000]
+//     [--url postgres://127.0.0.1:5432/test] [--lookups 20000] [--scan] [--reuse]
+//
+// --scan also times a full scan (every merged profile with its events, pdg policy).
+// --reuse skips loading and measures lookups (and the scan) on an existing store.
 import { mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -29,6 +32,8 @@ const { values: args } = parseArgs({
     sync: { type: "string", default: "full" },
     url: { type: "string", default: "postgres://127.0.0.1:5432/test" },
     chunk: { type: "string", default: "5000" },
+    scan: { type: "boolean", default: false },
+    reuse: { type: "boolean", default: false },
   },
 });
 
@@ -45,7 +50,7 @@ const chunk = Number(args.chunk);
 function openStore(): ProfileStore {
   if (args.store === "postgres") return new PostgresProfileStore({ connectionString: args.url!, schema: "bench_ingest", poolSize: Math.min(clients, 16) });
   mkdirSync(path.dirname(args.db!), { recursive: true });
-  for (const suffix of ["", "-wal", "-shm"]) rmSync(args.db! + suffix, { force: true });
+  if (!args.reuse) for (const suffix of ["", "-wal", "-shm"]) rmSync(args.db! + suffix, { force: true });
   return new EmbeddedProfileStore({ path: args.db!, synchronous: args.sync === "normal" ? "normal" : "full" });
 }
 
@@ -101,7 +106,27 @@ async function lookups(store: ProfileStore): Promise<{ p50: number; p99: number;
   return { p50: q(0.5), p99: q(0.99), max: q(1) };
 }
 
+async function scan(store: ProfileStore): Promise<{ seconds: number; profiles: number; events: number }> {
+  const started = performance.now();
+  let profiles = 0;
+  let events = 0;
+  for await (const chunk of store.scanProfiles(scope, pdg, { chunkSize: 2000 })) {
+    profiles += chunk.length;
+    for (const p of chunk) events += p.events.length;
+  }
+  return { seconds: Math.round((performance.now() - started) / 100) / 10, profiles, events };
+}
+
 const store = openStore();
+if (args.reuse) {
+  try {
+    const lookup = await lookups(store);
+    console.log(JSON.stringify({ store: args.store, lookupMs: lookup, ...(args.scan ? { scan: await scan(store) } : {}) }, null, 2));
+  } finally {
+    await store.close();
+  }
+  process.exit(0);
+}
 try {
   const p = await store.createDataset(scope, DEMO_DATASETS.profiles, NOW);
   const e = await store.createDataset(scope, DEMO_DATASETS.events, NOW);
@@ -113,6 +138,7 @@ try {
     store: args.store, sync: args.store === "embedded" ? args.sync : "n/a", profiles: nProfiles, events: nEvents, streamed: nStream, clients,
     batchProfilesPerSec: Math.round(profilesPerSec), batchEventsPerSec: Math.round(eventsPerSec), streamingRecordsPerSec: Math.round(streamPerSec),
     lookupMs: lookup, profileCount: await store.countProfiles(scope),
+    ...(args.scan ? { scan: await scan(store) } : {}),
   };
   console.log(JSON.stringify(result, null, 2));
 } finally {

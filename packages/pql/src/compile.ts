@@ -36,6 +36,7 @@ import {
   type ItemFn,
 } from "./runtime/builtins.js";
 import { prepareQuery, resolveNow, type EvalContext } from "./runtime/prepare.js";
+import { generate, type StateFn } from "./runtime/codegen.js";
 import {
   boundsFromSpans,
   dateValue,
@@ -90,12 +91,16 @@ export function compile(query: string | Query): CompiledQuery {
     names.set(p, slot);
     return slot;
   });
-  const body = new Compiler().expr(q.body, { names, next: counter });
+  const compiler = new Compiler();
+  const top: Scope = { names, next: counter };
+  // Generated code for the hot subset when possible; the closure tree otherwise.
+  const body = generate(q.body, (e) => compiler.expr(e, top) as StateFn) ?? compiler.expr(q.body, top);
   const state: State = { ctx: { profile: {}, now: 0 }, now: 0, items: [], depth: 0, vars: new Array(counter.n).fill(null) };
   return (context: EvalContext) => {
     const root = context.params?.[0] ?? context.profile;
     state.ctx = context;
-    state.now = resolveNow(context.now);
+    const now = context.now;
+    state.now = typeof now === "number" && Number.isFinite(now) ? now : resolveNow(now);
     state.items[0] = root;
     state.depth = 0;
     for (let i = 0; i < headSlots.length; i++) state.vars[headSlots[i]!] = i === 0 ? root : orNull(context.params?.[i]);
@@ -520,12 +525,14 @@ class Compiler {
       }
       const body = this.expr(arg.body, inner);
       const [p0, p1] = slots;
+      const extra = slots.slice(2);
       return (s) => (item, key) => {
         if (p0 !== undefined && p1 === undefined) s.vars[p0] = orNull(item);
         else if (p0 !== undefined && p1 !== undefined) {
           s.vars[p0] = typeof key === "string" ? key : orNull(item);
           s.vars[p1] = typeof key === "string" ? orNull(item) : key;
         }
+        for (const x of extra) s.vars[x] = null;
         const d = ++s.depth;
         s.items[d] = item;
         const r = body(s);

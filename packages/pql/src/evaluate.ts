@@ -224,11 +224,13 @@ function itemFn(arg: Expr, env: Env): ItemFn {
   if (arg.type === "Lambda") {
     return (item, key) => {
       let inner = withItem(env, item);
-      if (arg.params.length === 1) inner = bind(inner, arg.params[0]!, orNull(item));
-      else if (arg.params.length >= 2) {
-        inner = bind(inner, arg.params[0]!, typeof key === "string" ? key : orNull(item));
-        inner = bind(inner, arg.params[1]!, typeof key === "string" ? orNull(item) : key);
-      }
+      // One parameter: the item. Two: (key, value) over a map, (item, index) over an array.
+      // Any further parameter is bound to null.
+      const values =
+        arg.params.length === 1 ? [orNull(item)] : typeof key === "string" ? [key, orNull(item)] : [orNull(item), key];
+      arg.params.forEach((p, i) => {
+        inner = bind(inner, p, i < values.length ? values[i] : null);
+      });
       return ev(arg.body, inner);
     };
   }

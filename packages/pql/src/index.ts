@@ -13,9 +13,24 @@ export { toPqlJson, fromPqlJson } from "./pqljson.js";
 export type { PqlJsonNode } from "./pqljson.js";
 export { check } from "./check.js";
 export type { CheckOptions, XdmFieldType } from "./check.js";
-export { evaluate } from "./evaluate.js";
+export { evaluate, evaluatePredicate } from "./evaluate.js";
 export type { EvalContext } from "./evaluate.js";
-export { compile } from "./compile.js";
+export { compile, compilePredicate } from "./compile.js";
 export type { CompiledQuery } from "./compile.js";
+export { toBoolean, DateInterval } from "./runtime/values.js";
+export {
+  resolveTimeRef,
+  occursBounds,
+  boundsFromSpans,
+  inBounds,
+  addUnits,
+  periodStart,
+  relativePeriod,
+  spanOfValue,
+} from "./runtime/time.js";
+export type { OccursBounds, TimeSpan } from "./runtime/time.js";
+export { parseTimestamp } from "./runtime/timestamp.js";
+export { validateJavaRegex, MAX_SUBJECT as REGEX_MAX_SUBJECT } from "./runtime/regex.js";
+export type { RegexValidation, RegexErrorCode, SafeRegex } from "./runtime/regex.js";
 export { classify } from "./classify.js";
 export type { Classification, ClassifyOptions, QueryType } from "./classify.js";

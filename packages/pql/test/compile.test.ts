@@ -107,3 +107,31 @@ test("a compiled predicate over many generated profiles matches the interpreter"
   }
   assert.ok(matches > 20 && matches < 1000, `the data exercises both outcomes (${matches} matches)`);
 });
+
+test("the hot subset is turned into generated code (and still agrees with the interpreter)", async () => {
+  const { generate } = await import("../src/runtime/codegen.js");
+  const { parse } = await import("../src/parser.js");
+  const shapes = [
+    'homeAddress.countryCode = "US" and person.age >= 30 and xEvent[eventType = "commerce.purchases" and timestamp occurs <= 30 days before now].count() >= 2',
+    'not (a = 1) or xEvent[lines[sku = "x" and ^eventType = "a"]].count() > 0',
+    'xEvent[tags.includes("a") and ^k = 1 and timestamp occurs this month].count() >= 1',
+    "a.b < c",
+  ];
+  const ctx = {
+    profile: { k: 1, a: 2, homeAddress: { countryCode: "US" }, person: { age: 40 } },
+    events: [
+      { eventType: "a", tags: ["a"], timestamp: NOW - DAY, lines: [{ sku: "x" }] },
+      { eventType: "commerce.purchases", tags: [], timestamp: NOW - 2 * DAY, lines: [{ sku: "y" }] },
+      { eventType: "commerce.purchases", timestamp: new Date(NOW - 3 * DAY).toISOString() },
+    ],
+    now: NOW,
+  };
+  for (const q of shapes) {
+    assert.notEqual(generate(parse(q).body, () => () => null), null, q);
+    assert.deepStrictEqual(compile(q)(ctx), evaluate(q, ctx), q);
+  }
+  assert.equal(compile(shapes[0]!)(ctx), true);
+  assert.equal(compile(shapes[1]!)(ctx), true, "the ^ reference inside generated loops sees the event");
+  assert.equal(compile(shapes[2]!)(ctx), true);
+  assert.equal(generate(parse("orders.map(price)").body, () => () => null), null, "other roots keep the closure tree");
+});

@@ -205,3 +205,27 @@ test("trees built by code evaluate without source positions", () => {
   const body: Expr = { type: "Binary", op: ">=", left: { type: "Field", name: "age" }, right: { type: "Literal", kind: "integer", value: 18 } };
   assert.equal(both({ type: "Query", params: [], body }, at({ age: 20 })), true);
 });
+
+test("trees as deep as the parser allows (and deeper, built by code) evaluate in both evaluators", () => {
+  for (const depth of [200, 1000]) {
+    let notChain: Expr = { type: "Binary", op: "=", left: { type: "Field", name: "a" }, right: { type: "Literal", kind: "integer", value: 1 } };
+    let andChain: Expr = notChain;
+    let sum: Expr = { type: "Field", name: "a" };
+    for (let i = 0; i < depth; i++) {
+      notChain = { type: "Not", operand: notChain };
+      andChain = { type: "Binary", op: "and", left: andChain, right: { type: "Literal", kind: "boolean", value: true } };
+      sum = { type: "Binary", op: "+", left: sum, right: { type: "Literal", kind: "integer", value: 1 } };
+    }
+    const q = (body: Expr): Query => ({ type: "Query", params: [], body });
+    assert.equal(both(q(notChain), at({ a: 1 })), depth % 2 === 0);
+    assert.equal(both(q(andChain), at({ a: 1 })), true);
+    assert.equal(both(q(sum), at({ a: 1 })), depth + 1);
+  }
+});
+
+test("lambda parameters: one binds the item, two bind (key, value) or (item, index), more are null", () => {
+  const profile = { xs: ["a", "b"], m: { k: "v" } };
+  assert.deepStrictEqual(both("xs.map((X, I) => I)", at(profile)), [0, 1]);
+  assert.deepStrictEqual(both("m.map((K, V) => K)", at(profile)), { k: "k" });
+  assert.deepStrictEqual(both("let C = 5 in xs.map((X, I, C) => C)", at(profile)), [null, null], "a third parameter shadows and is null");
+});

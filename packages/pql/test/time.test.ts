@@ -275,3 +275,27 @@ test("resolveTimeRef and occursBounds give concrete UTC bounds for the SQL compi
   assert.equal(occursBounds(tailOf("< 0 days before today"), now)?.empty, true);
   assert.equal(periodStart(iso("2018-08-28T10:00:00Z"), "week"), iso("2018-08-27T00:00:00Z"));
 });
+
+test("property: the allocation-free instant reader agrees with the general timestamp parser", async () => {
+  const fc = (await import("fast-check")).default;
+  const { parseInstant } = await import("../src/runtime/timestamp.js");
+  const two = (n: number) => String(n).padStart(2, "0");
+  const arb = fc.record({
+    y: fc.integer({ min: 100, max: 9999 }),
+    mo: fc.integer({ min: 0, max: 13 }),
+    d: fc.integer({ min: 0, max: 32 }),
+    h: fc.integer({ min: 0, max: 24 }),
+    mi: fc.integer({ min: 0, max: 60 }),
+    s: fc.integer({ min: 0, max: 60 }),
+    frac: fc.oneof(fc.constant(""), fc.stringMatching(/^\.[0-9]{1,10}$/)),
+    zone: fc.constantFrom("Z", "+01:00", "-05:30", "+14:00", "", "z", "+0100", "+19:00"),
+  });
+  fc.assert(
+    fc.property(arb, (x) => {
+      const text = `${String(x.y).padStart(4, "0")}-${two(x.mo)}-${two(x.d)}T${two(x.h)}:${two(x.mi)}:${two(x.s)}${x.frac}${x.zone}`;
+      assert.equal(parseInstant(text), parseTimestamp(text)?.start ?? null, text);
+    }),
+    { numRuns: 3000 },
+  );
+  assert.equal(parseInstant("2024-03-15T10:00:00.5Z"), iso("2024-03-15T10:00:00.500Z"));
+});

@@ -68,7 +68,15 @@ export async function startServer(baseConfig: Config, options: StartOptions = {}
       devCredentialsCreated,
       close() {
         closing ??= (async () => {
-          await app.close();
+          // app.close() stops accepting and waits for in-flight requests. Their
+          // keep-alive connections turn idle only after the response, so keep
+          // closing idle connections; otherwise close() waits out keepAliveTimeout.
+          const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
+          try {
+            await app.close();
+          } finally {
+            clearInterval(sweep);
+          }
           await store.close();
         })();
         return closing;

@@ -105,11 +105,13 @@ describe("JWT", () => {
     assert.equal((await list(signJwt({ org: ORG_A, exp: now() + 60 }, { rs256PrivateKey: RS_PRIVATE }))).status, 200);
   });
 
-  test("bad signature, expired, not yet valid, alg none, no org claim → 401 401013", async () => {
+  test("bad signature, expired, not yet valid, no or malformed exp, alg none, no org claim → 401 401013", async () => {
     const bad = [
       signJwt({ org: ORG_A, exp: now() + 60 }, { hs256Secret: "wrong-secret" }),
       signJwt({ org: ORG_A, exp: now() - 1 }, { hs256Secret: JWT_SECRET }),
-      signJwt({ org: ORG_A, nbf: now() + 3600 }, { hs256Secret: JWT_SECRET }),
+      signJwt({ org: ORG_A, exp: now() + 7200, nbf: now() + 3600 }, { hs256Secret: JWT_SECRET }),
+      signJwt({ org: ORG_A }, { hs256Secret: JWT_SECRET }), // no exp
+      signJwt({ org: ORG_A, exp: String(now() + 60) }, { hs256Secret: JWT_SECRET }),
       signJwt({ tenant: ORG_A, exp: now() + 60 }, { hs256Secret: JWT_SECRET }),
       // HS/RS confusion: an HS256 token "signed" with the public key.
       signJwt({ org: ORG_A, exp: now() + 60 }, { hs256Secret: RS_PUBLIC }),

@@ -268,6 +268,17 @@ describe("inSegment references", () => {
     assert.equal((await a.delete(`${DEFS}/${base.id}`)).status, 404);
   });
 
+  test("a reference to a missing definition is fine for batch, never for edge", async () => {
+    const batch = await a.post(DEFS, definitionBody("ghost-ref", 'inSegment("no-such-definition")'));
+    assert.equal(batch.status, 200);
+    const cls = obj(obj(batch.json).classification);
+    assert.equal(cls.synchronous, false);
+    assert.ok(arr(cls.reasons).length > 0);
+    const edge = await a.post(DEFS, definitionBody("ghost-ref-edge", 'inSegment("no-such-definition")', { evaluationInfo: { synchronous: { enabled: true } } }));
+    assert.equal(edge.status, 400);
+    upsError(edge.json, 400, "SEGMENTD-ELIGIBILITY-400");
+  });
+
   test("a PATCH that creates an inSegment cycle is rejected", async () => {
     const x = obj((await a.post(DEFS, definitionBody("cyc-x", PROFILE_ONLY))).json);
     const y = obj((await a.post(DEFS, definitionBody("cyc-y", `inSegment("${x.id}")`))).json);
@@ -357,5 +368,23 @@ describe("limits", () => {
     assert.equal(over.status, 400);
     assert.equal(upsError(over.json, 400, "SEGMENTD-LIMIT-400").title, "Sandbox 'dev' already has the maximum of 4 segment definitions");
     assert.equal(await count(aDev), 4);
+  });
+});
+
+describe("events", () => {
+  test("committed writes publish definition.changed on the bus; refused ones publish nothing", async () => {
+    const seen: string[] = [];
+    const off = h.server.bus.subscribe("definition.changed", (e) => {
+      seen.push(`${e.change}:${e.definitionId}:${e.tenant.orgId}`);
+    });
+    try {
+      const d = obj((await a.post(DEFS, definitionBody("evented"))).json);
+      await a.post(DEFS, definitionBody("evented")); // 422: nothing published
+      await a.patch(`${DEFS}/${d.id}`, { ...d, description: "changed" });
+      await a.delete(`${DEFS}/${d.id}`);
+      assert.deepEqual(seen, [`created:${d.id}:${ORG_A}`, `updated:${d.id}:${ORG_A}`, `deleted:${d.id}:${ORG_A}`]);
+    } finally {
+      off();
+    }
   });
 });

@@ -9,7 +9,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { DEFS, client, definitionBody, obj, testConfig } from "./helpers/server-harness.js";
 import { createTestStore, type TestStoreHandle } from "./helpers/test-store.js";
-import { spawnTs, waitFor, type Spawned } from "./helpers/spawn.js";
+import { killAll, spawnTs, waitFor, type Spawned } from "./helpers/spawn.js";
 
 let store: TestStoreHandle;
 let configFile: string;
@@ -25,7 +25,10 @@ before(async () => {
     auth: c.auth, organizations: c.organizations,
   }));
 });
-after(async () => store.dispose());
+after(async () => {
+  killAll();
+  await store.dispose();
+});
 
 async function startChild(): Promise<{ s: Spawned; url: string }> {
   const s = spawnTs(CHILD, [configFile]);
@@ -33,54 +36,72 @@ async function startChild(): Promise<{ s: Spawned; url: string }> {
   return { s, url: m[1]! };
 }
 
-test("definitions survive a graceful restart; SIGTERM exits 0", async () => {
-  const { s, url } = await startChild();
-  const a = client(url);
-  const created = obj((await a.post(DEFS, definitionBody("survivor"))).json);
-  s.child.kill("SIGTERM");
-  assert.deepEqual(await s.exited, { code: 0, signal: null });
-  const again = await startChild();
-  const got = await client(again.url).get(`${DEFS}/${created.id}`);
-  assert.equal(got.status, 200);
-  assert.deepEqual(got.json, created);
-  again.s.child.kill("SIGTERM");
-  await again.s.exited;
-});
-
-test("kill -9 during 50 concurrent creates loses no acknowledged create", async () => {
-  const { s, url } = await startChild();
+async function fireCreates(url: string, prefix: string, n: number, onResponse: (count: number) => void) {
   const a = client(url);
   const acked: { id: string; name: string }[] = [];
+  const refused: number[] = [];
   let responses = 0;
-  let killed = false;
-  const attempts = Array.from({ length: 50 }, (_, i) =>
-    a.post(DEFS, definitionBody(`crash-${i}`)).then(
-      (r) => {
-        responses++;
-        if (r.status === 200) acked.push({ id: obj(r.json).id as string, name: `crash-${i}` });
-        else assert.fail(`unexpected status ${r.status}: ${r.text}`);
-        if (responses >= 25 && !killed) {
-          killed = true;
-          s.child.kill("SIGKILL");
-        }
-      },
-      () => undefined, // connection cut by the kill: never acknowledged
+  await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      a.post(DEFS, definitionBody(`${prefix}-${i}`)).then(
+        (r) => {
+          responses++;
+          if (r.status === 200) acked.push({ id: obj(r.json).id as string, name: `${prefix}-${i}` });
+          else refused.push(r.status);
+          onResponse(responses);
+        },
+        () => undefined, // connection cut: never acknowledged
+      ),
     ),
   );
-  await Promise.all(attempts);
-  const exit = await s.exited;
-  assert.equal(exit.signal, "SIGKILL");
-  assert.ok(acked.length >= 25, `only ${acked.length} acknowledged`);
-  const again = await startChild();
-  const b = client(again.url);
+  return { acked, refused };
+}
+
+async function expectAll(url: string, acked: { id: string; name: string }[]) {
+  const b = client(url);
   for (const { id, name } of acked) {
     const r = await b.get(`${DEFS}/${id}`);
     assert.equal(r.status, 200, `acknowledged ${id} lost`);
     assert.equal(obj(r.json).name, name);
   }
-  // The store is consistent: every listed definition can be read.
-  const list = obj((await b.get(`${DEFS}?limit=100`)).json);
-  assert.ok((obj(list.page).totalCount as number) >= acked.length + 1);
-  again.s.child.kill("SIGTERM");
-  assert.equal((await again.s.exited).code, 0);
+}
+
+test("kill -9 during 50 creates loses no acknowledged create; SIGTERM finishes in-flight requests and exits 0", async () => {
+  // 1. kill -9 while 50 creates are in flight.
+  const first = await startChild();
+  const survivor = obj((await client(first.url).post(DEFS, definitionBody("survivor"))).json);
+  let killed = false;
+  const crash = await fireCreates(first.url, "crash", 50, (n) => {
+    if (n >= 25 && !killed) {
+      killed = true;
+      first.s.child.kill("SIGKILL");
+    }
+  });
+  assert.equal((await first.s.exited).signal, "SIGKILL");
+  assert.deepEqual(crash.refused, [], "no create failed before the kill");
+  assert.ok(crash.acked.length >= 25, `only ${crash.acked.length} acknowledged`);
+
+  // 2. Restart on the same data: everything acknowledged is there.
+  const second = await startChild();
+  await expectAll(second.url, [{ id: survivor.id as string, name: "survivor" }, ...crash.acked]);
+
+  // 3. SIGTERM while 30 creates are in flight: accepted ones complete (200) and
+  //    persist, later ones are refused (503) or never connect; exit code 0.
+  let termed = false;
+  const term = await fireCreates(second.url, "term", 30, (n) => {
+    if (n >= 5 && !termed) {
+      termed = true;
+      second.s.child.kill("SIGTERM");
+    }
+  });
+  assert.deepEqual(await second.s.exited, { code: 0, signal: null });
+  assert.ok(term.refused.every((st) => st === 503), `unexpected statuses ${term.refused.join(",")}`);
+  assert.ok(term.acked.length >= 5);
+
+  const third = await startChild();
+  await expectAll(third.url, [...crash.acked, ...term.acked]);
+  const list = obj((await client(third.url).get(`${DEFS}?limit=1`)).json);
+  assert.ok((obj(list.page).totalCount as number) >= 1 + crash.acked.length + term.acked.length);
+  third.s.child.kill("SIGTERM");
+  assert.equal((await third.s.exited).code, 0);
 });

@@ -34,3 +34,12 @@ test("deeply nested and oversized JSON bodies are 4xx; the server keeps serving"
   assert.equal(obj(obj((await a.get(DEFS)).json).page).totalCount, 0);
   assert.equal(obj(arr(obj((await a.get(MPS)).json).children)[0]).name, "Default Timebased");
 });
+
+test("readyz is 503 when the store is unreachable, while healthz stays 200 (runs last: it closes the store)", async () => {
+  assert.equal((await fetch(`${h.url}/readyz`)).status, 200);
+  await h.server.store.close();
+  const r = await fetch(`${h.url}/readyz`);
+  assert.equal(r.status, 503);
+  assert.deepEqual(await r.json(), { status: "unavailable", store: h.server.store.kind, error: "metadata store unreachable" });
+  assert.equal((await fetch(`${h.url}/healthz`)).status, 200);
+});

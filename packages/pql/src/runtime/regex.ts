@@ -604,12 +604,15 @@ class PikeRegex implements SafeRegex {
   ) {
     this.nslots = 2 * (groups + 1);
     this.mark = new Int32Array(prog.length);
+    this.bufA = new Int32Array(prog.length);
+    this.bufB = new Int32Array(prog.length);
+    this.bufStack = new Int32Array(prog.length * 2 + 2);
   }
 
   test(s: string): boolean {
     if (s.length > MAX_SUBJECT) return false;
     if (this.literal !== null) return s.includes(this.literal);
-    return this.run(s, false) !== null;
+    return this.runTest(s);
   }
 
   exec(s: string): (string | null)[] | null {
@@ -672,6 +675,73 @@ class PikeRegex implements SafeRegex {
         default:
           list.push({ pc, caps });
       }
+    }
+  }
+
+  // Buffers of the capture-free matcher, allocated once per pattern.
+  private readonly bufA: Int32Array;
+  private readonly bufB: Int32Array;
+  private readonly bufStack: Int32Array;
+
+  /** Add pc and its epsilon closure to list (pcs only); returns the new length. */
+  private addPc(list: Int32Array, len: number, pc0: number, s: string, i: number): number {
+    const stack = this.bufStack;
+    let sp = 0;
+    stack[sp++] = pc0;
+    while (sp > 0) {
+      const pc = stack[--sp]!;
+      if (this.mark[pc] === this.generation) continue;
+      this.mark[pc] = this.generation;
+      const inst = this.prog[pc]!;
+      switch (inst.op) {
+        case Op.Jmp:
+          stack[sp++] = inst.x;
+          break;
+        case Op.Split:
+          stack[sp++] = inst.y;
+          stack[sp++] = inst.x;
+          break;
+        case Op.Save:
+          stack[sp++] = pc + 1;
+          break;
+        case Op.Assert:
+          if (this.assertHolds(inst.kind, s, i)) stack[sp++] = pc + 1;
+          break;
+        default:
+          list[len++] = pc;
+      }
+    }
+    return len;
+  }
+
+  /**
+   * Does the pattern match anywhere? The capture-free VM: thread lists are
+   * arrays of program counters, so a step allocates nothing.
+   */
+  private runTest(s: string): boolean {
+    let clist = this.bufA;
+    let nlist = this.bufB;
+    this.generation++;
+    let clen = this.addPc(clist, 0, 0, s, 0);
+    let i = 0;
+    for (;;) {
+      const cp = i < s.length ? s.codePointAt(i)! : -1;
+      const width = cp > 0xffff ? 2 : 1;
+      this.generation++;
+      let nlen = 0;
+      for (let k = 0; k < clen; k++) {
+        const pc = clist[k]!;
+        const inst = this.prog[pc]!;
+        if (inst.op === Op.Match) return true;
+        if (inst.op === Op.Char && cp >= 0 && inst.test(cp)) nlen = this.addPc(nlist, nlen, pc + 1, s, i + width);
+      }
+      if (i >= s.length) return false;
+      i += width;
+      nlen = this.addPc(nlist, nlen, 0, s, i);
+      const t = clist;
+      clist = nlist;
+      nlist = t;
+      clen = nlen;
     }
   }
 

@@ -14,7 +14,7 @@
  * Nothing here recurses on the shape of the data: profiles nested 10,000 levels
  * deep must not overflow the stack (equality and projection use explicit stacks).
  */
-import { parseTimestamp } from "./timestamp.js";
+import { parseInstant, parseTimestamp } from "./timestamp.js";
 
 /** A half-open UTC interval [start, end) in epoch ms: a day or a calendar period. */
 export class DateInterval {
@@ -118,10 +118,7 @@ function project(arr: unknown[], name: string): unknown[] {
 /** The instant (epoch ms) a value denotes, or null: numbers are epoch ms, strings ISO 8601. */
 export function toInstant(v: unknown): number | null {
   if (typeof v === "number") return Number.isFinite(v) ? v : null;
-  if (typeof v === "string") {
-    const t = parseTimestamp(v);
-    return t === null ? null : t.start;
-  }
+  if (typeof v === "string") return parseInstant(v);
   if (v instanceof Date) {
     const t = v.getTime();
     return Number.isFinite(t) ? t : null;

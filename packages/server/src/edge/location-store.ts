@@ -36,6 +36,8 @@ export interface EdgeProfile {
   events: EdgeEvent[];
   /** When the hub last projected this profile here (epoch ms), null if never. */
   projectedAt: number | null;
+  /** Bumped by the store whenever attributes or memberships change (not for events), so readers can cache views of them. */
+  revision: number;
 }
 
 export interface Projection {
@@ -57,8 +59,8 @@ export interface LocationStore {
   setEdgeMemberships(tenantKey: string, identity: Identity, changes: ReadonlyArray<{ definitionId: string; entry: MembershipEntry }>): Promise<void>;
   /** Whether the location holds a profile with one of these identities (projection targets). */
   holds(tenantKey: string, identities: readonly Identity[]): Promise<boolean>;
-  /** Replace the projected part of a held profile (no-op when the location does not hold it). */
-  project(tenantKey: string, projection: Projection): Promise<void>;
+  /** Replace the projected part of a held profile (no-op when the location does not hold it, unless `adopt`). */
+  project(tenantKey: string, projection: Projection, opts?: { adopt?: boolean }): Promise<void>;
   /** Every profile held for a tenant (the disqualification pass walks them). */
   profiles(tenantKey: string): Promise<EdgeProfile[]>;
   tenantKeys(): Promise<string[]>;
@@ -90,7 +92,7 @@ export class InMemoryLocationStore implements LocationStore {
     const t = this.table(tenantKey);
     let p = t.get(key(identity));
     if (!p) {
-      p = { profileId: null, identities: [identity], attributes: {}, optedOut: false, hubMemberships: {}, edgeMemberships: new Map(), events: [], projectedAt: null };
+      p = { profileId: null, identities: [identity], attributes: {}, optedOut: false, hubMemberships: {}, edgeMemberships: new Map(), events: [], projectedAt: null, revision: 0 };
       t.set(key(identity), p);
     }
     insertEvent(p.events, event);
@@ -101,6 +103,7 @@ export class InMemoryLocationStore implements LocationStore {
     const p = this.tenants.get(tenantKey)?.get(key(identity));
     if (!p) return;
     for (const c of changes) p.edgeMemberships.set(c.definitionId, c.entry);
+    p.revision++;
   }
 
   async holds(tenantKey: string, identities: readonly Identity[]): Promise<boolean> {
@@ -108,11 +111,14 @@ export class InMemoryLocationStore implements LocationStore {
     return t !== undefined && identities.some((i) => t.has(key(i)));
   }
 
-  async project(tenantKey: string, pr: Projection): Promise<void> {
-    const t = this.tenants.get(tenantKey);
+  async project(tenantKey: string, pr: Projection, opts: { adopt?: boolean } = {}): Promise<void> {
+    const t = opts.adopt ? this.table(tenantKey) : this.tenants.get(tenantKey);
     if (!t) return;
     const held = pr.identities.map((i) => t.get(key(i))).filter((p): p is EdgeProfile => p !== undefined);
-    if (held.length === 0) return;
+    if (held.length === 0) {
+      if (!opts.adopt || pr.identities.length === 0) return;
+      held.push({ profileId: null, identities: pr.identities, attributes: {}, optedOut: false, hubMemberships: {}, edgeMemberships: new Map(), events: [], projectedAt: null, revision: 0 });
+    }
     // Entries of several identities of one graph become one profile.
     const target = held[0]!;
     const local = new Map<string, EdgeEvent>();
@@ -127,6 +133,7 @@ export class InMemoryLocationStore implements LocationStore {
     target.events = [...local.values()].sort((a, b) => a.ts - b.ts);
     trim(target.events, pr.at - EDGE_EVENT_RETENTION_MS);
     target.projectedAt = pr.at;
+    target.revision++;
     for (const i of pr.identities) t.set(key(i), target);
   }
 

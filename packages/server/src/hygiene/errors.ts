@@ -15,6 +15,8 @@ export const HygieneCodes = {
   ttlDuplicate: "HYGN-3102-400",
   ttlWrongState: "HYGN-3103-400",
   quotaExceeded: "HYGN-3201-400",
+  /** A concurrent change of the same expiration (optimistic concurrency). */
+  conflict: "HYGN-3104-409",
 } as const;
 
 export type HygieneErrorShape = "simple" | "problem";

@@ -10,7 +10,7 @@ import type { HygieneContext } from "./context.js";
 import type { EntitlementService } from "./entitlement-service.js";
 import { HygieneCodes, HygieneError, notFound, quotaExceeded, ttlInvalid } from "./errors.js";
 import { checkLeadTime, parseExpiry } from "./expiry.js";
-import { exitVanishedProfiles, type LifecycleProfileStore } from "./lifecycle-exits.js";
+import { exitVanishedProfiles, type LifecycleListener, type LifecycleProfileStore } from "./lifecycle-exits.js";
 import { QUOTA_PERIOD_WORDS } from "./quotas.js";
 import type { ExpirationListQuery, ExpirationRecord, Page } from "./records.js";
 import type { HygieneStore } from "./store/types.js";
@@ -36,6 +36,8 @@ export class ExpirationService {
     private readonly profiles: LifecycleProfileStore,
     private readonly entitlements: EntitlementService,
     private readonly clock: Clock,
+    private readonly onChange?: LifecycleListener,
+    private readonly onError: (err: unknown, what: string) => void = () => {},
   ) {}
 
   async create(ctx: HygieneContext, body: unknown): Promise<ExpirationRecord> {
@@ -64,6 +66,7 @@ export class ExpirationService {
       updatedAt: now,
       updatedBy: ctx.actor,
       history: [{ status: "created", expiry, updatedAt: now, updatedBy: ctx.actor }],
+      revision: 0,
     };
     const allowance = (await this.entitlements.effective(ctx.orgId)).datasetExpirationQuota;
     const outcome = await this.store.insertExpiration(record, allowance);
@@ -118,9 +121,10 @@ export class ExpirationService {
     };
     if (!(await this.store.replaceExpiration(next, ["pending"]))) {
       const fresh = await this.store.getExpiration(ctx.orgId, ttlId);
+      if (fresh?.status === "pending") throw new HygieneError(409, HygieneCodes.conflict, `Dataset expiration ${ttlId} was changed by another request; read it again and retry.`, "problem");
       throw this.wrongState(fresh ?? current, "updated");
     }
-    return next;
+    return { ...next, revision: next.revision + 1 };
   }
 
   /** Only pending can be cancelled: executing → 400, cancelled/completed/unknown → 404 (hygiene-api.md §5.6). */
@@ -140,9 +144,10 @@ export class ExpirationService {
     };
     if (!(await this.store.replaceExpiration(next, ["pending"]))) {
       const fresh = await this.store.getExpiration(ctx.orgId, current.ttlId);
+      if (fresh?.status === "pending") throw new HygieneError(409, HygieneCodes.conflict, `Dataset expiration ${current.ttlId} was changed by another request; read it again and retry.`, "problem");
       throw this.wrongState(fresh ?? current, "cancelled");
     }
-    return next;
+    return { ...next, revision: next.revision + 1 };
   }
 
   private wrongState(r: ExpirationRecord, verb: string): HygieneError {
@@ -171,11 +176,12 @@ export class ExpirationService {
           history: [...current.history, { status: "executing", expiry: current.expiry, updatedAt: at, updatedBy: "segmentd" }],
         };
         if (!(await this.store.replaceExpiration(claimed, ["pending"]))) continue;
+        claimed = { ...claimed, revision: claimed.revision + 1 };
       } else if (current.status !== "executing") continue;
       const scope = { orgId: claimed.orgId, sandboxName: claimed.sandboxName };
       // null: the dataset was already deleted by other means; the expiration is still done.
       const counts = await this.profiles.deleteDataset(scope, claimed.datasetId);
-      if (counts) await exitVanishedProfiles(this.profiles, scope, counts.profileIds, this.clock.now());
+      const exits = counts ? await exitVanishedProfiles(this.profiles, scope, counts.profileIds, this.clock.now()) : undefined;
       const at = this.clock.now();
       const done: ExpirationRecord = {
         ...claimed,
@@ -185,6 +191,13 @@ export class ExpirationService {
         history: [...claimed.history, { status: "completed", expiry: claimed.expiry, updatedAt: at, updatedBy: "segmentd" }],
       };
       if (await this.store.replaceExpiration(done, ["executing"])) completed++;
+      if (counts && exits && this.onChange && counts.profileIds.length > 0) {
+        try {
+          await this.onChange({ scope, cause: { kind: "expiration", id: claimed.ttlId }, changedProfileIds: counts.profileIds, removedProfileIds: exits.removedProfileIds });
+        } catch (err) {
+          this.onError(err, `listener of expiration ${claimed.ttlId}`);
+        }
+      }
     }
     return completed;
   }

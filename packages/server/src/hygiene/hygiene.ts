@@ -7,7 +7,7 @@ import type { Clock } from "../platform/clock.js";
 import type { HygieneConfig } from "./entitlements.js";
 import { EntitlementService } from "./entitlement-service.js";
 import { ExpirationService } from "./expiration-service.js";
-import type { LifecycleProfileStore } from "./lifecycle-exits.js";
+import type { LifecycleListener, LifecycleProfileStore } from "./lifecycle-exits.js";
 import { QuotaService } from "./quota-service.js";
 import type { HygieneStore } from "./store/types.js";
 import { WorkOrderRunner } from "./work-order-runner.js";
@@ -20,6 +20,12 @@ export interface HygieneDeps {
   config: HygieneConfig;
   /** Reports failures of background work (the runner and the scheduler never throw). */
   onError?: (err: unknown, what: string) => void;
+  /**
+   * Hears which profiles a completed work order or expiration changed or
+   * removed, so that engines with their own copies (edge projections,
+   * streaming state) can follow. Its failures go to `onError`.
+   */
+  onChange?: LifecycleListener;
 }
 
 export class Hygiene {
@@ -35,9 +41,9 @@ export class Hygiene {
     const onError = deps.onError ?? (() => {});
     this.entitlements = new EntitlementService(deps.store, deps.config);
     this.quotas = new QuotaService(deps.store, this.entitlements, deps.clock);
-    this.runner = new WorkOrderRunner(deps.store, deps.profiles, deps.clock, (err, org, id) => onError(err, `work order ${id} of ${org}`));
+    this.runner = new WorkOrderRunner(deps.store, deps.profiles, deps.clock, (err, org, id) => onError(err, `work order ${id} of ${org}`), deps.onChange);
     this.workOrders = new WorkOrderService(deps.store, deps.profiles, this.entitlements, deps.clock, this.runner, deps.config.maxIdentitiesPerWorkOrder);
-    this.expirations = new ExpirationService(deps.store, deps.profiles, this.entitlements, deps.clock);
+    this.expirations = new ExpirationService(deps.store, deps.profiles, this.entitlements, deps.clock, deps.onChange, onError);
   }
 
   /** One scheduler pass: due expirations, then wait for queued work orders. Tests call this after moving a ManualClock. */

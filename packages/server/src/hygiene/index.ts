@@ -12,7 +12,7 @@ import type { AuthDeps } from "../http/auth.js";
 import type { Clock } from "../platform/clock.js";
 import type { HygieneConfig } from "./entitlements.js";
 import { Hygiene } from "./hygiene.js";
-import type { LifecycleProfileStore } from "./lifecycle-exits.js";
+import type { LifecycleListener, LifecycleProfileStore } from "./lifecycle-exits.js";
 import { hygieneAdminRoutes } from "./http/admin-routes.js";
 import { hygieneRoutes } from "./http/routes.js";
 import { openHygieneStore } from "./store/open.js";
@@ -20,6 +20,7 @@ import { openHygieneStore } from "./store/open.js";
 export { Hygiene, type HygieneDeps } from "./hygiene.js";
 export { parseHygieneConfig, defaultHygieneConfig, type HygieneConfig } from "./entitlements.js";
 export type { HygieneStore } from "./store/types.js";
+export type { LifecycleChange, LifecycleListener } from "./lifecycle-exits.js";
 
 export async function createHygiene(options: {
   dataDir: string;
@@ -28,9 +29,10 @@ export async function createHygiene(options: {
   clock: Clock;
   config: HygieneConfig;
   onError?: (err: unknown, what: string) => void;
+  onChange?: LifecycleListener;
 }): Promise<Hygiene> {
   const store = await openHygieneStore({ dataDir: options.dataDir, databaseUrl: options.databaseUrl });
-  return new Hygiene({ store, profiles: options.profiles, clock: options.clock, config: options.config, onError: options.onError });
+  return new Hygiene({ store, profiles: options.profiles, clock: options.clock, config: options.config, onError: options.onError, onChange: options.onChange });
 }
 
 /** Registers /data/core/hygiene/* (org tokens) and /admin/orgs/:orgId/entitlements (operator tokens), each in its own encapsulated context. */

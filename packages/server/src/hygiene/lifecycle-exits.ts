@@ -39,14 +39,30 @@ async function hasData(store: LifecycleProfileStore, scope: TenantScope, profile
 export interface ExitOutcome {
   profilesRemoved: number;
   membershipsExited: number;
+  /** Ids of the profiles that disappeared. */
+  removedProfileIds: string[];
 }
 
+/**
+ * What a lifecycle job changed, for the engines that keep their own copies
+ * (edge projections, streaming state): profiles whose data changed, and those
+ * that disappeared entirely.
+ */
+export interface LifecycleChange {
+  scope: TenantScope;
+  cause: { kind: "workorder" | "expiration"; id: string };
+  changedProfileIds: string[];
+  removedProfileIds: string[];
+}
+
+export type LifecycleListener = (change: LifecycleChange) => void | Promise<void>;
+
 export async function exitVanishedProfiles(store: LifecycleProfileStore, scope: TenantScope, profileIds: readonly string[], at: number): Promise<ExitOutcome> {
-  let profilesRemoved = 0;
   let membershipsExited = 0;
+  const removedProfileIds: string[] = [];
   for (const profileId of profileIds) {
     if (await hasData(store, scope, profileId)) continue;
-    profilesRemoved++;
+    removedProfileIds.push(profileId);
     const realized = (await store.getMemberships(scope, profileId)).filter((m) => m.status === "realized");
     if (realized.length === 0) continue;
     const transitions = await store.applyMembershipChanges(
@@ -55,5 +71,5 @@ export async function exitVanishedProfiles(store: LifecycleProfileStore, scope: 
     );
     membershipsExited += transitions.length;
   }
-  return { profilesRemoved, membershipsExited };
+  return { profilesRemoved: removedProfileIds.length, membershipsExited, removedProfileIds };
 }

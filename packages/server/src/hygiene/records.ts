@@ -49,6 +49,8 @@ export interface WorkOrderRecord {
   failure: string | null;
   /** What execution did (records removed/updated, profiles gone, memberships exited). */
   outcome: WorkOrderOutcome | null;
+  /** Optimistic-concurrency counter: every replace must name the revision it read (the store bumps it). */
+  revision: number;
 }
 
 export interface WorkOrderOutcome {
@@ -83,6 +85,8 @@ export interface ExpirationRecord {
   updatedAt: number;
   updatedBy: string;
   history: ExpirationHistoryEntry[];
+  /** Optimistic-concurrency counter, as for work orders. */
+  revision: number;
 }
 
 /** One quota's share of an order: `units` against `allowance` in `period`. */

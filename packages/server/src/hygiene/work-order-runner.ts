@@ -2,11 +2,13 @@
  * Executes accepted work orders, one at a time per process, in acceptance
  * order: received → submitted (claimed by compare-and-set, so two processes
  * never both run it) → completed | failed. Deletes go through the profile
- * store; profiles left without data disappear and their memberships exit.
+ * store; profiles left without data disappear and their memberships exit;
+ * the optional listener hears which profiles changed or disappeared (edge
+ * projections and streaming state keep copies that must follow).
  * `idle()` lets tests and shutdown wait for the queue to drain.
  */
 import type { Clock } from "../platform/clock.js";
-import { exitVanishedProfiles, type LifecycleProfileStore } from "./lifecycle-exits.js";
+import { exitVanishedProfiles, type LifecycleChange, type LifecycleListener, type LifecycleProfileStore } from "./lifecycle-exits.js";
 import type { ProductStatus, WorkOrderRecord } from "./records.js";
 import type { HygieneStore } from "./store/types.js";
 import type { WorkOrderQueue } from "./work-order-service.js";
@@ -27,6 +29,7 @@ export class WorkOrderRunner implements WorkOrderQueue {
     private readonly profiles: LifecycleProfileStore,
     private readonly clock: Clock,
     private readonly onError: (err: unknown, orgId: string, workorderId: string) => void = () => {},
+    private readonly onChange?: LifecycleListener,
   ) {}
 
   enqueue(orgId: string, workorderId: string): void {
@@ -63,24 +66,28 @@ export class WorkOrderRunner implements WorkOrderQueue {
       const at = this.clock.now();
       claimed = { ...order, status: "submitted", updatedAt: at, productStatusDetails: this.products(order, "waiting", at) };
       if (!(await this.store.replaceWorkOrder(claimed, ["received"]))) return;
+      claimed = { ...claimed, revision: claimed.revision + 1 };
     }
     const scope = { orgId: claimed.orgId, sandboxName: claimed.sandboxName };
     let done: WorkOrderRecord;
+    let change: LifecycleChange | undefined;
     try {
       const at = this.clock.now();
       if (claimed.action === "identity-delete") {
         const datasets = claimed.datasetId === "ALL" ? "ALL" : claimed.datasetId.split(",").map((s) => s.trim());
         const counts = await this.profiles.deleteByIdentities(scope, claimed.identities, datasets);
-        const exits = await exitVanishedProfiles(this.profiles, scope, counts.profileIds, at);
+        const { removedProfileIds, ...exits } = await exitVanishedProfiles(this.profiles, scope, counts.profileIds, at);
         done = {
           ...claimed,
           status: "completed",
           outcome: { records: counts.fragments + counts.events + counts.lakeRecords, ...exits },
         };
+        change = { scope, cause: { kind: "workorder", id: claimed.workorderId }, changedProfileIds: counts.profileIds, removedProfileIds };
       } else {
         const changes = claimed.fieldChanges ?? { set: {}, remove: [] };
         const r = await this.profiles.updateFields(scope, { datasetId: claimed.datasetId, identities: claimed.identities, set: changes.set, remove: changes.remove });
         done = { ...claimed, status: "completed", outcome: { records: r.updated, profilesRemoved: 0, membershipsExited: 0 } };
+        change = { scope, cause: { kind: "workorder", id: claimed.workorderId }, changedProfileIds: r.profileIds, removedProfileIds: [] };
       }
       const finished = this.clock.now();
       done = { ...done, updatedAt: finished, productStatusDetails: this.products(claimed, "success", finished) };
@@ -94,9 +101,20 @@ export class WorkOrderRunner implements WorkOrderQueue {
         productStatusDetails: this.products(claimed, "failed", finished),
       };
     }
-    // Compare on any unfinished status: a concurrent rename only changed labels, so re-read and merge them.
-    const latest = await this.store.getWorkOrder(orgId, workorderId);
-    const merged = latest ? { ...done, displayName: latest.displayName, description: latest.description, updatedBy: latest.updatedBy } : done;
-    await this.store.replaceWorkOrder(merged, ["submitted"]);
+    // A rename may have landed meanwhile: keep its labels, and retry if another one lands before our write.
+    for (;;) {
+      const latest = await this.store.getWorkOrder(orgId, workorderId);
+      if (!latest || latest.status !== "submitted") return;
+      const merged = { ...done, displayName: latest.displayName, description: latest.description, updatedBy: latest.updatedBy, revision: latest.revision };
+      if (await this.store.replaceWorkOrder(merged, ["submitted"])) break;
+    }
+    // After the order is recorded as done: a failing listener must not fail a delete that happened.
+    if (change && this.onChange && (change.changedProfileIds.length > 0 || change.removedProfileIds.length > 0)) {
+      try {
+        await this.onChange(change);
+      } catch (err) {
+        this.onError(err, orgId, workorderId);
+      }
+    }
   }
 }

@@ -83,6 +83,7 @@ export class WorkOrderService {
       productStatusDetails: [],
       failure: null,
       outcome: null,
+      revision: 0,
     };
     const outcome = await this.store.insertWorkOrder(order, charges);
     if (!outcome.ok) throw quotaExceeded(outcome.quota, outcome.allowance, outcome.consumed, units, QUOTA_PERIOD_WORDS[outcome.quota]);
@@ -111,7 +112,7 @@ export class WorkOrderService {
     if (name === undefined && description === undefined) throw invalid("Give 'name' (or 'displayName') and/or 'description'.");
     if (typeof name === "string" && name.length > 255) throw invalid("'name' must be at most 255 characters long.");
     if (typeof description === "string" && description.length > 1000) throw invalid("'description' must be at most 1000 characters long.");
-    // The runner may move the status meanwhile; retry the compare-and-set on the fresh record.
+    // The runner may change the order meanwhile; retry the compare-and-set on the fresh record.
     for (let attempt = 0; attempt < 5; attempt++) {
       const current = await this.get(ctx, workorderId);
       const next: WorkOrderRecord = {
@@ -121,7 +122,7 @@ export class WorkOrderService {
         updatedAt: this.clock.now(),
         updatedBy: ctx.actor,
       };
-      if (await this.store.replaceWorkOrder(next, [current.status])) return next;
+      if (await this.store.replaceWorkOrder(next, [current.status])) return { ...next, revision: next.revision + 1 };
     }
     throw new Error(`work order ${workorderId} kept changing during rename`);
   }

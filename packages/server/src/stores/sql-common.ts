@@ -122,5 +122,12 @@ export function coreMigrations(dialect: "sqlite" | "postgres"): Migration[] {
         `CREATE UNIQUE INDEX merge_policies_one_default ON merge_policies (org_id, sandbox_id, schema_name) WHERE is_default = 1`,
       ],
     },
+    {
+      version: 2,
+      name: "covering index for the per-sandbox limit counts",
+      // Counting a sandbox's definitions by method on every write must not read
+      // the JSON documents; this index answers those counts on its own.
+      statements: [`CREATE INDEX definitions_methods ON definitions (org_id, sandbox_id, continuous, synchronous)`],
+    },
   ];
 }

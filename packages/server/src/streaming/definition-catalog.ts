@@ -15,7 +15,7 @@ export type EvaluationMethod = "continuous" | "synchronous";
 
 export interface PredicateContext {
   profile: Record<string, unknown>;
-  events: Record<string, unknown>[];
+  events: readonly Record<string, unknown>[];
   now: number;
 }
 
@@ -66,7 +66,8 @@ export function liveDefinition(record: DefinitionRecord, policy: MergePolicyReco
     mergePolicyId: d.mergePolicyId,
     policy: policySpec(policy),
     queryType: d.classification.queryType,
-    predicate: (ctx) => run(ctx) === true,
+    // The compiled query only reads the events; the copy-free cast keeps the hot path allocation-free.
+    predicate: (ctx) => run(ctx as { profile: Record<string, unknown>; events: Record<string, unknown>[]; now: number }) === true,
     footprint: footprintOf(query),
     windowMs: windows.length === 0 ? null : Math.max(...windows),
     excludeOptOut: d.dataGovernancePolicy.excludeOptOut,

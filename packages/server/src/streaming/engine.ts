@@ -23,6 +23,7 @@ import type { DefinitionCatalog, LiveDefinition, LiveSet } from "./definition-ca
 import { KeyedQueue } from "./keyed-queue.js";
 import { MembershipWriter } from "./membership-writer.js";
 import { addEvent, loadProfileState, LruMap, syncMembershipField, trimEvents, type ProfileState } from "./profile-state.js";
+import { eventsFor, groupEventsByType } from "./reverse-index.js";
 import { nextWindowChange, SweepSchedule } from "./sweep-schedule.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -205,7 +206,8 @@ export class StreamingEngine {
 
   private holds(d: LiveDefinition, state: ProfileState, now: number): boolean {
     if (d.excludeOptOut && state.optedOut) return false;
-    return d.predicate({ profile: state.entity, events: state.eventBodies, now });
+    state.byType ??= groupEventsByType(state.eventBodies);
+    return d.predicate({ profile: state.entity, events: eventsFor(d.footprint, state.eventBodies, state.byType), now });
   }
 
   private change(state: ProfileState, d: LiveDefinition, qualifies: boolean, now: number): MembershipChange {

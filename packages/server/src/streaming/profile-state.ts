@@ -27,6 +27,8 @@ export interface ProfileState {
   events: StateEvent[];
   /** The event bodies as PQL's xEvent sees them (kept in step with `events`). */
   eventBodies: Record<string, unknown>[];
+  /** eventBodies grouped by type; rebuilt lazily after the events change. */
+  byType: Map<string, Record<string, unknown>[]> | null;
   optedOut: boolean;
   memberships: Map<string, MembershipEntry>;
 }
@@ -53,6 +55,7 @@ export async function loadProfileState(
     entity: { ...profile.entity },
     events: page.events.map((e) => ({ ts: e.timestamp, id: e.eventId, body: e.body })),
     eventBodies: [],
+    byType: null,
     optedOut: profile.optedOut,
     memberships: new Map(memberships.map((m) => [m.definitionId, { status: m.status, lastQualificationTime: m.lastQualificationTime }])),
   };
@@ -68,6 +71,7 @@ export function addEvent(state: ProfileState, event: StateEvent): boolean {
   while (i > 0 && state.events[i - 1]!.ts > event.ts) i--;
   state.events.splice(i, 0, event);
   state.eventBodies.splice(i, 0, event.body);
+  state.byType = null;
   return true;
 }
 
@@ -78,6 +82,7 @@ export function trimEvents(state: ProfileState, since: number): void {
   if (n > 0) {
     state.events.splice(0, n);
     state.eventBodies.splice(0, n);
+    state.byType = null;
   }
 }
 

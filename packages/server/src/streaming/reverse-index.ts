@@ -176,3 +176,43 @@ function push<D>(m: Map<string, D[]>, k: string, d: D): void {
   if (list) list.push(d);
   else m.set(k, [d]);
 }
+
+/** Event bodies grouped by lower-cased eventType (the key "" holds events without a string type). */
+export function groupEventsByType(events: readonly Record<string, unknown>[]): Map<string, Record<string, unknown>[]> {
+  const m = new Map<string, Record<string, unknown>[]>();
+  for (const e of events) {
+    const t = e["eventType"];
+    const k = typeof t === "string" ? t.toLowerCase() : "";
+    const list = m.get(k);
+    if (list) list.push(e);
+    else m.set(k, [e]);
+  }
+  return m;
+}
+
+const NO_EVENTS: Record<string, unknown>[] = [];
+
+/**
+ * The events a definition needs to see. An event whose type the footprint
+ * does not map to the definition never changes its result (the index's
+ * guarantee, checked by a property test), so evaluating on the mapped events
+ * only gives the same answer at a fraction of the cost: time values are
+ * parsed per event and per definition. Time order is kept for chains.
+ */
+export function eventsFor(footprint: DefinitionFootprint, all: readonly Record<string, unknown>[], byType: Map<string, Record<string, unknown>[]>): readonly Record<string, unknown>[] {
+  const types = footprint.eventTypes;
+  if (types === "any") return all;
+  if (types.size === 0) return NO_EVENTS;
+  if (types.size === 1) {
+    for (const t of types) return byType.get(t) ?? NO_EVENTS;
+  }
+  const picked: Record<string, unknown>[] = [];
+  for (const t of types) {
+    const list = byType.get(t);
+    if (list) picked.push(...list);
+  }
+  if (picked.length < 2) return picked;
+  // Restore the original (time) order across types.
+  const order = new Map(all.map((e, i) => [e, i]));
+  return picked.sort((a, b) => order.get(a)! - order.get(b)!);
+}

@@ -58,7 +58,7 @@ describe("batch engine", () => {
       if (backend === "sql") {
         assert.ok(out.sqlDefinitions.length >= 25, `SQL covers the generated conditions (${out.sqlDefinitions.length})`);
         assert.equal(out.inMemoryDefinitions["d25"], "Binary where a field path is needed");
-        assert.equal(out.inMemoryDefinitions["d26"], "operator matches");
+        assert.equal(out.inMemoryDefinitions["d26"], "method matches");
         assert.equal(out.inMemoryDefinitions["d27"], "a time reference or unit the SQL back end does not resolve");
       } else {
         assert.deepEqual(out.sqlDefinitions, []);

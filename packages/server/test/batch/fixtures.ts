@@ -60,18 +60,26 @@ export function definition(id: string, text: string, extra: Partial<JobDefinitio
  * evaluated with `evaluate`. `segmentMembership` is replaced by `members` of
  * the definitions listed (the results expected for referenced definitions).
  */
-export async function referenceMembers(store: ProfileStore, query: Query, opts: { excludeOptOut: boolean; policy?: MergePolicySpec; members?: Map<string, Set<string>> }): Promise<Set<string>> {
+export async function referenceMembers(
+  store: ProfileStore,
+  query: Query,
+  opts: { excludeOptOut: boolean; policy?: MergePolicySpec; members?: Map<string, Set<string>>; scope?: TenantScope; now?: number },
+): Promise<Set<string>> {
   const out = new Set<string>();
-  for await (const chunk of store.scanProfiles(SCOPE, opts.policy ?? PDG)) {
+  const now = opts.now ?? NOW;
+  for await (const chunk of store.scanProfiles(opts.scope ?? SCOPE, opts.policy ?? PDG)) {
     for (const p of chunk) {
       if (opts.excludeOptOut && p.optedOut) continue;
       let profile: Record<string, unknown> = p.entity;
       if (opts.members !== undefined) {
-        const ups: Record<string, unknown> = {};
+        // Only the listed definitions are replaced; other stored memberships stay.
+        const stored = (p.entity["segmentMembership"] as { ups?: Record<string, unknown> } | undefined)?.ups ?? {};
+        const ups: Record<string, unknown> = { ...stored };
+        for (const id of opts.members.keys()) delete ups[id];
         for (const [id, set] of opts.members) if (set.has(p.profileId)) ups[id] = { status: "realized" };
         profile = { ...p.entity, segmentMembership: { ups } };
       }
-      if (truthy(evaluate(query, { profile, events: p.events.map((e) => e.body), now: NOW }))) out.add(p.profileId);
+      if (truthy(evaluate(query, { profile, events: p.events.map((e) => e.body), now }))) out.add(p.profileId);
     }
   }
   return out;

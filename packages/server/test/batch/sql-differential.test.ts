@@ -14,6 +14,7 @@ import { PostgresDialect, SqliteDialect } from "../../src/batch/sql/dialect.js";
 import { SqliteChunkEvaluator, eventInstant, type StagedEntry } from "../../src/batch/sql/staging.js";
 import { truthy } from "../../src/batch/engine/truth.js";
 import { NOW, coveredQuery, profileWithEvents } from "./pql-gen.js";
+import { pgConnectionString } from "./batch-harness.js";
 
 const STORE = (process.env["SEGMENTD_TEST_STORE"] ?? "embedded") === "postgres" ? "postgres" : "embedded";
 const RUNS = 200;
@@ -73,7 +74,7 @@ describe(`SQL back end agrees with evaluate (${STORE === "postgres" ? "PostgreSQ
 
   before(async () => {
     if (STORE === "postgres") {
-      client = new pg.Client({ connectionString: process.env["SEGMENTD_TEST_DATABASE_URL"] ?? "postgres://127.0.0.1:5432/test" });
+      client = new pg.Client({ connectionString: pgConnectionString() });
       await client.connect();
       await client.query("CREATE TEMP TABLE p (rid integer PRIMARY KEY, doc jsonb NOT NULL); CREATE TEMP TABLE ev (rid integer NOT NULL, ts double precision, doc jsonb NOT NULL)");
       backend = postgresBackend(client);

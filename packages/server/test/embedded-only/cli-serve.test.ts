@@ -9,11 +9,14 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { spawnTs, waitFor } from "../helpers/spawn.js";
+import { killAll, spawnTs, waitFor } from "../helpers/spawn.js";
 
 const MAIN = "packages/server/src/cli/main.ts";
 const dataDir = mkdtempSync(path.join(os.tmpdir(), "segmentd-cli-"));
-after(() => rmSync(dataDir, { recursive: true, force: true }));
+after(() => {
+  killAll();
+  rmSync(dataDir, { recursive: true, force: true });
+});
 
 /** Split a printed shell line into words (single quotes only, as the server prints them). */
 function shellWords(line: string): string[] {

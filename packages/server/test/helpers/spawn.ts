@@ -12,12 +12,26 @@ export interface Spawned {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
+const live = new Set<ChildProcess>();
+
+/**
+ * SIGKILL every child still running. Call it from `after()`: a failed
+ * assertion must not leave a server behind (its pipes would also keep the
+ * test process from exiting).
+ */
+export function killAll(): void {
+  for (const c of live) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+  live.clear();
+}
+
 export function spawnTs(script: string, args: string[], env: NodeJS.ProcessEnv = {}): Spawned {
   const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", script, ...args], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  live.add(child);
+  child.on("exit", () => live.delete(child));
   let out = "";
   let err = "";
   child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
@@ -26,8 +40,8 @@ export function spawnTs(script: string, args: string[], env: NodeJS.ProcessEnv =
   return { child, stdout: () => out, stderr: () => err, exited };
 }
 
-/** Resolve with the first stdout match of `pattern`, or fail after `ms`. */
-export async function waitFor(s: Spawned, pattern: RegExp, ms = 20_000): Promise<RegExpMatchArray> {
+/** Resolve with the first stdout match of `pattern`, or fail after `ms` (generous: CI machines can be loaded). */
+export async function waitFor(s: Spawned, pattern: RegExp, ms = 60_000): Promise<RegExpMatchArray> {
   const t0 = Date.now();
   for (;;) {
     const m = s.stdout().match(pattern);

@@ -26,6 +26,7 @@ export function workOrder(orgId: string, overrides: Partial<WorkOrderRecord> = {
     productStatusDetails: [],
     failure: null,
     outcome: null,
+    revision: 0,
     ...overrides,
   };
 }
@@ -46,6 +47,7 @@ export function expiration(orgId: string, datasetId: string, overrides: Partial<
     updatedAt: at,
     updatedBy: "tester",
     history: [],
+    revision: 0,
     ...overrides,
   };
 }

@@ -92,15 +92,22 @@ describe(`hygiene store conformance (${STORE_KIND})`, () => {
   });
 
   describe("work orders", () => {
-    it("replaces only from an expected status (compare-and-set)", async () => {
+    it("replaces only the revision it read, from an expected status (compare-and-set)", async () => {
       const org = "cas@AdobeOrg";
       const o = workOrder(org);
       await store.insertWorkOrder(o, []);
       assert.equal(await store.replaceWorkOrder({ ...o, status: "submitted" }, ["received"]), true);
+      // A second writer that read revision 0 loses, whatever it writes.
       assert.equal(await store.replaceWorkOrder({ ...o, status: "submitted" }, ["received"]), false);
-      assert.equal((await store.getWorkOrder(org, o.workorderId))?.status, "submitted");
+      assert.equal(await store.replaceWorkOrder({ ...o, displayName: "renamed" }, ["received", "submitted"]), false);
+      const stored = await store.getWorkOrder(org, o.workorderId);
+      assert.equal(stored?.status, "submitted");
+      assert.equal(stored?.displayName, "order");
+      assert.equal(stored?.revision, 1);
+      // The right revision but a status not expected also loses.
+      assert.equal(await store.replaceWorkOrder({ ...stored!, status: "completed" }, ["received"]), false);
       assert.deepEqual(await store.unfinishedWorkOrders(1000).then((l) => l.filter((r) => r.orgId === org)), [{ orgId: org, id: o.workorderId }]);
-      assert.equal(await store.replaceWorkOrder({ ...o, status: "completed" }, ["submitted"]), true);
+      assert.equal(await store.replaceWorkOrder({ ...stored!, status: "completed" }, ["submitted"]), true);
       assert.deepEqual(await store.unfinishedWorkOrders(1000).then((l) => l.filter((r) => r.orgId === org)), []);
     });
 
@@ -159,6 +166,8 @@ describe(`hygiene store conformance (${STORE_KIND})`, () => {
       assert.equal(await store.countActiveExpirations(org), 3);
       // Executing still occupies a slot.
       assert.equal(await store.replaceExpiration({ ...made[0]!, status: "executing" }, ["pending"]), true);
+      // Stale revision: refused.
+      assert.equal(await store.replaceExpiration({ ...made[0]!, status: "cancelled" }, ["pending", "executing"]), false);
       assert.equal((await store.insertExpiration(expiration(org, "cap3"), 3)).ok, false);
       assert.equal(await store.replaceExpiration({ ...made[1]!, status: "cancelled" }, ["pending"]), true);
       assert.equal(await store.countActiveExpirations(org), 2);

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { demoCrmId } from "../../src/profiles/demo.js";
-import { loadDemoOverHttp } from "../../src/profiles/demo-loader.js";
+import { loadDemoIfEmpty, loadDemoOverHttp } from "../../src/profiles/demo-loader.js";
 import { API_KEY, call, ORG, startProfileServer, TOKEN, type HttpHarness } from "./http-harness.js";
 
 describe("demo loader over the public ingestion API", () => {
@@ -23,5 +23,10 @@ describe("demo loader over the public ingestion API", () => {
     const entity = (Object.values(p.json as Record<string, { entity: Record<string, unknown> }>)[0]!).entity;
     assert.equal(((entity["identityMap"] as Record<string, unknown[]>)["ecid"] ?? []).length, 1);
     assert.equal((await call(h.url, "GET", "/data/foundation/catalog/dataSets", undefined, { sandbox: "prod" })).text, "{}");
+    // The dev sandbox now has datasets: the start-up loader leaves it alone; prod is empty and gets one.
+    const small = { profiles: 20, events: 100, now: h.clock.now(), seed: 4 };
+    assert.equal(await loadDemoIfEmpty(h.ts.store, { orgId: ORG, sandboxName: "dev" }, target, small), null);
+    const prod = await loadDemoIfEmpty(h.ts.store, { orgId: ORG, sandboxName: "prod" }, { ...target, headers: { ...target.headers, "x-sandbox-name": "prod" } }, small);
+    assert.equal(prod?.recordsWritten, 120);
   });
 });

@@ -323,6 +323,18 @@ describe(`profile store conformance (${STORE_KIND})`, () => {
     });
   });
 
+  it("a failed first write of a new sandbox does not lose that sandbox's later writes", async () => {
+    const C: TenantScope = { orgId: "org3", sandboxName: "fresh" };
+    await assert.rejects(store.append(C, "missing", [], { ingestedAt: T0, maxIdentitiesPerGraph: 50 }), (e: unknown) => e instanceof StoreError && e.code === "DATASET_NOT_FOUND");
+    const d = await store.createDataset(C, { name: "after failure", schemaClass: "profile" }, T0);
+    const again = ts.reopen();
+    try {
+      assert.equal((await again.getDataset(C, d.id))?.name, "after failure");
+    } finally {
+      await again.close();
+    }
+  });
+
   it("reopened store sees every acknowledged write", async () => {
     const again = ts.reopen();
     try {

@@ -2,15 +2,12 @@
  * A sandbox with real stores for the streaming, edge and metrics tests: the
  * metadata store with the definition and merge-policy services (so definitions
  * are classified exactly as over the API), the embedded profile store (the
- * hub), an event dataset and a profile dataset, and a ManualClock.
+ * hub), an event dataset and a profile dataset, and a ManualClock. Both stores
+ * follow SEGMENTD_TEST_STORE (embedded by default, PostgreSQL in test:pg).
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { InProcessBus } from "../../src/platform/bus.js";
 import { ManualClock } from "../../src/platform/clock.js";
 import { DEFAULT_LIMITS } from "../../src/platform/config.js";
-import { EmbeddedProfileStore } from "../../src/profiles/embedded/sqlite-store.js";
 import { ingestRecords } from "../../src/profiles/ingest.js";
 import type { ProfileStore } from "../../src/profiles/store.js";
 import type { JsonObject, ValidRecord } from "../../src/profiles/types.js";
@@ -18,7 +15,8 @@ import { validateRecord } from "../../src/profiles/validate.js";
 import { DefinitionService } from "../../src/services/definitions.js";
 import { MergePolicyService, PROFILE_SCHEMA_CLASS } from "../../src/services/merge-policies.js";
 import { derivedSandboxId, type TenantContext } from "../../src/services/tenancy.js";
-import { openSqliteStore } from "../../src/stores/embedded/sqlite-store.js";
+import { createTestStore } from "../helpers/test-store.js";
+import { openTestStore } from "../profiles/test-store.js";
 import type { MetadataStore } from "../../src/stores/types.js";
 import { DefinitionCatalog } from "../../src/streaming/definition-catalog.js";
 
@@ -31,7 +29,6 @@ export interface Fixture {
   bus: InProcessBus;
   meta: MetadataStore;
   hub: ProfileStore;
-  hubPath: string;
   tenant: TenantContext;
   definitions: DefinitionService;
   mergePolicies: MergePolicyService;
@@ -52,14 +49,14 @@ export function tenantFor(orgId: string, sandboxName = "prod"): TenantContext {
 }
 
 export async function openFixture(start: number | Date): Promise<Fixture> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-streaming-"));
   const clock = new ManualClock(start);
   const bus = new InProcessBus((topic, err) => {
     throw new Error(`bus handler for ${topic} failed: ${String(err)}`);
   });
-  const meta = openSqliteStore(dir);
-  const hubPath = path.join(dir, "profiles.db");
-  const hub = new EmbeddedProfileStore({ path: hubPath, synchronous: "normal" });
+  const metaHandle = await createTestStore("realtime");
+  const meta = await metaHandle.open();
+  const hubHandle = openTestStore();
+  const hub = hubHandle.store;
   const tenant = tenantFor(ORG);
   const scope = { orgId: ORG, sandboxName: "prod" };
   const mergePolicies = new MergePolicyService(meta, clock, bus);
@@ -73,7 +70,6 @@ export async function openFixture(start: number | Date): Promise<Fixture> {
     bus,
     meta,
     hub,
-    hubPath,
     tenant,
     definitions,
     mergePolicies,
@@ -102,9 +98,9 @@ export async function openFixture(start: number | Date): Promise<Fixture> {
     },
     async close() {
       catalog.close();
-      await hub.close();
+      await hubHandle.cleanup();
       await meta.close();
-      rmSync(dir, { recursive: true, force: true });
+      await metaHandle.dispose();
     },
   };
 }

@@ -27,6 +27,7 @@ import {
   HYGIENE_SCHEMA,
   Params,
   WORK_ORDER_INSERT_COLUMNS,
+  bumped,
   expirationOrderBy,
   expirationRow,
   expirationWhere,
@@ -114,13 +115,13 @@ export class PgHygieneStore implements HygieneStore {
   }
 
   async replaceWorkOrder(order: WorkOrderRecord, expected: readonly WorkOrderStatus[]): Promise<boolean> {
-    const [, , ...rest] = workOrderRow(order);
+    const [, , ...rest] = workOrderRow(bumped(order));
     const cols = WORK_ORDER_INSERT_COLUMNS.slice(2);
     const sets = cols.map((c, i) => `${c} = $${i + 1}`).join(", ");
     const k = cols.length;
     const r = await this.pool.query(
-      `UPDATE hygiene_work_orders SET ${sets} WHERE org_id = $${k + 1} AND id = $${k + 2} AND status = ANY($${k + 3}::text[])`,
-      [...rest, order.orgId, order.workorderId, [...expected]],
+      `UPDATE hygiene_work_orders SET ${sets} WHERE org_id = $${k + 1} AND id = $${k + 2} AND revision = $${k + 3} AND status = ANY($${k + 4}::text[])`,
+      [...rest, order.orgId, order.workorderId, order.revision, [...expected]],
     );
     return r.rowCount === 1;
   }
@@ -174,18 +175,16 @@ export class PgHygieneStore implements HygieneStore {
   }
 
   async replaceExpiration(record: ExpirationRecord, expected: readonly ExpirationStatus[]): Promise<boolean> {
-    const [, , ...rest] = expirationRow(record);
+    const [, , ...rest] = expirationRow(bumped(record));
     const cols = EXPIRATION_INSERT_COLUMNS.slice(2);
     const sets = cols.map((c, i) => `${c} = $${i + 1}`).join(", ");
     const k = cols.length;
-    // Under the org lock so that a cancel and the scheduler's claim cannot both win.
-    return this.tx(record.orgId, async (c) => {
-      const r = await c.query(
-        `UPDATE hygiene_expirations SET ${sets} WHERE org_id = $${k + 1} AND id = $${k + 2} AND status = ANY($${k + 3}::text[])`,
-        [...rest, record.orgId, record.ttlId, [...expected]],
-      );
-      return r.rowCount === 1;
-    });
+    // A single conditional UPDATE: the row lock makes a cancel and the scheduler's claim exclusive.
+    const r = await this.pool.query(
+      `UPDATE hygiene_expirations SET ${sets} WHERE org_id = $${k + 1} AND id = $${k + 2} AND revision = $${k + 3} AND status = ANY($${k + 4}::text[])`,
+      [...rest, record.orgId, record.ttlId, record.revision, [...expected]],
+    );
+    return r.rowCount === 1;
   }
 
   private async countActiveWith(c: pg.Pool | pg.PoolClient, orgId: string): Promise<number> {

@@ -16,13 +16,13 @@ export const HYGIENE_SCHEMA = [
     org_id TEXT NOT NULL, id TEXT NOT NULL, sandbox_name TEXT NOT NULL, action TEXT NOT NULL, status TEXT NOT NULL,
     created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, created_by TEXT NOT NULL, updated_by TEXT NOT NULL,
     display_name TEXT NOT NULL, description TEXT NOT NULL, dataset_name TEXT NOT NULL, operation_count BIGINT NOT NULL,
-    doc TEXT NOT NULL, PRIMARY KEY (org_id, id))`,
+    revision BIGINT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (org_id, id))`,
   `CREATE INDEX IF NOT EXISTS hygiene_work_orders_status ON hygiene_work_orders (status, created_at)`,
   `CREATE INDEX IF NOT EXISTS hygiene_work_orders_list ON hygiene_work_orders (org_id, sandbox_name, created_at)`,
   `CREATE TABLE IF NOT EXISTS hygiene_expirations (
     org_id TEXT NOT NULL, id TEXT NOT NULL, sandbox_name TEXT NOT NULL, dataset_id TEXT NOT NULL, dataset_name TEXT NOT NULL,
     display_name TEXT NOT NULL, description TEXT NOT NULL, status TEXT NOT NULL, expiry BIGINT NOT NULL,
-    created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, updated_by TEXT NOT NULL, doc TEXT NOT NULL,
+    created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, updated_by TEXT NOT NULL, revision BIGINT NOT NULL, doc TEXT NOT NULL,
     PRIMARY KEY (org_id, id))`,
   // The final guard for "at most one active expiration per dataset".
   `CREATE UNIQUE INDEX IF NOT EXISTS hygiene_expirations_one_active ON hygiene_expirations (org_id, sandbox_name, dataset_id)
@@ -137,20 +137,25 @@ export function expirationOrderBy(q: ExpirationListQuery): string {
 /** Column values of a work order row, in the order of WORK_ORDER_INSERT's columns. */
 export const WORK_ORDER_INSERT_COLUMNS = [
   "org_id", "id", "sandbox_name", "action", "status", "created_at", "updated_at", "created_by", "updated_by",
-  "display_name", "description", "dataset_name", "operation_count", "doc",
+  "display_name", "description", "dataset_name", "operation_count", "revision", "doc",
 ] as const;
 
 export function workOrderRow(o: WorkOrderRecord): SqlValue[] {
   return [o.orgId, o.workorderId, o.sandboxName, o.action, o.status, o.createdAt, o.updatedAt, o.createdBy, o.updatedBy,
-    o.displayName, o.description, o.datasetName, o.operationCount, JSON.stringify(o)];
+    o.displayName, o.description, o.datasetName, o.operationCount, o.revision, JSON.stringify(o)];
 }
 
 export const EXPIRATION_INSERT_COLUMNS = [
   "org_id", "id", "sandbox_name", "dataset_id", "dataset_name", "display_name", "description", "status", "expiry",
-  "created_at", "updated_at", "updated_by", "doc",
+  "created_at", "updated_at", "updated_by", "revision", "doc",
 ] as const;
+
+/** The row a replace writes: the record with its revision bumped. */
+export function bumped<T extends { revision: number }>(r: T): T {
+  return { ...r, revision: r.revision + 1 };
+}
 
 export function expirationRow(e: ExpirationRecord): SqlValue[] {
   return [e.orgId, e.ttlId, e.sandboxName, e.datasetId, e.datasetName, e.displayName, e.description, e.status, e.expiry,
-    e.createdAt, e.updatedAt, e.updatedBy, JSON.stringify(e)];
+    e.createdAt, e.updatedAt, e.updatedBy, e.revision, JSON.stringify(e)];
 }

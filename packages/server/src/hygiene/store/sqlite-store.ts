@@ -29,6 +29,7 @@ import {
   HYGIENE_SCHEMA,
   Params,
   WORK_ORDER_INSERT_COLUMNS,
+  bumped,
   expirationOrderBy,
   expirationRow,
   expirationWhere,
@@ -92,11 +93,11 @@ export class SqliteHygieneStore implements HygieneStore {
   }
 
   async replaceWorkOrder(order: WorkOrderRecord, expected: readonly WorkOrderStatus[]): Promise<boolean> {
-    const [, , ...rest] = workOrderRow(order);
+    const [, , ...rest] = workOrderRow(bumped(order));
     const sets = WORK_ORDER_INSERT_COLUMNS.slice(2).map((c) => `${c} = ?`).join(", ");
     const r = this.db
-      .prepare(`UPDATE hygiene_work_orders SET ${sets} WHERE org_id = ? AND id = ? AND status IN (${marks(expected.length)})`)
-      .run(...rest, order.orgId, order.workorderId, ...expected);
+      .prepare(`UPDATE hygiene_work_orders SET ${sets} WHERE org_id = ? AND id = ? AND revision = ? AND status IN (${marks(expected.length)})`)
+      .run(...rest, order.orgId, order.workorderId, order.revision, ...expected);
     return r.changes === 1;
   }
 
@@ -146,11 +147,11 @@ export class SqliteHygieneStore implements HygieneStore {
   }
 
   async replaceExpiration(record: ExpirationRecord, expected: readonly ExpirationStatus[]): Promise<boolean> {
-    const [, , ...rest] = expirationRow(record);
+    const [, , ...rest] = expirationRow(bumped(record));
     const sets = EXPIRATION_INSERT_COLUMNS.slice(2).map((c) => `${c} = ?`).join(", ");
     const r = this.db
-      .prepare(`UPDATE hygiene_expirations SET ${sets} WHERE org_id = ? AND id = ? AND status IN (${marks(expected.length)})`)
-      .run(...rest, record.orgId, record.ttlId, ...expected);
+      .prepare(`UPDATE hygiene_expirations SET ${sets} WHERE org_id = ? AND id = ? AND revision = ? AND status IN (${marks(expected.length)})`)
+      .run(...rest, record.orgId, record.ttlId, record.revision, ...expected);
     return r.changes === 1;
   }
 

@@ -41,8 +41,10 @@ export interface HygieneStore {
   getWorkOrder(orgId: string, workorderId: string): Promise<WorkOrderRecord | undefined>;
   listWorkOrders(orgId: string, query: WorkOrderListQuery): Promise<Page<WorkOrderRecord>>;
   /**
-   * Replaces the stored order when its status is one of `expected` (compare-and-set,
-   * so two executors never both claim one order). Returns false otherwise.
+   * Compare-and-set: replaces the stored order, bumping its revision, only when
+   * the stored revision is still `order.revision` and its status is one of
+   * `expected`. So two executors never both claim one order, and a rename and
+   * the runner never overwrite each other. Returns false otherwise.
    */
   replaceWorkOrder(order: WorkOrderRecord, expected: readonly WorkOrderStatus[]): Promise<boolean>;
   /** Orders not finished (received, validated, submitted, ingested), oldest first. */
@@ -57,7 +59,7 @@ export interface HygieneStore {
   /** The dataset's most recent expiration (active first, then newest). */
   expirationForDataset(orgId: string, sandboxName: string, datasetId: string): Promise<ExpirationRecord | undefined>;
   listExpirations(orgId: string, query: ExpirationListQuery): Promise<Page<ExpirationRecord>>;
-  /** Compare-and-set on status, as for work orders. */
+  /** Compare-and-set on revision and status, as for work orders. */
   replaceExpiration(record: ExpirationRecord, expected: readonly ExpirationStatus[]): Promise<boolean>;
   countActiveExpirations(orgId: string): Promise<number>;
   /** Pending expirations with `expiry <= now`, plus executing ones (to resume after a crash). */

@@ -526,11 +526,14 @@ export class EmbeddedProfileStore implements ProfileStore {
       const all = datasets === "ALL";
       const dsList = all ? [] : [...datasets];
       const dsFilter = all ? "" : ` AND ds IN (${dsList.map(() => "?").join(", ")})`;
+      const delFragments = this.db.prepare(`DELETE FROM fragments WHERE tid = ? AND pid = ? AND ns = ? AND idv = ?${dsFilter}`);
+      const delEvents = this.db.prepare(`DELETE FROM events WHERE tid = ? AND pid = ? AND ns = ? AND idv = ?${dsFilter}`);
+      const delLake = this.db.prepare(`DELETE FROM lake_records WHERE tid = ? AND ns = ? AND idv = ?${dsFilter}`);
       for (const i of identities) {
         const pid = this.pidOf(tid, i);
         if (pid !== null) {
-          const f = this.db.prepare(`DELETE FROM fragments WHERE tid = ? AND pid = ? AND ns = ? AND idv = ?${dsFilter}`).run(tid, pid, i.namespace, i.id, ...dsList).changes;
-          const e = this.db.prepare(`DELETE FROM events WHERE tid = ? AND pid = ? AND ns = ? AND idv = ?${dsFilter}`).run(tid, pid, i.namespace, i.id, ...dsList).changes;
+          const f = delFragments.run(tid, pid, i.namespace, i.id, ...dsList).changes;
+          const e = delEvents.run(tid, pid, i.namespace, i.id, ...dsList).changes;
           counts.fragments += f;
           counts.events += e;
           if (f + e > 0) touched.add(pid);
@@ -544,7 +547,7 @@ export class EmbeddedProfileStore implements ProfileStore {
             else this.stmt("UPDATE profiles SET size = ? WHERE pid = ?").run(size, pid);
           }
         }
-        counts.lakeRecords += this.db.prepare(`DELETE FROM lake_records WHERE tid = ? AND ns = ? AND idv = ?${dsFilter}`).run(tid, i.namespace, i.id, ...dsList).changes;
+        counts.lakeRecords += delLake.run(tid, i.namespace, i.id, ...dsList).changes;
       }
       counts.profileIds = [...touched].sort((a, b) => a - b).map(String);
       return counts;

@@ -68,6 +68,15 @@ interface BatchRow { id: string; ds: string; status: string; created: number; up
 interface EventRow { seq: number; pid: number; ds: string; eid: string; ns: string; idv: string; ts: number; body: JsonObject }
 
 const NO_TENANT = -1;
+/** Writes per group commit: bounds how long one transaction holds the tenant locks. */
+const MAX_GROUP = 256;
+
+interface PendingWrite {
+  tid: number;
+  run: (c: pg.PoolClient, tid: number) => Promise<unknown>;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
 
 function quoteIdent(name: string): string {
   if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`invalid schema name ${JSON.stringify(name)}`);
@@ -96,6 +105,7 @@ export class PostgresProfileStore implements ProfileStore {
 
   async close(): Promise<void> {
     await this.ready.catch(() => undefined);
+    while (this.draining || this.pending.length > 0) await new Promise((r) => setTimeout(r, 5));
     await this.pool.end();
   }
 
@@ -138,13 +148,63 @@ export class PostgresProfileStore implements ProfileStore {
   }
 
   /** Opens a write transaction for a tenant, serialized against other writers of that tenant. */
+  /**
+   * Queues a write. Writes are group-committed: while one group's transaction
+   * runs, new writes queue up and go together into the next one, each in its own
+   * savepoint (a failing write rolls back alone), under one commit. A write's
+   * promise resolves only after its group committed.
+   */
   private async write<T>(scope: TenantScope, fn: (c: pg.PoolClient, tid: number) => Promise<T>): Promise<T> {
     // The tenant row is committed on its own (autocommit) before the write: a write
     // that rolls back must not leave a cached tenant id that was never committed.
     const tid = await this.tid(this.pool, scope, true);
-    return this.tx(async (c) => {
-      await c.query("SELECT pg_advisory_xact_lock(7466, $1)", [tid]);
-      return fn(c, tid);
+    return new Promise<T>((resolve, reject) => {
+      this.pending.push({ tid, run: fn, resolve: resolve as (v: unknown) => void, reject });
+      void this.drain();
+    });
+  }
+
+  private readonly pending: PendingWrite[] = [];
+  private draining = false;
+
+  private async drain(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      while (this.pending.length > 0) await this.commitGroup(this.pending.splice(0, MAX_GROUP));
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  private async commitGroup(jobs: PendingWrite[]): Promise<void> {
+    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+    try {
+      await this.tx(async (c) => {
+        // Locks in id order, so two processes committing groups cannot deadlock.
+        for (const tid of [...new Set(jobs.map((j) => j.tid))].sort((a, b) => a - b)) {
+          await c.query("SELECT pg_advisory_xact_lock(7466, $1)", [tid]);
+        }
+        for (const job of jobs) {
+          await c.query("SAVEPOINT write");
+          try {
+            const value = await job.run(c, job.tid);
+            await c.query("RELEASE SAVEPOINT write");
+            outcomes.push({ ok: true, value });
+          } catch (error) {
+            await c.query("ROLLBACK TO SAVEPOINT write");
+            outcomes.push({ ok: false, error });
+          }
+        }
+      });
+    } catch (error) {
+      for (const job of jobs) job.reject(error);
+      return;
+    }
+    jobs.forEach((job, i) => {
+      const o = outcomes[i]!;
+      if (o.ok) job.resolve(o.value);
+      else job.reject(o.error);
     });
   }
 

@@ -41,7 +41,7 @@ export class JwtVerifier {
     return Boolean(this.keys.hs256Secret || this.rsKey);
   }
 
-  /** Verify signature, `exp` and `nbf` (seconds) against `nowMs`; returns the claims. */
+  /** Verify signature, `exp` (required) and `nbf` (seconds) against `nowMs`; returns the claims. */
   verify(token: string, nowMs: number): JwtClaims {
     const parts = token.split(".");
     if (parts.length !== 3) throw new JwtError("not a JWT");
@@ -61,7 +61,9 @@ export class JwtVerifier {
     if (!ok) throw new JwtError("bad signature");
     const claims = parseJson(b64urlDecode(p), "payload");
     const now = Math.floor(nowMs / 1000);
-    if (claims.exp !== undefined && (typeof claims.exp !== "number" || claims.exp <= now)) throw new JwtError("token expired");
+    // A token that never expires is refused: a leaked one would be valid forever.
+    if (typeof claims.exp !== "number") throw new JwtError("token has no exp claim");
+    if (claims.exp <= now) throw new JwtError("token expired");
     if (claims.nbf !== undefined && (typeof claims.nbf !== "number" || claims.nbf > now)) throw new JwtError("token not yet valid");
     return claims;
   }

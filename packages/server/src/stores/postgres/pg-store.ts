@@ -329,11 +329,16 @@ export class PgMetadataStore implements MetadataStore {
     this.mergePolicies = new PgMergePolicies(pool);
   }
 
+  private closed = false;
+
   async ping(): Promise<void> {
+    if (this.closed) throw new Error("store is closed");
     await this.pool.query("SELECT 1");
   }
 
   async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
     await this.pool.end();
   }
 }

@@ -1,0 +1,89 @@
+/**
+ * The batch area as ONE Fastify plugin: segment jobs (and, as they land,
+ * schedules, exports, previews). It owns its job runner: on ready it recovers
+ * jobs interrupted by a crash, on close it lets the running job finish and
+ * closes the repository.
+ *
+ *   await app.register(batchPlugin, { prefix: "/data/core/ups", authenticator, tenants,
+ *     metadata: store, profiles, clock, logger, repo: openBatchRepository(config) });
+ */
+import type { FastifyInstance } from "fastify";
+import type { AuthDeps } from "../../http/auth.js";
+import type { Clock } from "../../platform/clock.js";
+import type { Logger } from "../../platform/logger.js";
+import type { ProfileStore } from "../../profiles/store.js";
+import type { MetadataStore } from "../../stores/types.js";
+import type { Backend } from "../engine/evaluate-job.js";
+import { JobRunner } from "../jobs/job-runner.js";
+import { JobService } from "../jobs/job-service.js";
+import type { BatchRepository } from "../store/types.js";
+import { ScheduleService } from "../schedules/schedule-service.js";
+import { PreviewService } from "../previews/preview-service.js";
+import { ExportService } from "../exports/export-service.js";
+import { exportRoutes } from "./exports-routes.js";
+import { jobRoutes } from "./jobs-routes.js";
+import { previewRoutes } from "./previews-routes.js";
+import { scheduleRoutes } from "./schedules-routes.js";
+
+export interface BatchPluginOptions extends AuthDeps {
+  metadata: MetadataStore;
+  profiles: ProfileStore;
+  repo: BatchRepository;
+  clock: Clock;
+  logger?: Pick<Logger, "info" | "error">;
+  /** "sql" (default) or "js" (in-memory compiled evaluator only). */
+  backend?: Backend;
+  chunkSize?: number;
+  /** How often the scheduler looks for due schedules (ms). Default 60 000; 0 disables the timer. */
+  scheduleTickMs?: number;
+  /** Receives the area's services (tests and the CLI wait on `runner.idle()`, tick the scheduler). */
+  expose?: (handles: BatchHandles) => void;
+}
+
+export interface BatchHandles {
+  runner: JobRunner;
+  jobs: JobService;
+  schedules: ScheduleService;
+  previews: PreviewService;
+  exports: ExportService;
+}
+
+export async function batchPlugin(app: FastifyInstance, opts: BatchPluginOptions): Promise<void> {
+  const runner = new JobRunner({
+    metadata: opts.metadata,
+    profiles: opts.profiles,
+    repo: opts.repo,
+    clock: opts.clock,
+    ...(opts.logger === undefined ? {} : { logger: opts.logger }),
+    ...(opts.backend === undefined ? {} : { backend: opts.backend }),
+    ...(opts.chunkSize === undefined ? {} : { chunkSize: opts.chunkSize }),
+  });
+  const jobs = new JobService(opts.metadata, opts.repo, runner, opts.clock);
+  const schedules = new ScheduleService(opts.repo, jobs, opts.clock, opts.logger);
+  const previews = new PreviewService(opts.profiles, opts.repo, opts.clock, opts.logger);
+  const exports = new ExportService(opts.metadata, opts.profiles, opts.repo, opts.clock, opts.logger);
+  opts.expose?.({ runner, jobs, schedules, previews, exports });
+  const auth = { authenticator: opts.authenticator, tenants: opts.tenants };
+  await app.register(jobRoutes, { ...auth, jobs });
+  await app.register(scheduleRoutes, { ...auth, schedules });
+  await app.register(previewRoutes, { ...auth, previews });
+  await app.register(exportRoutes, { ...auth, exports });
+  let timer: NodeJS.Timeout | undefined;
+  app.addHook("onReady", async () => {
+    await runner.recover();
+    const every = opts.scheduleTickMs ?? 60_000;
+    if (every > 0) {
+      timer = setInterval(() => {
+        schedules.tick().catch((err: unknown) => opts.logger?.error({ err }, "scheduler tick failed"));
+      }, every);
+      timer.unref();
+    }
+  });
+  app.addHook("onClose", async () => {
+    if (timer !== undefined) clearInterval(timer);
+    await runner.stop();
+    await previews.idle();
+    await exports.idle();
+    await opts.repo.close();
+  });
+}

@@ -1,0 +1,214 @@
+/**
+ * Runs segment jobs one at a time (AEP: on-demand and scheduled jobs do not
+ * run concurrently; they queue). A job goes QUEUED → PROCESSING → SUCCEEDED |
+ * FAILED, or CANCELLING → CANCELLED.
+ *
+ * Atomic results: the engine computes every change first; they are written
+ * with ONE `applyMembershipChanges` call, which both profile stores commit as
+ * one transaction. A cancel or a crash before that call leaves the previous
+ * job's memberships untouched; after it, the job's results are complete.
+ *
+ * Start-up recovery (`recover`): a job found PROCESSING was interrupted (kill
+ * -9) before or during its single write transaction, so its memberships were
+ * never written: it is marked FAILED. CANCELLING becomes CANCELLED. NEW and
+ * QUEUED jobs are queued again.
+ */
+import { parse } from "@segmentd/pql";
+import type { Logger } from "../../platform/logger.js";
+import type { Clock } from "../../platform/clock.js";
+import type { ProfileStore } from "../../profiles/store.js";
+import { NO_MERGE_POLICY, type TenantScope } from "../../profiles/types.js";
+import type { MetadataStore } from "../../stores/types.js";
+import { evaluateJob, JobCancelledError, type Backend, type JobDefinition } from "../engine/evaluate-job.js";
+import type { BatchRepository, StoredResource } from "../store/types.js";
+import type { JobStatus, StoredJob } from "./segment-job.js";
+
+export interface JobRunnerOptions {
+  metadata: MetadataStore;
+  profiles: ProfileStore;
+  repo: BatchRepository;
+  clock: Clock;
+  logger?: Pick<Logger, "info" | "error">;
+  backend?: Backend;
+  chunkSize?: number;
+  /** Minimum interval between progress writes (ms). Default 1000. */
+  progressIntervalMs?: number;
+}
+
+const KIND = "segment-job" as const;
+
+function key(scope: TenantScope, id: string): string {
+  return `${scope.orgId}\u0000${scope.sandboxName}\u0000${id}`;
+}
+
+export class JobRunner {
+  private readonly queue: Array<{ scope: TenantScope; id: string }> = [];
+  private readonly cancelRequested = new Set<string>();
+  private running: Promise<void> | null = null;
+  private idleWaiters: Array<() => void> = [];
+  private stopped = false;
+
+  constructor(private readonly o: JobRunnerOptions) {}
+
+  /** Marks a NEW job QUEUED and schedules it. */
+  async enqueue(scope: TenantScope, id: string): Promise<void> {
+    await this.transition(scope, id, ["NEW"], "QUEUED");
+    this.queue.push({ scope, id });
+    this.pump();
+  }
+
+  /** Asks a PROCESSING job to stop at its next chunk boundary. */
+  requestCancel(scope: TenantScope, id: string): void {
+    this.cancelRequested.add(key(scope, id));
+  }
+
+  async recover(): Promise<void> {
+    for (const r of await this.o.repo.listAllByStatus<StoredJob>(KIND, ["PROCESSING"])) {
+      await this.finish(r, "FAILED", { code: "SEGMENTD-JOB-INTERRUPTED", msg: "The service stopped while the job was processing; no membership of this job was written" }, ["PROCESSING"]);
+    }
+    for (const r of await this.o.repo.listAllByStatus<StoredJob>(KIND, ["CANCELLING"])) await this.finish(r, "CANCELLED", undefined, ["CANCELLING"]);
+    for (const r of await this.o.repo.listAllByStatus<StoredJob>(KIND, ["NEW"])) await this.transition(r.scope, r.id, ["NEW"], "QUEUED");
+    for (const r of await this.o.repo.listAllByStatus<StoredJob>(KIND, ["QUEUED"])) this.queue.push({ scope: r.scope, id: r.id });
+    this.pump();
+  }
+
+  /** Resolves when the queue is empty and nothing runs (tests, CLI, shutdown). */
+  idle(): Promise<void> {
+    if (this.running === null && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Stops taking jobs from the queue; the running job, if any, finishes. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.running;
+  }
+
+  private pump(): void {
+    if (this.running !== null || this.stopped) return;
+    const next = this.queue.shift();
+    if (next === undefined) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const w of waiters) w();
+      return;
+    }
+    this.running = this.run(next.scope, next.id)
+      .catch((e: unknown) => this.o.logger?.error({ err: e, jobId: next.id }, "segment job runner error"))
+      .finally(() => {
+        this.running = null;
+        this.pump();
+      });
+  }
+
+  private async transition(scope: TenantScope, id: string, from: readonly JobStatus[], to: JobStatus, edit?: (s: StoredJob) => void): Promise<StoredResource<StoredJob> | null> {
+    const r = await this.o.repo.get<StoredJob>(KIND, scope, id);
+    if (r === null || !from.includes(r.status as JobStatus)) return null;
+    const now = this.o.clock.now();
+    r.doc.job.status = to;
+    r.doc.job.updateTime = now;
+    r.doc.job.updateEpoch = Math.floor(now / 1000);
+    edit?.(r.doc);
+    r.status = to;
+    return (await this.o.repo.updateIf(KIND, r, from)) ? r : null;
+  }
+
+  private async finish(r: StoredResource<StoredJob>, status: JobStatus, error: { code: string; msg: string } | undefined, from: readonly JobStatus[]): Promise<void> {
+    const now = this.o.clock.now();
+    await this.transition(r.scope, r.id, from, status, (s) => {
+      const t = s.job.metrics.totalTime;
+      if (t.startTimeInMs !== undefined) {
+        t.endTimeInMs = now;
+        t.totalTimeInMs = now - t.startTimeInMs;
+      }
+      if (error !== undefined) s.job.errors = [...(s.job.errors ?? []), error];
+    });
+  }
+
+  private async definitionsOf(stored: StoredJob): Promise<JobDefinition[]> {
+    const job = stored.job;
+    const mscope = { orgId: job.imsOrgId, sandboxId: job.sandbox.sandboxId };
+    const records = await this.o.metadata.definitions.getMany(mscope, stored.definitionIds);
+    const policyIds = [...new Set([...records.values()].map((r) => r.definition.mergePolicyId))];
+    const policies = await this.o.metadata.mergePolicies.getMany(mscope, policyIds);
+    const out: JobDefinition[] = [];
+    for (const id of stored.definitionIds) {
+      const rec = records.get(id);
+      // A definition deleted after the job was created is skipped (it has no audience any more).
+      if (rec === undefined) continue;
+      const p = policies.get(rec.definition.mergePolicyId)?.policy;
+      const policy = p === undefined
+        ? { ...NO_MERGE_POLICY, id: rec.definition.mergePolicyId || "none" }
+        : { id: p.id, identityGraph: p.identityGraph, attributeMerge: p.attributeMerge.order === undefined ? { type: p.attributeMerge.type } : { type: p.attributeMerge.type, order: p.attributeMerge.order } };
+      out.push({ id, query: parse(rec.canonicalText), references: rec.references, excludeOptOut: rec.definition.dataGovernancePolicy.excludeOptOut, policy });
+    }
+    return out;
+  }
+
+  private async run(scope: TenantScope, id: string): Promise<void> {
+    const k = key(scope, id);
+    const startedAt = this.o.clock.now();
+    const started = await this.transition(scope, id, ["QUEUED"], "PROCESSING", (s) => {
+      s.job.metrics.totalTime = { startTimeInMs: startedAt };
+      s.job.metrics.profileSegmentationTime = {};
+      s.job.metrics.profilesProcessed = 0;
+    });
+    // Cancelled (or removed) while queued.
+    if (started === null) return;
+    const stored = started.doc;
+    const cancelled = () => this.cancelRequested.has(k);
+    try {
+      const defs = await this.definitionsOf(stored);
+      const segStart = this.o.clock.now();
+      let lastWrite = 0;
+      let pendingProgress: Promise<unknown> = Promise.resolve();
+      const outcome = await evaluateJob(this.o.profiles, scope, defs, {
+        now: segStart,
+        ...(this.o.backend === undefined ? {} : { backend: this.o.backend }),
+        ...(this.o.chunkSize === undefined ? {} : { chunkSize: this.o.chunkSize }),
+        isCancelled: cancelled,
+        onProgress: (n) => {
+          const t = this.o.clock.now();
+          if (t - lastWrite < (this.o.progressIntervalMs ?? 1000)) return;
+          lastWrite = t;
+          pendingProgress = pendingProgress.then(() => this.transition(scope, id, ["PROCESSING"], "PROCESSING", (s) => {
+            s.job.metrics.profilesProcessed = n;
+          }));
+        },
+      });
+      await pendingProgress;
+      // Last point where a cancel takes effect: after this the single write transaction runs.
+      if (cancelled()) throw new JobCancelledError();
+      await this.o.profiles.applyMembershipChanges(scope, outcome.changes);
+      const segEnd = this.o.clock.now();
+      const r = await this.o.repo.get<StoredJob>("segment-job", scope, id);
+      if (r === null) return;
+      const m = r.doc.job.metrics;
+      m.profileSegmentationTime = { startTimeInMs: segStart, endTimeInMs: segEnd, totalTimeInMs: segEnd - segStart };
+      m.totalProfiles = outcome.totalProfiles;
+      m.profilesProcessed = outcome.totalProfiles;
+      m.totalProfilesByMergePolicy = outcome.profilesByPolicy;
+      m.segmentedProfileCounter = {};
+      m.segmentedProfileByNamespaceCounter = {};
+      m.segmentedProfileByStatusCounter = {};
+      m.evaluation = {};
+      for (const [defId, c] of outcome.counters) {
+        m.segmentedProfileCounter[defId] = c.qualified;
+        m.segmentedProfileByNamespaceCounter[defId] = c.byNamespace;
+        m.segmentedProfileByStatusCounter[defId] = { realized: c.realized, existing: c.existing, exited: c.exited };
+        m.evaluation[defId] = outcome.inMemoryDefinitions[defId] === undefined ? "sql" : `in-memory: ${outcome.inMemoryDefinitions[defId]}`;
+      }
+      // PROCESSING or CANCELLING: a cancel that arrives during the write is too late; the job completed.
+      await this.o.repo.update("segment-job", r);
+      await this.finish(r, "SUCCEEDED", undefined, ["PROCESSING", "CANCELLING"]);
+      this.o.logger?.info({ jobId: id, profiles: outcome.totalProfiles, changes: outcome.changes.length }, "segment job succeeded");
+    } catch (e) {
+      const r = await this.o.repo.get<StoredJob>("segment-job", scope, id);
+      if (r === null) return;
+      if (e instanceof JobCancelledError) await this.finish(r, "CANCELLED", undefined, ["PROCESSING", "CANCELLING"]);
+      else await this.finish(r, "FAILED", { code: "SEGMENTD-JOB-FAILED", msg: e instanceof Error ? e.message : String(e) }, ["PROCESSING", "CANCELLING"]);
+    } finally {
+      this.cancelRequested.delete(k);
+    }
+  }
+}

@@ -1,0 +1,246 @@
+/**
+ * Previews and estimates (segmentation-api.md §7). Creating a preview starts
+ * one evaluation of the expression that serves both `/preview/{id}` (sample
+ * members) and `/estimate/{id}` (estimated size with a 95% confidence
+ * interval). States NEW → RUNNING → RESULT_READY | FAILED.
+ *
+ * Sampling as AEP describes it: fewer than 1M profiles → all of them; 1M to
+ * 20M → a 1M sample; more → 5%. The sample is a deterministic hash of the
+ * profile id (the same profiles every time while the data does not change).
+ * The estimate scales the sample's match rate to the total, with the normal
+ * approximation's standard error (finite-population corrected):
+ *   p = matched / read, size = p × N, SE = N × sqrt(p(1−p)/read × (N−read)/(N−1)).
+ * Limitation: the store has no sampled scan, so a sample still reads every
+ * profile and skips those outside the sample before evaluating.
+ *
+ * Opted-out profiles are excluded, as for a definition with the default
+ * dataGovernancePolicy (decisions §2).
+ */
+import { randomUUID } from "node:crypto";
+import { compile, parse, PqlError } from "@segmentd/pql";
+import type { Clock } from "../../platform/clock.js";
+import type { Logger } from "../../platform/logger.js";
+import type { ProfileStore } from "../../profiles/store.js";
+import { NO_MERGE_POLICY, type MergePolicySpec } from "../../profiles/types.js";
+import { badRequest, notFound } from "../../services/errors.js";
+import { truthy } from "../engine/truth.js";
+import { BatchErrorCodes } from "../errors.js";
+import { profileScope, type BatchTenant } from "../jobs/job-service.js";
+import type { BatchRepository } from "../store/types.js";
+
+const KIND = "preview" as const;
+export const FULL_DATA_LIMIT = 1_000_000;
+export const LARGE_DATA_LIMIT = 20_000_000;
+/** Sample members kept for GET /preview pages. */
+const MAX_KEPT_MEMBERS = 10_000;
+
+export type PreviewState = "NEW" | "RUNNING" | "RESULT_READY" | "FAILED";
+
+export interface PreviewInput {
+  predicateExpression?: unknown;
+  predicateType?: unknown;
+  predicateModel?: unknown;
+  graphType?: unknown;
+}
+
+interface StoredPreview {
+  previewId: string;
+  previewExecutionId: number;
+  expression: string;
+  graphType: "none" | "pdg";
+  state: PreviewState;
+  error?: string;
+  totalRows: number;
+  numRowsToRead: number;
+  profilesReadSoFar: number;
+  profilesMatchedSoFar: number;
+  byNamespace: Record<string, number>;
+  /** Matching sampled profiles: id and identities ("ns:id"). */
+  members: Array<{ profileId: string; identities: string[] }>;
+  createdAt: number;
+}
+
+export interface Estimate {
+  estimatedSize: number;
+  numRowsToRead: number;
+  estimatedNamespaceDistribution: Array<{ namespaceId: string; profilesMatchedSoFar: number }>;
+  state: PreviewState;
+  profilesReadSoFar: number;
+  standardError: number;
+  error: { description: string; traceback: string };
+  profilesMatchedSoFar: number;
+  totalRows: number;
+  confidenceInterval: "95%";
+  /** segmentd extension: the 95% interval itself. */
+  estimatedSizeRange: { low: number; high: number };
+  _links: { preview: string };
+}
+
+/** Sample size for a population, as AEP documents it. */
+export function sampleSize(total: number): number {
+  if (total < FULL_DATA_LIMIT) return total;
+  if (total <= LARGE_DATA_LIMIT) return FULL_DATA_LIMIT;
+  return Math.ceil(total * 0.05);
+}
+
+/** A stable value in [0, 1) for a profile id (FNV-1a). */
+function unit(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return (h >>> 0) / 4294967296;
+}
+
+export function estimateFrom(p: { totalRows: number; read: number; matched: number }): { size: number; standardError: number; low: number; high: number } {
+  const { totalRows: n, read, matched } = p;
+  if (read === 0) return { size: 0, standardError: 0, low: 0, high: 0 };
+  const rate = matched / read;
+  const fpc = n > 1 ? Math.max(0, (n - read) / (n - 1)) : 0;
+  const se = n * Math.sqrt((rate * (1 - rate)) / read * fpc);
+  const size = Math.round(rate * n);
+  return { size, standardError: se, low: Math.max(0, Math.floor(size - 1.96 * se)), high: Math.ceil(size + 1.96 * se) };
+}
+
+export class PreviewService {
+  private readonly running = new Set<Promise<void>>();
+
+  constructor(
+    private readonly profiles: ProfileStore,
+    private readonly repo: BatchRepository,
+    private readonly clock: Clock,
+    private readonly logger?: Pick<Logger, "error">,
+  ) {}
+
+  async create(ctx: BatchTenant, input: PreviewInput): Promise<{ state: PreviewState; previewQueryId: string; previewQueryStatus: PreviewState; previewId: string; previewExecutionId: number }> {
+    if (typeof input.predicateExpression !== "string" || input.predicateExpression.trim() === "") {
+      throw badRequest("predicateExpression is required: the PQL text to preview", BatchErrorCodes.badPreview);
+    }
+    if (input.predicateType !== undefined && input.predicateType !== "pql/text") throw badRequest('predicateType must be "pql/text"', BatchErrorCodes.badPreview);
+    const graphType = input.graphType ?? "none";
+    if (graphType !== "none" && graphType !== "pdg") throw badRequest('graphType must be "none" or "pdg"', BatchErrorCodes.badPreview);
+    try {
+      parse(input.predicateExpression);
+    } catch (e) {
+      if (e instanceof PqlError) throw badRequest(`Invalid predicateExpression: ${e.message}`, BatchErrorCodes.badPreview);
+      throw e;
+    }
+    const now = this.clock.now();
+    // AEP's preview ids are opaque base64 strings.
+    const previewId = Buffer.from(`${ctx.sandbox.sandboxName}:${randomUUID()}`).toString("base64url");
+    const stored: StoredPreview = {
+      previewId,
+      previewExecutionId: 0,
+      expression: input.predicateExpression,
+      graphType,
+      state: "NEW",
+      totalRows: 0,
+      numRowsToRead: 0,
+      profilesReadSoFar: 0,
+      profilesMatchedSoFar: 0,
+      byNamespace: {},
+      members: [],
+      createdAt: now,
+    };
+    const scope = profileScope(ctx);
+    await this.repo.insert(KIND, { scope, id: previewId, status: "NEW", creationTime: now, doc: stored });
+    const run = this.run(ctx, stored).catch((err: unknown) => this.logger?.error({ err, previewId }, "preview failed"));
+    this.running.add(run);
+    void run.finally(() => this.running.delete(run));
+    return { state: "NEW", previewQueryId: previewId, previewQueryStatus: "NEW", previewId, previewExecutionId: 0 };
+  }
+
+  /** Resolves when every started preview has finished (tests, shutdown). */
+  async idle(): Promise<void> {
+    await Promise.all([...this.running]);
+  }
+
+  private async save(ctx: BatchTenant, p: StoredPreview): Promise<void> {
+    await this.repo.update(KIND, { scope: profileScope(ctx), id: p.previewId, status: p.state, creationTime: p.createdAt, doc: p });
+  }
+
+  private async run(ctx: BatchTenant, p: StoredPreview): Promise<void> {
+    const scope = profileScope(ctx);
+    try {
+      const evaluate = compile(p.expression);
+      const policy: MergePolicySpec = p.graphType === "pdg" ? { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } } : NO_MERGE_POLICY;
+      const total = await this.profiles.countProfiles(scope);
+      const want = sampleSize(total);
+      const fraction = total === 0 ? 1 : want / total;
+      p.state = "RUNNING";
+      p.totalRows = total;
+      p.numRowsToRead = want;
+      await this.save(ctx, p);
+      const now = this.clock.now();
+      for await (const chunk of this.profiles.scanProfiles(scope, policy, { chunkSize: 2000 })) {
+        let i = 0;
+        while (i < chunk.length) {
+          const pid = chunk[i]!.profileId;
+          const inSample = fraction >= 1 || unit(pid) < fraction;
+          let match = false;
+          const identities = new Set<string>();
+          for (; i < chunk.length && chunk[i]!.profileId === pid; i++) {
+            const entry = chunk[i]!;
+            if (!inSample || match || entry.optedOut) continue;
+            if (truthy(evaluate({ profile: entry.entity, events: entry.events.map((e) => e.body), now }))) {
+              match = true;
+              for (const id of entry.identities) identities.add(`${id.namespace}:${id.id}`);
+            }
+          }
+          if (!inSample) continue;
+          p.profilesReadSoFar++;
+          if (!match) continue;
+          p.profilesMatchedSoFar++;
+          for (const ns of new Set([...identities].map((x) => x.slice(0, x.indexOf(":"))))) p.byNamespace[ns] = (p.byNamespace[ns] ?? 0) + 1;
+          if (p.members.length < MAX_KEPT_MEMBERS) p.members.push({ profileId: pid, identities: [...identities] });
+        }
+      }
+      p.state = "RESULT_READY";
+    } catch (e) {
+      p.state = "FAILED";
+      p.error = e instanceof Error ? e.message : String(e);
+    }
+    await this.save(ctx, p);
+  }
+
+  private async load(ctx: BatchTenant, id: string): Promise<StoredPreview> {
+    const r = await this.repo.get<StoredPreview>(KIND, profileScope(ctx), id);
+    if (r === null) throw notFound("Preview", id);
+    return r.doc;
+  }
+
+  async results(ctx: BatchTenant, id: string, offset: number, limit: number): Promise<{ state: PreviewState; results: Array<Record<string, unknown>>; total: number }> {
+    const p = await this.load(ctx, id);
+    const page = p.members.slice(offset, offset + limit);
+    const results = page.map((m) => ({
+      [m.profileId]: {
+        _href: `/data/core/ups/models/profile/${m.profileId}`,
+        endCustomerIds: Object.fromEntries(m.identities.map((x) => [x, { _href: `/data/core/ups/models/profile/${encodeURIComponent(x)}` }])),
+      },
+    }));
+    return { state: p.state, results, total: p.members.length };
+  }
+
+  async estimate(ctx: BatchTenant, id: string): Promise<Estimate> {
+    const p = await this.load(ctx, id);
+    const e = estimateFrom({ totalRows: p.totalRows, read: p.profilesReadSoFar, matched: p.profilesMatchedSoFar });
+    return {
+      estimatedSize: e.size,
+      numRowsToRead: p.numRowsToRead,
+      estimatedNamespaceDistribution: Object.entries(p.byNamespace)
+        .sort((a, b) => a[0].localeCompare(b[0]))
+        .map(([namespaceId, n]) => ({ namespaceId, profilesMatchedSoFar: n })),
+      state: p.state,
+      profilesReadSoFar: p.profilesReadSoFar,
+      standardError: e.standardError,
+      error: { description: p.error ?? "", traceback: "" },
+      profilesMatchedSoFar: p.profilesMatchedSoFar,
+      totalRows: p.totalRows,
+      confidenceInterval: "95%",
+      estimatedSizeRange: { low: e.low, high: e.high },
+      _links: { preview: `/data/core/ups/preview/${id}` },
+    };
+  }
+
+  async delete(ctx: BatchTenant, id: string): Promise<void> {
+    if (!(await this.repo.delete(KIND, profileScope(ctx), id))) throw notFound("Preview", id);
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * The configured edge locations (e.g. "va6", "irl1"), each with its own store.
+ * `/ee/v2/interact` is served by the default location; `/ee/{location}/v2/interact`
+ * by the named one. In the embedded default every location is an
+ * InMemoryLocationStore in this process.
+ */
+import type { TenantContext } from "../services/tenancy.js";
+import { InMemoryLocationStore, type LocationStore } from "./location-store.js";
+
+export interface EdgeLocationsConfig {
+  /** Location names; at least one. */
+  names: string[];
+  /** The location of `/ee/v2/interact`; default the first name. */
+  defaultLocation?: string;
+}
+
+export const DEFAULT_EDGE_LOCATIONS: EdgeLocationsConfig = { names: ["edge"] };
+
+const NAME = /^[a-z0-9][a-z0-9-]{0,31}$/;
+
+export class EdgeLocations {
+  readonly defaultLocation: string;
+  private readonly stores = new Map<string, LocationStore>();
+
+  constructor(config: EdgeLocationsConfig = DEFAULT_EDGE_LOCATIONS, makeStore: (name: string) => LocationStore = (n) => new InMemoryLocationStore(n)) {
+    if (config.names.length === 0) throw new Error("edge: at least one location must be configured");
+    for (const n of config.names) {
+      if (!NAME.test(n)) throw new Error(`edge: location name '${n}' must be 1-32 lower-case letters, digits or '-'`);
+      if (this.stores.has(n)) throw new Error(`edge: location '${n}' is configured twice`);
+      this.stores.set(n, makeStore(n));
+    }
+    this.defaultLocation = config.defaultLocation ?? config.names[0]!;
+    if (!this.stores.has(this.defaultLocation)) throw new Error(`edge: default location '${this.defaultLocation}' is not among the configured locations`);
+  }
+
+  get(name: string): LocationStore | undefined {
+    return this.stores.get(name);
+  }
+
+  all(): LocationStore[] {
+    return [...this.stores.values()];
+  }
+
+  names(): string[] {
+    return [...this.stores.keys()];
+  }
+}
+
+export function tenantKeyOf(tenant: TenantContext): string {
+  return `${tenant.orgId}\u0000${tenant.sandbox.sandboxId}`;
+}

@@ -1,0 +1,112 @@
+/**
+ * One call wires streaming evaluation, edge evaluation (locations, datastreams,
+ * interact) and audience metrics into the app:
+ *
+ *   const realtime = await registerRealtime(app, { ...auth, meta, hub, clock, bus, dataDir, edge: config.edge });
+ *   // after every durable append of the ingestion path:
+ *   await realtime.streaming.onRecordsStored(tenant, storedRecords);
+ *
+ * `createRealtime` builds the same engines without HTTP (tests, benches, CLI).
+ */
+import type { FastifyInstance } from "fastify";
+import type { AuthDeps } from "../http/auth.js";
+import type { EventBus } from "../platform/bus.js";
+import type { Clock } from "../platform/clock.js";
+import type { ProfileStore } from "../profiles/store.js";
+import type { TenantDirectory } from "../services/tenancy.js";
+import type { MetadataStore } from "../stores/types.js";
+import { DefinitionCatalog } from "../streaming/definition-catalog.js";
+import { StreamingEngine } from "../streaming/engine.js";
+import { AudienceMetricsService } from "../metrics/audience-metrics.js";
+import { metricsRoutes } from "../metrics/routes.js";
+import { DatastreamService, FileDatastreams, InMemoryDatastreams, type DatastreamRepository } from "./datastreams.js";
+import { SegmentOfSegmentsPass } from "./disqualification.js";
+import { HubForwarder } from "./hub-forwarder.js";
+import { EdgeInteractService } from "./interact.js";
+import { EdgeLocations, type EdgeLocationsConfig } from "./locations.js";
+import { EdgeProjector } from "./projector.js";
+import { DATASTREAMS_PREFIX, datastreamRoutes, interactRoutes } from "./routes.js";
+
+export interface RealtimeDeps {
+  tenants: TenantDirectory;
+  meta: MetadataStore;
+  hub: ProfileStore;
+  clock: Clock;
+  bus?: EventBus;
+  /** Where datastreams.json lives; omitted = datastreams in memory only (tests). */
+  dataDir?: string;
+  edge?: EdgeLocationsConfig;
+  /** Streaming sweep period (default 30 s: exits land within 30 s of a window closing). */
+  sweepIntervalMs?: number;
+  onError?: (err: unknown) => void;
+}
+
+export interface Realtime {
+  catalog: DefinitionCatalog;
+  streaming: StreamingEngine;
+  locations: EdgeLocations;
+  projector: EdgeProjector;
+  forwarder: HubForwarder;
+  datastreams: DatastreamService;
+  interact: EdgeInteractService;
+  disqualification: SegmentOfSegmentsPass;
+  metrics: AudienceMetricsService;
+  /** Start the streaming sweep and the 24-hourly disqualification timers. */
+  start(): void;
+  /** Wait for pending hub forwards and streaming writes. */
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createRealtime(deps: RealtimeDeps): Realtime {
+  const onError = deps.onError ?? ((err: unknown) => console.error("segmentd realtime:", err));
+  const catalog = new DefinitionCatalog(deps.meta, deps.bus);
+  const streaming = new StreamingEngine({ catalog, hub: deps.hub, clock: deps.clock, sweepIntervalMs: deps.sweepIntervalMs, onError });
+  const locations = new EdgeLocations(deps.edge);
+  const projector = new EdgeProjector(deps.hub, deps.meta, locations, deps.clock);
+  const forwarder = new HubForwarder({ hub: deps.hub, projector, streaming, now: () => deps.clock.now(), onError });
+  const repo: DatastreamRepository = deps.dataDir ? new FileDatastreams(deps.dataDir) : new InMemoryDatastreams();
+  const datastreams = new DatastreamService(repo, deps.hub, deps.clock);
+  const interact = new EdgeInteractService({ datastreams, tenants: deps.tenants, catalog, locations, forwarder, hub: deps.hub, clock: deps.clock });
+  const disqualification = new SegmentOfSegmentsPass({ tenants: deps.tenants, catalog, locations, hub: deps.hub, clock: deps.clock, onError });
+  const metrics = new AudienceMetricsService(deps.meta, deps.hub, deps.clock);
+  return {
+    catalog,
+    streaming,
+    locations,
+    projector,
+    forwarder,
+    datastreams,
+    interact,
+    disqualification,
+    metrics,
+    start() {
+      streaming.start();
+      disqualification.start();
+    },
+    async flush() {
+      await forwarder.flush();
+      await streaming.idle();
+    },
+    async close() {
+      disqualification.stop();
+      await forwarder.flush();
+      await streaming.stop();
+      catalog.close();
+    },
+  };
+}
+
+/** Registers the edge, datastream and metrics routes on `app` and starts the timers; stops them on close. */
+export async function registerRealtime(app: FastifyInstance, deps: RealtimeDeps & AuthDeps): Promise<Realtime> {
+  const rt = createRealtime(deps);
+  const auth: AuthDeps = { authenticator: deps.authenticator, tenants: deps.tenants };
+  await app.register(interactRoutes, { interact: rt.interact });
+  await app.register(datastreamRoutes, { prefix: DATASTREAMS_PREFIX, ...auth, datastreams: rt.datastreams });
+  await app.register(metricsRoutes, { prefix: "/data/core/ups", ...auth, metrics: rt.metrics });
+  rt.start();
+  app.addHook("onClose", async () => {
+    await rt.close();
+  });
+  return rt;
+}

@@ -1,0 +1,93 @@
+/**
+ * Edge HTTP API:
+ *  - Edge Network interact (no Adobe IO credentials; the dataStreamId names the
+ *    org, sandbox and dataset, as with Adobe's unauthenticated Edge Network):
+ *      POST /ee/v2/interact?dataStreamId=…            (default location)
+ *      POST /ee/{location}/v2/interact?dataStreamId=…
+ *  - Datastreams, tenant-scoped like every Platform API:
+ *      GET/POST /data/core/edge/datastreams, GET/PUT/DELETE /data/core/edge/datastreams/{id}
+ */
+import type { FastifyInstance } from "fastify";
+import { registerTenantHooks, type AuthDeps } from "../http/auth.js";
+import { tenantOf } from "../http/request-context.js";
+import { authHeaders, commonErrorResponses, idParam } from "../http/schemas.js";
+import type { DatastreamInput, DatastreamService } from "./datastreams.js";
+import type { EdgeInteractService } from "./interact.js";
+
+export const DATASTREAMS_PREFIX = "/data/core/edge";
+
+const interactQuery = {
+  type: "object",
+  properties: { dataStreamId: { type: "string", maxLength: 256 } },
+} as const;
+
+export async function interactRoutes(app: FastifyInstance, opts: { interact: EdgeInteractService }): Promise<void> {
+  const tags = ["Edge"];
+  type Req = { Querystring: { dataStreamId?: string }; Params: { location?: string }; Body: unknown };
+  app.post<Req>("/ee/v2/interact", {
+    schema: { tags, summary: "Edge interact at the default location", querystring: interactQuery },
+  }, async (request) => opts.interact.interact(undefined, request.query.dataStreamId, request.body, request.id));
+  app.post<Req>("/ee/:location/v2/interact", {
+    schema: { tags, summary: "Edge interact at a named location", querystring: interactQuery, params: idParam("location") },
+  }, async (request) => opts.interact.interact(request.params.location, request.query.dataStreamId, request.body, request.id));
+}
+
+const datastreamSchema = {
+  type: "object",
+  properties: {
+    id: { type: "string" },
+    name: { type: "string" },
+    imsOrgId: { type: "string" },
+    sandboxName: { type: "string" },
+    eventDatasetId: { type: "string" },
+    edgeSegmentation: { type: "boolean" },
+    creationTime: { type: "integer" },
+    updateTime: { type: "integer" },
+  },
+  required: ["id", "name", "imsOrgId", "sandboxName", "eventDatasetId", "edgeSegmentation", "creationTime", "updateTime"],
+} as const;
+
+const datastreamInputSchema = {
+  type: "object",
+  properties: {
+    name: { type: "string", minLength: 1, maxLength: 256 },
+    eventDatasetId: { type: "string", minLength: 1, maxLength: 256 },
+    edgeSegmentation: { type: "boolean" },
+  },
+  required: ["name", "eventDatasetId"],
+  additionalProperties: false,
+} as const;
+
+export interface DatastreamRoutesOptions extends AuthDeps {
+  datastreams: DatastreamService;
+}
+
+export async function datastreamRoutes(app: FastifyInstance, opts: DatastreamRoutesOptions): Promise<void> {
+  registerTenantHooks(app, opts);
+  const tags = ["Datastreams"];
+  const svc = opts.datastreams;
+  const notFound = { 404: { ...commonErrorResponses[400], description: "No such datastream in this sandbox" } };
+  app.get("/datastreams", {
+    schema: { tags, summary: "List datastreams", headers: authHeaders, response: { 200: { type: "object", properties: { datastreams: { type: "array", items: datastreamSchema } }, required: ["datastreams"] }, ...commonErrorResponses } },
+  }, async (request) => ({ datastreams: svc.list(tenantOf(request)) }));
+  app.post<{ Body: DatastreamInput }>("/datastreams", {
+    schema: { tags, summary: "Create a datastream", headers: authHeaders, body: datastreamInputSchema, response: { 201: datastreamSchema, ...commonErrorResponses } },
+  }, async (request, reply) => {
+    const d = await svc.create(tenantOf(request), request.body);
+    reply.code(201);
+    return d;
+  });
+  app.get<{ Params: { id: string } }>("/datastreams/:id", {
+    schema: { tags, summary: "Get a datastream", headers: authHeaders, params: idParam("id"), response: { 200: datastreamSchema, ...commonErrorResponses, ...notFound } },
+  }, async (request) => svc.get(tenantOf(request), request.params.id));
+  app.put<{ Params: { id: string }; Body: DatastreamInput }>("/datastreams/:id", {
+    schema: { tags, summary: "Replace a datastream", headers: authHeaders, params: idParam("id"), body: datastreamInputSchema, response: { 200: datastreamSchema, ...commonErrorResponses, ...notFound } },
+  }, async (request) => svc.replace(tenantOf(request), request.params.id, request.body));
+  app.delete<{ Params: { id: string } }>("/datastreams/:id", {
+    schema: { tags, summary: "Delete a datastream", headers: authHeaders, params: idParam("id"), response: { ...commonErrorResponses, ...notFound } },
+  }, async (request, reply) => {
+    svc.delete(tenantOf(request), request.params.id);
+    reply.code(204);
+    return null;
+  });
+}

@@ -1,0 +1,85 @@
+/**
+ * A real HTTP server (127.0.0.1, random port) with the foundation's error
+ * handling and body parsing and the realtime registration (edge interact,
+ * datastreams, metrics) over the fixture's stores and ManualClock.
+ */
+import Fastify, { type FastifyInstance } from "fastify";
+import { installBodyParsing } from "../../src/http/body-parsing.js";
+import { installErrorHandling } from "../../src/http/errors.js";
+import { registerRealtime, type Realtime } from "../../src/edge/register.js";
+import type { EdgeLocationsConfig } from "../../src/edge/locations.js";
+import { Authenticator } from "../../src/services/auth/authenticator.js";
+import { TenantDirectory } from "../../src/services/tenancy.js";
+import { DEFAULT_LIMITS } from "../../src/platform/config.js";
+import { ORG, openFixture, type Fixture } from "../streaming/fixtures.js";
+
+export const TOKEN = "edge-test-token";
+export const API_KEY = "edge-test-key";
+export const OTHER_ORG = "OTHER000000000000000000B@AdobeOrg";
+
+export interface EdgeHarness {
+  f: Fixture;
+  app: FastifyInstance;
+  rt: Realtime;
+  url: string;
+  /** Tenant-API headers (org of the fixture, sandbox prod). */
+  headers(org?: string): Record<string, string>;
+  post(path: string, body: unknown, headers?: Record<string, string>): Promise<{ status: number; json: unknown }>;
+  get(path: string, headers?: Record<string, string>): Promise<{ status: number; json: unknown }>;
+  close(): Promise<void>;
+}
+
+export async function startEdgeHarness(start: number, edge?: EdgeLocationsConfig): Promise<EdgeHarness> {
+  const f = await openFixture(start);
+  const auth = { jwtOrgClaim: "org", staticTokens: [{ token: TOKEN, orgs: [ORG, OTHER_ORG] }], apiKeys: [API_KEY], operatorTokens: [] };
+  const tenants = new TenantDirectory({
+    organizations: [
+      { id: ORG, sandboxes: [{ name: "prod", type: "production", default: true }] },
+      { id: OTHER_ORG, sandboxes: [{ name: "prod", type: "production", default: true }] },
+    ],
+    limits: { ...DEFAULT_LIMITS },
+  });
+  const app = Fastify({ logger: false });
+  installErrorHandling(app);
+  installBodyParsing(app);
+  const rt = await registerRealtime(app, {
+    authenticator: new Authenticator(auth, f.clock),
+    tenants,
+    meta: f.meta,
+    hub: f.hub,
+    clock: f.clock,
+    bus: f.bus,
+    ...(edge ? { edge } : {}),
+    onError: (err) => {
+      throw err;
+    },
+  });
+  const url = await app.listen({ host: "127.0.0.1", port: 0 });
+  const headers = (org = ORG) => ({ authorization: `Bearer ${TOKEN}`, "x-api-key": API_KEY, "x-gw-ims-org-id": org, "x-sandbox-name": "prod" });
+  const call = async (method: string, path: string, body: unknown, h: Record<string, string>) => {
+    const r = await fetch(url + path, { method, headers: { "content-type": "application/json", ...h }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const text = await r.text();
+    return { status: r.status, json: text === "" ? undefined : (JSON.parse(text) as unknown) };
+  };
+  return {
+    f,
+    app,
+    rt,
+    url,
+    headers,
+    post: (path, body, h = {}) => call("POST", path, body, h),
+    get: (path, h = {}) => call("GET", path, undefined, h),
+    async close() {
+      await app.close();
+      await f.close();
+    },
+  };
+}
+
+/** The segment ids of an interact response's activation:pull handle. */
+export function segmentsOf(json: unknown): string[] {
+  const body = json as { handle: Array<{ type: string; payload: Array<{ segments?: Array<{ id: string; namespace: string }> }> }> };
+  const pull = body.handle.find((h) => h.type === "activation:pull");
+  if (!pull) throw new Error("no activation:pull handle");
+  return pull.payload.flatMap((p) => p.segments ?? []).map((s) => s.id).sort();
+}

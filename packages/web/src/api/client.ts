@@ -1,0 +1,167 @@
+/**
+ * The one place the UI talks to segmentd. Every call carries the session's
+ * headers (Adobe's: Authorization, x-api-key, x-gw-ims-org-id,
+ * x-sandbox-name) and same-origin relative URLs only — the UI never contacts
+ * another host. Failures become ApiFailure with a sentence to show.
+ */
+import { methodFilter } from "../methods.js";
+import type { Session } from "../session.js";
+import { ApiFailure, describeFailure, statusWords } from "./errors.js";
+import type {
+  AudienceMetrics,
+  DatasetExpiration,
+  DefinitionPage,
+  EligibilityAnswer,
+  MergePolicy,
+  Method,
+  MetricWindow,
+  QuotaEntry,
+  SegmentDefinition,
+  SegmentJob,
+  UiConfig,
+  WorkOrder,
+} from "./types.js";
+
+const UPS = "/data/core/ups";
+
+export interface DefinitionDraft {
+  name: string;
+  description: string;
+  expression: string;
+  mergePolicyId: string;
+  method: Method;
+}
+
+export interface ListOptions {
+  start: number;
+  limit: number;
+  method?: Method;
+}
+
+async function readBody(res: Response): Promise<unknown> {
+  const text = await res.text();
+  if (text === "") return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+export async function fetchUiConfig(): Promise<UiConfig> {
+  try {
+    const res = await fetch("/ui/config.json", { headers: { accept: "application/json" } });
+    if (!res.ok) return { devTenant: false };
+    return (await res.json()) as UiConfig;
+  } catch {
+    return { devTenant: false };
+  }
+}
+
+export class ApiClient {
+  constructor(readonly session: Session) {}
+
+  async request<T>(method: string, path: string, body?: unknown, sandbox = true): Promise<T> {
+    const headers: Record<string, string> = {
+      accept: "application/json",
+      authorization: `Bearer ${this.session.token}`,
+      "x-api-key": this.session.apiKey,
+      "x-gw-ims-org-id": this.session.orgId,
+    };
+    if (sandbox) headers["x-sandbox-name"] = this.session.sandboxName;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    let res: Response;
+    try {
+      res = await fetch(path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    } catch {
+      throw new ApiFailure(0, statusWords(0));
+    }
+    const parsed = await readBody(res);
+    if (!res.ok) throw describeFailure(res.status, parsed);
+    return parsed as T;
+  }
+
+  listDefinitions(o: ListOptions): Promise<DefinitionPage> {
+    const q = new URLSearchParams({ start: String(o.start), limit: String(o.limit), sort: "updateTime:desc" });
+    if (o.method) for (const [flag, value] of Object.entries(methodFilter(o.method))) q.set(`evaluationInfo.${flag}.enabled`, String(value));
+    return this.request("GET", `${UPS}/segment/definitions?${q.toString()}`);
+  }
+
+  getDefinition(id: string): Promise<SegmentDefinition> {
+    return this.request("GET", `${UPS}/segment/definitions/${encodeURIComponent(id)}`);
+  }
+
+  private bodyOf(d: DefinitionDraft): Record<string, unknown> {
+    return {
+      name: d.name,
+      description: d.description,
+      schema: { name: "_xdm.context.profile" },
+      expression: { type: "PQL", format: "pql/text", value: d.expression },
+      ...(d.mergePolicyId === "" ? {} : { mergePolicyId: d.mergePolicyId }),
+      // One flag per method, as AEP's audience tool writes them: the choice
+      // is exclusive in the UI even though the API allows combinations.
+      evaluationInfo: {
+        batch: { enabled: d.method === "batch" },
+        continuous: { enabled: d.method === "continuous" },
+        synchronous: { enabled: d.method === "synchronous" },
+      },
+    };
+  }
+
+  createDefinition(d: DefinitionDraft): Promise<SegmentDefinition> {
+    return this.request("POST", `${UPS}/segment/definitions`, this.bodyOf(d));
+  }
+
+  updateDefinition(id: string, d: DefinitionDraft): Promise<SegmentDefinition> {
+    return this.request("PATCH", `${UPS}/segment/definitions/${encodeURIComponent(id)}`, this.bodyOf(d));
+  }
+
+  deleteDefinition(id: string): Promise<{ status: boolean; message: string }> {
+    return this.request("DELETE", `${UPS}/segment/definitions/${encodeURIComponent(id)}`);
+  }
+
+  eligibility(expression: string, mergePolicyId: string): Promise<EligibilityAnswer> {
+    return this.request("POST", `${UPS}/segment/eligibility`, {
+      expression: { type: "PQL", format: "pql/text", value: expression },
+      ...(mergePolicyId === "" ? {} : { mergePolicyId }),
+    });
+  }
+
+  async mergePolicies(): Promise<MergePolicy[]> {
+    const r = await this.request<{ children: MergePolicy[] }>("GET", `${UPS}/config/mergePolicies?limit=100`);
+    return r.children;
+  }
+
+  metrics(id: string, window: MetricWindow): Promise<AudienceMetrics> {
+    return this.request("GET", `${UPS}/segment/definitions/${encodeURIComponent(id)}/metrics?window=${window}`);
+  }
+
+  createJob(segmentId: string): Promise<SegmentJob> {
+    return this.request("POST", `${UPS}/segment/jobs`, [{ segmentId }]);
+  }
+
+  /** The latest successful jobs, newest first (for "last evaluated"). */
+  async recentSucceededJobs(): Promise<SegmentJob[]> {
+    const r = await this.request<{ children: SegmentJob[] }>("GET", `${UPS}/segment/jobs?status=SUCCEEDED&limit=100&sort=creationTime:desc`);
+    return r.children;
+  }
+
+  getJob(id: string): Promise<SegmentJob> {
+    return this.request("GET", `${UPS}/segment/jobs/${encodeURIComponent(id)}`);
+  }
+
+  async quotas(): Promise<QuotaEntry[]> {
+    const r = await this.request<{ quotas: QuotaEntry[] }>("GET", "/data/core/hygiene/quota", undefined, false);
+    return r.quotas;
+  }
+
+  async workOrders(): Promise<WorkOrder[]> {
+    const r = await this.request<{ results: WorkOrder[] }>("GET", "/data/core/hygiene/workorder?limit=50", undefined, false);
+    return r.results;
+  }
+
+  async expirations(): Promise<DatasetExpiration[]> {
+    const r = await this.request<{ results: DatasetExpiration[] }>("GET", "/data/core/hygiene/ttl?limit=50", undefined, false);
+    return r.results;
+  }
+}

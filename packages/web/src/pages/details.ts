@@ -1,0 +1,176 @@
+/**
+ * An audience's details: the expression, the method, total qualified and
+ * "new audience updated" with its chart over the last 24 hours, week or 30
+ * days, and an on-demand batch job with its progress (polled every second
+ * until it ends or the user leaves).
+ */
+import { messageOf } from "../api/errors.js";
+import type { AudienceMetrics, MetricWindow, SegmentDefinition, SegmentJob } from "../api/types.js";
+import { renderChart } from "../chart.js";
+import type { PageContext } from "../context.js";
+import { append, h, notice } from "../dom.js";
+import { segmentsOf } from "../editor/segments.js";
+import { formatCount, formatDateTime, formatDelta } from "../format.js";
+import { METHOD_HINTS, METHOD_LABELS, methodOf } from "../methods.js";
+import { audiencePath } from "../router.js";
+import { methodBadge } from "./audiences.js";
+import { openDeleteDialog } from "./delete-dialog.js";
+
+export const WINDOWS: ReadonlyArray<{ value: MetricWindow; label: string }> = [
+  { value: "24h", label: "Last 24 hours" },
+  { value: "7d", label: "Last week" },
+  { value: "30d", label: "Last 30 days" },
+];
+
+const TERMINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
+const POLL_MS = 1000;
+
+function highlighted(text: string): HTMLElement {
+  return h("pre", { class: "pql-view" }, ...segmentsOf(text, []).map((s) => h("span", { class: `tok-${s.kind}` }, s.text)));
+}
+
+export async function renderDetails(ctx: PageContext, id: string): Promise<void> {
+  ctx.title("Audience");
+  ctx.main.append(h("p", { class: "muted" }, "Loading…"));
+  let def: SegmentDefinition;
+  try {
+    def = await ctx.api.getDefinition(id);
+  } catch (err) {
+    if (ctx.left()) return;
+    ctx.main.replaceChildren(notice("error", "This audience could not be opened.", messageOf(err), h("a", { class: "button", href: "/audiences" }, "Back to audiences")));
+    return;
+  }
+  if (ctx.left()) return;
+  ctx.title(def.name);
+  const method = methodOf(def);
+  const metricsBox = h("div", { class: "metrics-body", "aria-live": "polite" });
+  const jobBox = h("div", { class: "job-box", "aria-live": "polite" });
+  let windowChoice: MetricWindow = "24h";
+
+  const windowPicker = h("fieldset", { class: "segmented" },
+    h("legend", { class: "visually-hidden" }, "Time range"),
+    ...WINDOWS.map((w) => {
+      const input = h("input", { type: "radio", name: "metrics-window", id: `window-${w.value}`, value: w.value, checked: w.value === windowChoice });
+      input.addEventListener("change", () => {
+        if (!input.checked) return;
+        windowChoice = w.value;
+        void loadMetrics();
+      });
+      return h("span", { class: "segment" }, input, h("label", { for: `window-${w.value}` }, w.label));
+    }));
+
+  let metricsSeq = 0;
+  const loadMetrics = async () => {
+    const seq = ++metricsSeq;
+    metricsBox.setAttribute("aria-busy", "true");
+    let m: AudienceMetrics;
+    try {
+      m = await ctx.api.metrics(def.id, windowChoice);
+    } catch (err) {
+      if (seq !== metricsSeq || ctx.left()) return;
+      metricsBox.setAttribute("aria-busy", "false");
+      metricsBox.replaceChildren(notice("error", "The audience's figures could not be loaded.", messageOf(err), h("button", { type: "button", class: "button-secondary", onclick: () => void loadMetrics() }, "Try again")));
+      return;
+    }
+    if (seq !== metricsSeq || ctx.left()) return;
+    metricsBox.setAttribute("aria-busy", "false");
+    const label = WINDOWS.find((w) => w.value === m.window)!.label.toLowerCase();
+    metricsBox.replaceChildren(
+      h("dl", { class: "figures" },
+        h("div", { class: "figure" }, h("dt", {}, "Total qualified"), h("dd", { "data-testid": "total-qualified" }, formatCount(m.totalQualified))),
+        h("div", { class: "figure" }, h("dt", {}, `New audience updated (${label})`), h("dd", { "data-testid": "new-audience-updated" }, formatDelta(m.newAudienceUpdated))),
+        h("div", { class: "figure figure-small" }, h("dt", {}, "Qualified / disqualified"), h("dd", {}, `+${formatCount(m.qualified)} / −${formatCount(m.disqualified)}`))),
+      m.qualified + m.disqualified === 0
+        ? notice("empty", `No streaming or edge changes in the ${label}.`, method === "batch" ? "Batch audiences change only when a segment job runs; new audience updated counts streaming and edge evaluation." : "Profiles appear here as they qualify.")
+        : renderChart(m),
+      h("p", { class: "muted small" }, `From ${formatDateTime(m.from)} to ${formatDateTime(m.to)}.`));
+  };
+
+  let pollTimer: number | undefined;
+  ctx.onLeave(() => window.clearTimeout(pollTimer));
+  const showJob = (job: SegmentJob) => {
+    const processed = job.metrics?.profilesProcessed;
+    const total = job.metrics?.totalProfiles;
+    const segmented = job.metrics?.segmentedProfileCounter?.[def.id];
+    const done = TERMINAL.has(job.status);
+    const progress = h("progress", { class: "job-progress", "aria-label": "Job progress", max: 100 });
+    if (done) progress.value = 100;
+    else if (processed !== undefined && total !== undefined && total > 0) progress.value = Math.min(100, (100 * processed) / total);
+    else progress.removeAttribute("value"); // indeterminate until the job reports counts
+    jobBox.replaceChildren();
+    append(jobBox, [
+      h("p", { class: "job-status" }, "Job ", h("code", {}, job.id), " — ", h("strong", { "data-testid": "job-status" }, job.status)),
+      progress,
+      h("p", { class: "muted small" },
+        processed !== undefined ? `${formatCount(processed)}${total !== undefined ? ` of ${formatCount(total)}` : ""} profiles evaluated. ` : "",
+        segmented !== undefined ? `${formatCount(segmented)} profiles qualified. ` : "",
+        `Updated ${formatDateTime(job.updateTime)}.`),
+      job.status === "FAILED" ? notice("error", "The job failed.", (job.errors ?? []).map((e) => e.msg).join("; ") || "The server gave no reason.") : null]);
+    if (done) {
+      runButton.disabled = false;
+      if (job.status === "SUCCEEDED") void loadMetrics();
+    }
+  };
+  const poll = (jobId: string) => {
+    pollTimer = window.setTimeout(() => {
+      ctx.api.getJob(jobId).then(
+        (job) => {
+          if (ctx.left()) return;
+          showJob(job);
+          if (!TERMINAL.has(job.status)) poll(jobId);
+        },
+        (err: unknown) => {
+          if (ctx.left()) return;
+          runButton.disabled = false;
+          jobBox.append(notice("error", "The job's progress could not be read.", messageOf(err)));
+        },
+      );
+    }, POLL_MS);
+  };
+  const runButton = h("button", { type: "button", class: "button-secondary" }, "Run batch job now");
+  runButton.addEventListener("click", () => {
+    runButton.disabled = true;
+    jobBox.replaceChildren(h("p", { class: "muted" }, "Starting a segment job…"));
+    ctx.api.createJob(def.id).then(
+      (job) => {
+        if (ctx.left()) return;
+        showJob(job);
+        if (!TERMINAL.has(job.status)) poll(job.id);
+      },
+      (err: unknown) => {
+        runButton.disabled = false;
+        jobBox.replaceChildren(notice("error", "The batch job could not be started.", messageOf(err)));
+      },
+    );
+  });
+
+  ctx.main.replaceChildren(
+    h("nav", { class: "breadcrumb", "aria-label": "Breadcrumb" }, h("a", { href: "/audiences" }, "Audiences"), h("span", { "aria-hidden": "true" }, " / "), h("span", { "aria-current": "page" }, def.name)),
+    h("div", { class: "page-head" },
+      h("div", {},
+        h("h1", {}, def.name),
+        def.description ? h("p", { class: "lead" }, def.description) : null),
+      h("div", { class: "actions" },
+        h("a", { class: "button-secondary", href: audiencePath(def.id, true) }, "Edit"),
+        h("button", { type: "button", class: "button-secondary button-danger-outline", onclick: () => openDeleteDialog(ctx, def) }, "Delete"))),
+    h("div", { class: "details-grid" },
+      h("section", { class: "card", "aria-labelledby": "def-title" },
+        h("h2", { id: "def-title" }, "Definition"),
+        h("dl", { class: "props" },
+          h("dt", {}, "Evaluation method"), h("dd", { "data-testid": "method" }, methodBadge(method), " ", h("span", { class: "muted" }, METHOD_HINTS[method])),
+          h("dt", {}, "Query type"), h("dd", {}, def.classification?.queryType ?? "not edge-eligible"),
+          h("dt", {}, "Merge policy"), h("dd", {}, h("code", {}, def.mergePolicyId)),
+          h("dt", {}, "Last changed"), h("dd", {}, formatDateTime(def.updateTime))),
+        h("h3", {}, "Expression"),
+        def.expression.format === "pql/text" ? highlighted(def.expression.value) : h("pre", { class: "pql-view" }, JSON.stringify(def.expression.value, null, 2))),
+      h("section", { class: "card", "aria-labelledby": "metrics-title" },
+        h("div", { class: "card-head" }, h("h2", { id: "metrics-title" }, "Profiles over time"), windowPicker),
+        metricsBox),
+      h("section", { class: "card", "aria-labelledby": "job-title" },
+        h("h2", { id: "job-title" }, "On-demand evaluation"),
+        h("p", { class: "muted" }, `Evaluate this audience over every profile now with a segment job${method === "batch" ? "" : ` (it is also evaluated ${METHOD_LABELS[method] === "Edge" ? "on the edge" : "as data streams in"})`}.`),
+        runButton,
+        jobBox)),
+  );
+  await loadMetrics();
+}

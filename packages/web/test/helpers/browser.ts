@@ -1,0 +1,29 @@
+/**
+ * Debian's Chromium driven by playwright-core (stack-notes §7). The flags keep
+ * Chromium from contacting outside hosts (background networking, component
+ * updates, sync, QUIC probes), which are closed on CI anyway; a fresh profile
+ * directory keeps runs independent.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { chromium, type BrowserContext } from "playwright-core";
+
+export const CHROMIUM = process.env.SEGMENTD_CHROMIUM ?? "/usr/lib/chromium/chromium";
+
+export async function launchChromium(): Promise<{ context: BrowserContext; close(): Promise<void> }> {
+  const profile = mkdtempSync(path.join(tmpdir(), "segmentd-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1280, height: 800 },
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  return {
+    context,
+    async close() {
+      await context.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
