@@ -1,6 +1,6 @@
 /**
  * The PQL parser: a hand-written recursive-descent / precedence parser over
- * the token array from lexer.ts (pql.md §3). Zero dependencies.
+ * the tokens from lexer.ts (pql.md §3). Zero dependencies.
  *
  * Precedence, loosest first (pql.md §3.2):
  *   binders (select/exists/forall/let/sum…over, lambda)  — extend to the right
@@ -22,6 +22,13 @@
  * the parser refuses more than MAX_NESTING levels with PQL_TOO_DEEP, long
  * before the JS stack is at risk. Left-associative operator chains are parsed
  * iteratively, so a 50,000-term `or` costs no stack at all.
+ *
+ * Speed: tokens are indexes into the lexer's typed arrays (`TOKENS`), tested
+ * by integer kind and keyword id (no per-token objects, no lower-casing);
+ * source text is sliced only for names the AST keeps and for messages;
+ * canonical built-in names are memoised; scope look-ups use a count map. The
+ * AST, positions and errors are exactly those of the object-token parser
+ * this replaced (pinned by the tests).
  */
 import type {
   Binding,
@@ -32,126 +39,284 @@ import type {
   Expr,
   Field,
   Lambda,
+  Node,
   OccursTail,
   Query,
   TimeRef,
+  TimeUnit,
   Var,
 } from "./ast.js";
 import { walk } from "./ast.js";
 import { canonicalName } from "./catalog.js";
 import { PqlError, positionAt } from "./errors.js";
-import { timeUnitOf, tokenize, type Token } from "./lexer.js";
+import {
+  T_ARROW,
+  T_DOUBLE,
+  T_EOF,
+  T_GE,
+  T_IDENT,
+  T_INT,
+  T_LE,
+  T_NE,
+  T_PARAM,
+  T_STRING,
+  TOKENS,
+  keywordId,
+  keywordText,
+  scan,
+  unitOfKeyword,
+} from "./lexer.js";
 
 /** The most nesting levels (brackets, prefix operators, postfix steps, binders) a query may have. */
 export const MAX_NESTING = 200;
 
-const CMP_OPS = new Set<string>(["=", "!=", "<", "<=", ">", ">="]);
+// Punctuation token kinds are character codes (see lexer.ts).
+const P_LPAREN = 40; // (
+const P_RPAREN = 41; // )
+const P_LBRACKET = 91; // [
+const P_RBRACKET = 93; // ]
+const P_LBRACE = 123; // {
+const P_RBRACE = 125; // }
+const P_COMMA = 44; // ,
+const P_COLON = 58; // :
+const P_DOT = 46; // .
+const P_EQ = 61; // =
+const P_LT = 60; // <
+const P_GT = 62; // >
+const P_PLUS = 43; // +
+const P_MINUS = 45; // -
+const P_STAR = 42; // *
+const P_SLASH = 47; // /
+const P_PERCENT = 37; // %
+const P_BANG = 33; // !
+const P_CARET = 94; // ^
+
+/** The symbol of each punctuation kind. */
+const SYMBOL: string[] = [];
+for (const p of "()[]{},:.=<>+-*/%!^") SYMBOL[p.charCodeAt(0)] = p;
+SYMBOL[T_LE] = "<=";
+SYMBOL[T_NE] = "!=";
+SYMBOL[T_GE] = ">=";
+SYMBOL[T_ARROW] = "=>";
+
+function isPunctKind(k: number): boolean {
+  return k > T_PARAM;
+}
+
+function isCloser(k: number): boolean {
+  return k === P_RPAREN || k === P_RBRACKET || k === P_RBRACE;
+}
+
+function isCmp(k: number): boolean {
+  return k === P_EQ || k === T_NE || k === P_LT || k === T_LE || k === P_GT || k === T_GE;
+}
+
+// Keyword ids (case-insensitive spellings, see lexer.ts).
+const KW_AND = keywordId("and");
+const KW_OR = keywordId("or");
+const KW_NOT = keywordId("not");
+const KW_IN = keywordId("in");
+const KW_NOTIN = keywordId("notin");
+const KW_LIKE = keywordId("like");
+const KW_MATCHES = keywordId("matches");
+const KW_OCCURS = keywordId("occurs");
+const KW_BETWEEN = keywordId("between");
+const KW_WHERE = keywordId("where");
+const KW_ON = keywordId("on");
+const KW_FROM = keywordId("from");
+const KW_OVER = keywordId("over");
+const KW_SELECT = keywordId("select");
+const KW_EXISTS = keywordId("exists");
+const KW_FORALL = keywordId("forall");
+const KW_LET = keywordId("let");
+const KW_TRUE = keywordId("true");
+const KW_FALSE = keywordId("false");
+const KW_NULL = keywordId("null");
+const KW_XEVENT = keywordId("xevent");
+const KW_CHAIN = keywordId("chain");
+const KW_WHAT = keywordId("what");
+const KW_WHEN = keywordId("when");
+const KW_COUNT = keywordId("count");
+
+// Keyword classes, as bit flags by keyword id.
 /** Keywords that are binary operators: they can never start an expression. */
-const OPERATOR_WORDS = new Set(["and", "or", "in", "notin", "like", "matches", "occurs", "between", "where"]);
-const BINDER_WORDS = new Set(["select", "exists", "forall", "let"]);
-const AGGREGATE_WORDS = new Set(["sum", "average", "min", "max"]);
-const TIME_WORDS = new Set(["now", "today", "yesterday", "tomorrow"]);
-const PERIOD_WORDS = new Set(["this", "last", "next"]);
-const DIRECTIONS = new Set(["before", "after", "from"]);
-const CLOSERS = new Set([")", "]", "}"]);
+const F_OPERATOR = 1;
+const F_BINDER = 2;
+const F_AGGREGATE = 4;
+const F_TIME = 8;
+const F_PERIOD = 16;
+const F_DIRECTION = 32;
 /** Keywords after which an operand must follow (named in "Expected an expression after …"). */
-const OPERAND_PREFIX = new Set([...OPERATOR_WORDS, "not", "on", "before", "after", "from", "over", "in"]);
+const F_OPERAND_PREFIX = 64;
+
+const FLAGS = new Uint8Array(256);
+function flag(words: string[], f: number): void {
+  for (const w of words) {
+    const id = keywordId(w);
+    if (id === 0) throw new Error(`lexer.ts does not know the keyword '${w}'`);
+    FLAGS[id]! |= f;
+  }
+}
+flag(["and", "or", "in", "notin", "like", "matches", "occurs", "between", "where"], F_OPERATOR);
+flag(["select", "exists", "forall", "let"], F_BINDER);
+flag(["sum", "average", "min", "max"], F_AGGREGATE);
+flag(["now", "today", "yesterday", "tomorrow"], F_TIME);
+flag(["this", "last", "next"], F_PERIOD);
+flag(["before", "after", "from"], F_DIRECTION);
+flag(
+  ["and", "or", "in", "notin", "like", "matches", "occurs", "between", "where", "not", "on", "before", "after", "from", "over"],
+  F_OPERAND_PREFIX,
+);
+
+/** canonicalName() memoised by exact spelling (bounded: names are user input). */
+const METHOD_NAMES = new Map<string, string>();
+const FUNCTION_NAMES = new Map<string, string>();
+const MAX_MEMO = 2048;
+
+function canonical(memo: Map<string, string>, name: string, form: "method" | "function"): string {
+  let c = memo.get(name);
+  if (c === undefined) {
+    c = canonicalName(name, form);
+    if (memo.size < MAX_MEMO) memo.set(name, c);
+  }
+  return c;
+}
+
+/** Variables of an `AggregateOver`'s bindings, for rebinding its value (see parseAggregateOver). */
+let rebound: Set<string> = new Set();
+function rebind(n: Node): void {
+  if (n.type === "Field" && rebound.has(n.name)) (n as { type: string }).type = "Var";
+}
 
 /** Parse pql/text into a Query. Throws PqlError at the first syntax error. */
 export function parse(text: string): Query {
   return new Parser(text).parseQuery();
 }
 
+/** Which body a chain clause `WHAT(…)`, `WHEN(…)`, `COUNT(…)`, `WHERE(…)` has. */
+const CLAUSE_EXPR = 0;
+const CLAUSE_TAIL = 1;
+const CLAUSE_COUNT = 2;
+
 class Parser {
   private readonly text: string;
-  private readonly toks: Token[];
+  private readonly kind: Uint8Array;
+  private readonly kw: Uint8Array;
+  private readonly starts: Int32Array;
+  private readonly ends: Int32Array;
+  private readonly num: Float64Array;
+  private readonly str: string[];
+  /** Index of the EOF token. */
+  private readonly last: number;
+  /** The current token. */
   private pos = 0;
   private depth = 0;
-  /** Variables in scope, innermost last. */
+  /** Variables in scope, innermost last, and how many times each name is in scope. */
   private readonly scope: string[] = [];
+  private readonly inScope = new Map<string, number>();
+  /** The end offset of the last parseArgs() call's closing parenthesis. */
+  private argsEnd = 0;
 
   constructor(text: string) {
     this.text = text;
-    this.toks = tokenize(text);
+    const count = scan(text);
+    this.kind = TOKENS.kind;
+    this.kw = TOKENS.kw;
+    this.starts = TOKENS.start;
+    this.ends = TOKENS.end;
+    this.num = TOKENS.num;
+    this.str = TOKENS.str;
+    this.last = count - 1;
   }
 
   // ---------------------------------------------------------------- helpers
 
-  private peek(k = 0): Token {
-    return this.toks[Math.min(this.pos + k, this.toks.length - 1)]!;
+  /** The index of the token k ahead (the EOF token past the end). */
+  private peek(k: number): number {
+    const i = this.pos + k;
+    return i < this.last ? i : this.last;
   }
 
-  private next(): Token {
-    const t = this.toks[this.pos]!;
-    if (t.kind !== "eof") this.pos++;
+  /** Consumes the current token (never the EOF token) and returns its index. */
+  private next(): number {
+    const t = this.pos;
+    if (t < this.last) this.pos++;
     return t;
   }
 
-  private isPunct(t: Token, p: string): boolean {
-    return t.kind === "punct" && t.text === p;
-  }
-
-  /** Case-insensitive keyword test; `word` is given in lower case. */
-  private isWord(t: Token, word: string): boolean {
-    return t.kind === "ident" && t.lower === word;
+  /** The source text of a token (for strings: including quotes; EOF: ""). */
+  private textOf(t: number): string {
+    return this.text.slice(this.starts[t], this.ends[t]);
   }
 
   /** The previous token's end: where an inserted token would go. */
   private prevEnd(): number {
-    return this.pos > 0 ? this.toks[this.pos - 1]!.end : 0;
+    return this.pos > 0 ? this.ends[this.pos - 1]! : 0;
   }
 
-  private fail(code: string, message: string, t: Token): never {
-    throw new PqlError(code, message, this.text, t.start, Math.max(t.end, t.start + 1));
-  }
-
-  private failAt(code: string, message: string, start: number, end: number): never {
-    throw new PqlError(code, message, this.text, start, end);
+  private fail(code: string, message: string, t: number): never {
+    const start = this.starts[t]!;
+    throw new PqlError(code, message, this.text, start, Math.max(this.ends[t]!, start + 1));
   }
 
   /** How a token is named in messages: `'and'`, `end of input`. */
-  private describe(t: Token): string {
-    if (t.kind === "eof") return "end of input";
-    const s = t.text.length > 30 ? `${t.text.slice(0, 27)}...` : t.text;
+  private describe(t: number): string {
+    if (this.kind[t] === T_EOF) return "end of input";
+    const text = this.textOf(t);
+    const s = text.length > 30 ? `${text.slice(0, 27)}...` : text;
     return `'${s}'`;
   }
 
-  private where(t: Token): string {
-    const p = positionAt(this.text, t.start);
+  private where(t: number): string {
+    const p = positionAt(this.text, this.starts[t]!);
     return `${p.line}:${p.column}`;
   }
 
-  private expectPunct(p: string, what: string): Token {
-    const t = this.peek();
-    if (!this.isPunct(t, p)) this.fail("PQL_EXPECTED_TOKEN", `Expected '${p}' ${what} but found ${this.describe(t)}`, t);
+  private expectPunct(p: number, what: string): number {
+    const t = this.pos;
+    if (this.kind[t] !== p) this.fail("PQL_EXPECTED_TOKEN", `Expected '${SYMBOL[p]}' ${what} but found ${this.describe(t)}`, t);
     return this.next();
   }
 
   /** One more nesting level; refuses hostile depth before the JS stack does. */
-  private enter(t: Token): void {
+  private enter(t: number): void {
     if (++this.depth > MAX_NESTING) {
       this.fail("PQL_TOO_DEEP", `Expression nesting exceeds the limit of ${MAX_NESTING} levels at ${this.where(t)}`, t);
     }
   }
 
-  private leave(): void {
-    this.depth--;
-  }
-
-  private failExpected(what: string, t: Token): never {
-    if (t.kind === "punct" && CLOSERS.has(t.text) && this.pos > 0 && this.isPunct(this.toks[this.pos - 1]!, ",")) {
+  private failExpected(what: string, t: number): never {
+    const pos = this.pos;
+    if (isCloser(this.kind[t]!) && pos > 0 && this.kind[pos - 1] === P_COMMA) {
       this.fail("PQL_TRAILING_COMMA", `Expected ${what} after ',' but found ${this.describe(t)}; remove the trailing comma`, t);
     }
-    const prev = this.pos > 0 ? this.toks[this.pos - 1]! : undefined;
-    const afterOp =
-      prev !== undefined &&
-      ((prev.kind === "punct" && !CLOSERS.has(prev.text)) || (prev.kind === "ident" && OPERAND_PREFIX.has(prev.lower)));
-    const where = afterOp ? ` after '${prev.text}'` : "";
+    let where = "";
+    if (pos > 0) {
+      const pk = this.kind[pos - 1]!;
+      const afterOp =
+        (isPunctKind(pk) && !isCloser(pk)) || (pk === T_IDENT && (FLAGS[this.kw[pos - 1]!]! & F_OPERAND_PREFIX) !== 0);
+      if (afterOp) where = ` after '${this.textOf(pos - 1)}'`;
+    }
     this.fail("PQL_EXPECTED_EXPRESSION", `Expected ${what}${where} but found ${this.describe(t)}`, t);
   }
 
+  private pushScope(name: string): void {
+    this.scope.push(name);
+    this.inScope.set(name, (this.inScope.get(name) ?? 0) + 1);
+  }
+
+  private popScope(mark: number): void {
+    const scope = this.scope;
+    while (scope.length > mark) {
+      const name = scope.pop()!;
+      const n = this.inScope.get(name)! - 1;
+      if (n === 0) this.inScope.delete(name);
+      else this.inScope.set(name, n);
+    }
+  }
+
   private lookup(name: string, start: number, end: number): Field | Var {
-    return this.scope.lastIndexOf(name) >= 0
+    return this.scope.length !== 0 && this.inScope.has(name)
       ? { type: "Var", name, start, end }
       : { type: "Field", name, start, end };
   }
@@ -160,12 +325,13 @@ class Parser {
 
   parseQuery(): Query {
     const params = this.tryLambdaHead();
-    if (params) this.scope.push(...params);
+    if (params) for (const p of params) this.pushScope(p);
     const body = this.parseExpr();
-    const t = this.peek();
-    if (t.kind !== "eof") {
-      if (t.kind === "punct" && CLOSERS.has(t.text)) {
-        this.fail("PQL_UNBALANCED", `Unmatched '${t.text}': there is no opening bracket for it`, t);
+    const t = this.pos;
+    const k = this.kind[t]!;
+    if (k !== T_EOF) {
+      if (isCloser(k)) {
+        this.fail("PQL_UNBALANCED", `Unmatched '${SYMBOL[k]}': there is no opening bracket for it`, t);
       }
       this.fail("PQL_UNEXPECTED_TOKEN", `Expected an operator or end of input but found ${this.describe(t)}`, t);
     }
@@ -177,24 +343,24 @@ class Parser {
    * parameter names, or returns undefined and consumes nothing.
    */
   private tryLambdaHead(): string[] | undefined {
-    const t = this.peek();
-    if (t.kind === "ident" && this.isPunct(this.peek(1), "=>")) {
+    const t = this.pos;
+    const kind = this.kind;
+    if (kind[t] === T_IDENT && kind[this.peek(1)] === T_ARROW) {
       this.pos += 2;
-      return [t.text];
+      return [this.textOf(t)];
     }
-    if (!this.isPunct(t, "(")) return undefined;
-    const names: string[] = [];
+    if (kind[t] !== P_LPAREN) return undefined;
     let k = 1;
     while (true) {
-      const id = this.peek(k);
-      if (id.kind !== "ident") return undefined;
-      names.push(id.text);
-      const sep = this.peek(k + 1);
-      if (this.isPunct(sep, ",")) {
+      if (kind[this.peek(k)] !== T_IDENT) return undefined;
+      const sep = kind[this.peek(k + 1)];
+      if (sep === P_COMMA) {
         k += 2;
         continue;
       }
-      if (this.isPunct(sep, ")") && this.isPunct(this.peek(k + 2), "=>")) {
+      if (sep === P_RPAREN && kind[this.peek(k + 2)] === T_ARROW) {
+        const names: string[] = [];
+        for (let j = 1; j <= k; j += 2) names.push(this.textOf(t + j));
         this.pos += k + 3;
         return names;
       }
@@ -210,7 +376,7 @@ class Parser {
 
   private parseOr(): Expr {
     let left = this.parseAnd();
-    while (this.isWord(this.peek(), "or")) {
+    while (this.kw[this.pos] === KW_OR) {
       this.next();
       const right = this.parseAnd();
       left = { type: "Binary", op: "or", left, right, start: left.start, end: right.end };
@@ -220,7 +386,7 @@ class Parser {
 
   private parseAnd(): Expr {
     let left = this.parseNot();
-    while (this.isWord(this.peek(), "and")) {
+    while (this.kw[this.pos] === KW_AND) {
       this.next();
       const right = this.parseNot();
       left = { type: "Binary", op: "and", left, right, start: left.start, end: right.end };
@@ -229,13 +395,13 @@ class Parser {
   }
 
   private parseNot(): Expr {
-    const t = this.peek();
-    if (this.isWord(t, "not") || this.isPunct(t, "!")) {
+    const t = this.pos;
+    if (this.kw[t] === KW_NOT || this.kind[t] === P_BANG) {
       this.enter(t);
       this.next();
       const operand = this.parseNot();
-      this.leave();
-      return { type: "Not", operand, start: t.start, end: operand.end };
+      this.depth--;
+      return { type: "Not", operand, start: this.starts[t], end: operand.end };
     }
     if (this.isBinderStart()) return this.parseBinder();
     return this.parseRel();
@@ -247,14 +413,14 @@ class Parser {
    * `max > 3` still compares a field named `max` (pql.md §3.3 rule 8).
    */
   private isBinderStart(): boolean {
-    const t = this.peek();
-    if (t.kind !== "ident") return false;
-    if (BINDER_WORDS.has(t.lower)) return true;
-    if (!AGGREGATE_WORDS.has(t.lower)) return false;
+    const f = FLAGS[this.kw[this.pos]!]!;
+    if ((f & F_BINDER) !== 0) return true;
+    if ((f & F_AGGREGATE) === 0) return false;
     const n = this.peek(1);
-    if (n.kind === "ident") return !OPERATOR_WORDS.has(n.lower) && n.lower !== "not";
-    if (n.kind === "punct") return n.text === "(" || n.text === "[" || n.text === "{" || n.text === "^";
-    return n.kind !== "eof";
+    const k = this.kind[n]!;
+    if (k === T_IDENT) return (FLAGS[this.kw[n]!]! & F_OPERATOR) === 0 && this.kw[n] !== KW_NOT;
+    if (isPunctKind(k)) return k === P_LPAREN || k === P_LBRACKET || k === P_LBRACE || k === P_CARET;
+    return k !== T_EOF;
   }
 
   // ---------------------------------------------------------------- binders
@@ -263,33 +429,28 @@ class Parser {
     const t = this.next();
     this.enter(t);
     const mark = this.scope.length;
+    const w = this.kw[t]!;
     let result: Expr;
-    switch (t.lower) {
-      case "select": {
-        const bindings = this.parseBindings("select");
-        result = { type: "Select", bindings, start: t.start, end: bindings[bindings.length - 1]!.end };
-        break;
-      }
-      case "exists":
-      case "forall": {
-        const bindings = this.parseBindings(t.lower);
-        result = {
-          type: "Quantifier",
-          quantifier: t.lower,
-          bindings,
-          start: t.start,
-          end: bindings[bindings.length - 1]!.end,
-        };
-        break;
-      }
-      case "let":
-        result = this.parseLet(t);
-        break;
-      default:
-        result = this.parseAggregateOver(t);
+    if (w === KW_SELECT) {
+      const bindings = this.parseBindings("select");
+      result = { type: "Select", bindings, start: this.starts[t], end: bindings[bindings.length - 1]!.end };
+    } else if (w === KW_EXISTS || w === KW_FORALL) {
+      const quantifier = w === KW_EXISTS ? "exists" : "forall";
+      const bindings = this.parseBindings(quantifier);
+      result = {
+        type: "Quantifier",
+        quantifier,
+        bindings,
+        start: this.starts[t],
+        end: bindings[bindings.length - 1]!.end,
+      };
+    } else if (w === KW_LET) {
+      result = this.parseLet(t);
+    } else {
+      result = this.parseAggregateOver(t);
     }
-    this.scope.length = mark;
-    this.leave();
+    this.popScope(mark);
+    this.depth--;
     return result;
   }
 
@@ -297,108 +458,114 @@ class Parser {
   private parseBindings(owner: string): Binding[] {
     const bindings: Binding[] = [];
     while (true) {
-      const v = this.peek();
-      if (v.kind !== "ident" || OPERATOR_WORDS.has(v.lower) || v.lower === "from") {
+      const v = this.pos;
+      if (this.kind[v] !== T_IDENT || (FLAGS[this.kw[v]!]! & F_OPERATOR) !== 0 || this.kw[v] === KW_FROM) {
         this.fail("PQL_EXPECTED_VARIABLE", `Expected a variable name after '${owner}' but found ${this.describe(v)}`, v);
       }
       this.next();
-      const from = this.peek();
-      if (!this.isWord(from, "from")) {
+      const from = this.pos;
+      const variable = this.textOf(v);
+      if (this.kw[from] !== KW_FROM) {
         this.fail(
           "PQL_EXPECTED_FROM",
-          `Expected 'from' after the variable '${v.text}' in ${owner} but found ${this.describe(from)}`,
+          `Expected 'from' after the variable '${variable}' in ${owner} but found ${this.describe(from)}`,
           from,
         );
       }
       this.next();
       const source = this.parseOr();
       // The variable is visible in its own condition and in every binding to its right.
-      this.scope.push(v.text);
-      const binding: Binding = { variable: v.text, source, start: v.start, end: source.end };
-      const sep = this.peek();
-      if (this.isWord(sep, "where") || this.isPunct(sep, ":")) {
+      this.pushScope(variable);
+      const sep = this.pos;
+      let binding: Binding;
+      if (this.kw[sep] === KW_WHERE || this.kind[sep] === P_COLON) {
         this.next();
-        binding.condition = this.parseExpr();
-        binding.end = binding.condition.end;
+        const condition = this.parseExpr();
+        binding = { variable, source, start: this.starts[v], end: condition.end, condition };
+      } else {
+        binding = { variable, source, start: this.starts[v], end: source.end };
       }
       bindings.push(binding);
-      if (!this.isPunct(this.peek(), ",")) return bindings;
+      if (this.kind[this.pos] !== P_COMMA) return bindings;
       this.next();
     }
   }
 
-  private parseLet(t: Token): Expr {
-    const v = this.peek();
-    if (v.kind !== "ident" || OPERATOR_WORDS.has(v.lower)) {
+  private parseLet(t: number): Expr {
+    const v = this.pos;
+    if (this.kind[v] !== T_IDENT || (FLAGS[this.kw[v]!]! & F_OPERATOR) !== 0) {
       this.fail("PQL_EXPECTED_VARIABLE", `Expected a variable name after 'let' but found ${this.describe(v)}`, v);
     }
     this.next();
-    this.expectPunct("=", `after 'let ${v.text}'`);
+    const variable = this.textOf(v);
+    if (this.kind[this.pos] !== P_EQ) this.expectPunct(P_EQ, `after 'let ${variable}'`);
+    this.next();
     // pql.md §3.3 rule 4: the value is additive so that the next `in` separates it from the body.
     const value = this.parseAdd();
-    const inTok = this.peek();
-    if (!this.isWord(inTok, "in")) {
-      this.fail("PQL_EXPECTED_IN", `Expected 'in' after the value of 'let ${v.text}' but found ${this.describe(inTok)}`, inTok);
+    const inTok = this.pos;
+    if (this.kw[inTok] !== KW_IN) {
+      this.fail("PQL_EXPECTED_IN", `Expected 'in' after the value of 'let ${variable}' but found ${this.describe(inTok)}`, inTok);
     }
     this.next();
-    this.scope.push(v.text);
+    this.pushScope(variable);
     const body = this.parseExpr();
-    return { type: "Let", variable: v.text, value, body, start: t.start, end: body.end };
+    return { type: "Let", variable, value, body, start: this.starts[t], end: body.end };
   }
 
   /** `sum V from A where C` or `sum VALUE over V from A where C, …` (legacy operator form). */
-  private parseAggregateOver(t: Token): Expr {
-    const fn = t.lower as "sum" | "average" | "min" | "max";
-    if (this.peek().kind === "ident" && this.isWord(this.peek(1), "from")) {
-      const bindings = this.parseBindings(t.lower);
-      return { type: "AggregateOver", fn, bindings, start: t.start, end: bindings[bindings.length - 1]!.end };
+  private parseAggregateOver(t: number): Expr {
+    const fn = keywordText(this.kw[t]!) as "sum" | "average" | "min" | "max";
+    if (this.kind[this.pos] === T_IDENT && this.kw[this.peek(1)] === KW_FROM) {
+      const bindings = this.parseBindings(fn);
+      return { type: "AggregateOver", fn, bindings, start: this.starts[t], end: bindings[bindings.length - 1]!.end };
     }
     const value = this.parseOr();
-    const over = this.peek();
-    if (!this.isWord(over, "over")) {
-      this.fail("PQL_EXPECTED_OVER", `Expected 'over' after the value of '${t.lower}' but found ${this.describe(over)}`, over);
+    const over = this.pos;
+    if (this.kw[over] !== KW_OVER) {
+      this.fail("PQL_EXPECTED_OVER", `Expected 'over' after the value of '${fn}' but found ${this.describe(over)}`, over);
     }
     this.next();
-    const bindings = this.parseBindings(t.lower);
+    const bindings = this.parseBindings(fn);
     // The value is written left of the bindings it uses (`sum E.price over E from …`):
     // its free occurrences of the binding variables were parsed as fields; rebind them.
-    const bound = new Set(bindings.map((b) => b.variable));
-    walk(value, (n) => {
-      if (n.type === "Field" && bound.has(n.name)) (n as { type: string }).type = "Var";
-    });
-    return { type: "AggregateOver", fn, value, bindings, start: t.start, end: bindings[bindings.length - 1]!.end };
+    const bound = new Set<string>();
+    for (const b of bindings) bound.add(b.variable);
+    rebound = bound;
+    walk(value, rebind);
+    rebound = new Set();
+    return { type: "AggregateOver", fn, value, bindings, start: this.starts[t], end: bindings[bindings.length - 1]!.end };
   }
 
   // ------------------------------------------------------------- relations
 
   private parseRel(): Expr {
     const left = this.parseAdd();
-    const t = this.peek();
+    const t = this.pos;
+    const k = this.kind[t]!;
+    const w = this.kw[t]!;
     let result: Expr;
-    if (t.kind === "punct" && CMP_OPS.has(t.text)) {
+    if (isCmp(k)) {
       this.next();
       const right = this.parseAdd();
-      result = { type: "Binary", op: t.text as CmpOp, left, right, start: left.start, end: right.end };
-    } else if (t.kind === "ident" && (t.lower === "in" || t.lower === "notin" || t.lower === "like" || t.lower === "matches")) {
+      result = { type: "Binary", op: SYMBOL[k] as CmpOp, left, right, start: left.start, end: right.end };
+    } else if (w === KW_IN || w === KW_NOTIN || w === KW_LIKE || w === KW_MATCHES) {
       this.next();
       const right = this.parseAdd();
-      const op = t.lower === "notin" ? "notIn" : (t.lower as "in" | "like" | "matches");
+      const op = w === KW_NOTIN ? "notIn" : w === KW_IN ? "in" : w === KW_LIKE ? "like" : "matches";
       result = { type: "Binary", op, left, right, start: left.start, end: right.end };
-    } else if (this.isWord(t, "occurs")) {
+    } else if (w === KW_OCCURS) {
       this.next();
       const tail = this.parseTail("occurs");
       result = { type: "Occurs", subject: left, tail, start: left.start, end: tail.end };
     } else {
-      if (this.isWord(t, "not") && this.isWord(this.peek(1), "in")) {
+      if (w === KW_NOT && this.kw[this.peek(1)] === KW_IN) {
         this.fail("PQL_UNEXPECTED_TOKEN", "'not in' is not PQL; use 'notIn'", t);
       }
       return left;
     }
-    const again = this.peek();
-    if (
-      (again.kind === "punct" && CMP_OPS.has(again.text)) ||
-      (again.kind === "ident" && ["in", "notin", "like", "matches", "occurs"].includes(again.lower))
-    ) {
+    const again = this.pos;
+    const ak = this.kw[again]!;
+    if (isCmp(this.kind[again]!) || ak === KW_IN || ak === KW_NOTIN || ak === KW_LIKE || ak === KW_MATCHES || ak === KW_OCCURS) {
       this.fail(
         "PQL_CHAINED_COMPARISON",
         `Comparisons cannot be chained: found ${this.describe(again)} after a comparison; combine them with 'and'`,
@@ -412,109 +579,125 @@ class Parser {
 
   /** An occurs tail (pql.md §8): after `occurs`, or inside a chain's `WHEN(…)`. */
   private parseTail(owner: string): OccursTail {
-    const t = this.peek();
-    const start = t.start;
-    if (t.kind === "punct" && CMP_OPS.has(t.text)) {
+    const t = this.pos;
+    const kind = this.kind;
+    const kw = this.kw;
+    const start = this.starts[t]!;
+    const k = kind[t]!;
+    if (isCmp(k)) {
       this.next();
-      const amountTok = this.peek();
-      if (amountTok.kind !== "int" || (amountTok.value as number) < 0) {
-        if (amountTok.kind === "ident" && timeUnitOf(amountTok.text)) {
+      const amountTok = this.pos;
+      if (kind[amountTok] !== T_INT || this.num[amountTok]! < 0) {
+        if (unitOfKeyword(kw[amountTok]!)) {
+          const op = SYMBOL[k]!;
+          const word = this.textOf(amountTok);
           this.fail(
             "PQL_OCCURS_AMOUNT",
-            `Expected a number between '${t.text}' and '${amountTok.text}' (e.g. '${t.text} 3 ${amountTok.text} before now')`,
+            `Expected a number between '${op}' and '${word}' (e.g. '${op} 3 ${word} before now')`,
             amountTok,
           );
         }
         this.fail(
           "PQL_OCCURS_AMOUNT",
-          `Expected a whole number after '${t.text}' in ${owner} but found ${this.describe(amountTok)}`,
+          `Expected a whole number after '${SYMBOL[k]}' in ${owner} but found ${this.describe(amountTok)}`,
           amountTok,
         );
       }
       this.next();
-      const unitTok = this.peek();
-      const unit = unitTok.kind === "ident" ? timeUnitOf(unitTok.text) : undefined;
+      const unitTok = this.pos;
+      const unit: TimeUnit | undefined = unitOfKeyword(kw[unitTok]!);
       if (!unit) {
         this.fail(
           "PQL_OCCURS_UNIT",
-          `Expected a time unit (e.g. 'days', 'hours') after '${t.text} ${amountTok.text}' but found ${this.describe(unitTok)}`,
+          `Expected a time unit (e.g. 'days', 'hours') after '${SYMBOL[k]} ${this.textOf(amountTok)}' but found ${this.describe(unitTok)}`,
           unitTok,
         );
       }
       this.next();
-      const dirTok = this.peek();
-      if (dirTok.kind !== "ident" || !DIRECTIONS.has(dirTok.lower)) {
+      const dirTok = this.pos;
+      if ((FLAGS[kw[dirTok]!]! & F_DIRECTION) === 0) {
         this.fail(
           "PQL_OCCURS_DIRECTION",
-          `Expected 'before', 'after' or 'from' after '${amountTok.text} ${unitTok.text}' but found ${this.describe(dirTok)}`,
+          `Expected 'before', 'after' or 'from' after '${this.textOf(amountTok)} ${this.textOf(unitTok)}' but found ${this.describe(dirTok)}`,
           dirTok,
         );
       }
       this.next();
-      const ref = this.parseTimeRef(`'${dirTok.text}'`);
+      const ref = this.parseTimeRef(dirTok, "");
       return {
         kind: "relative",
-        op: t.text as CmpOp,
-        amount: amountTok.value as number,
+        op: SYMBOL[k] as CmpOp,
+        amount: this.num[amountTok]!,
         unit,
-        direction: dirTok.lower as Direction,
+        direction: keywordText(kw[dirTok]!) as Direction,
         ref,
         start,
         end: ref.end,
       };
     }
-    if (t.kind === "ident" && DIRECTIONS.has(t.lower)) {
+    const w = kw[t]!;
+    if ((FLAGS[w]! & F_DIRECTION) !== 0) {
       this.next();
-      const ref = this.parseTimeRef(`'${t.text}'`);
-      return { kind: "direction", direction: t.lower as Direction, ref, start, end: ref.end };
+      const ref = this.parseTimeRef(t, "");
+      return { kind: "direction", direction: keywordText(w) as Direction, ref, start, end: ref.end };
     }
-    if (this.isWord(t, "between")) {
+    if (w === KW_BETWEEN) {
       this.next();
-      const from = this.parseTimeRef("'between'");
-      const andTok = this.peek();
-      if (!this.isWord(andTok, "and")) {
+      const from = this.parseTimeRef(-1, "'between'");
+      const andTok = this.pos;
+      if (kw[andTok] !== KW_AND) {
         this.fail("PQL_EXPECTED_AND", `Expected 'and' after 'between …' but found ${this.describe(andTok)}`, andTok);
       }
       this.next();
-      const to = this.parseTimeRef("'and'");
+      const to = this.parseTimeRef(-1, "'and'");
       return { kind: "between", from, to, start, end: to.end };
     }
-    if (t.kind === "int" && this.peek(1).kind === "ident" && timeUnitOf(this.peek(1).text)) {
+    if (k === T_INT && unitOfKeyword(kw[this.peek(1)]!)) {
+      const text = this.textOf(t);
+      const unitText = this.textOf(this.peek(1));
       this.fail(
         "PQL_OCCURS_COMPARISON",
-        `Missing comparison before '${t.text} ${this.peek(1).text}' (e.g. '<= ${t.text} ${this.peek(1).text} before now')`,
+        `Missing comparison before '${text} ${unitText}' (e.g. '<= ${text} ${unitText} before now')`,
         t,
       );
     }
-    if (t.kind === "ident" && timeUnitOf(t.text) && !PERIOD_WORDS.has(t.lower)) {
+    if (unitOfKeyword(w) && (FLAGS[w]! & F_PERIOD) === 0) {
       const n = this.peek(1);
-      if (n.kind === "ident" && DIRECTIONS.has(n.lower)) {
+      if ((FLAGS[kw[n]!]! & F_DIRECTION) !== 0) {
         this.fail(
           "PQL_OCCURS_AMOUNT",
-          `A time unit needs a comparison and a number: e.g. '< 3 ${t.text} ${n.text} now'`,
+          `A time unit needs a comparison and a number: e.g. '< 3 ${this.textOf(t)} ${this.textOf(n)} now'`,
           t,
         );
       }
     }
-    if (this.isWord(t, "on")) this.next();
-    const ref = this.parseTimeRef(this.isWord(t, "on") ? "'on'" : `'${owner}'`);
+    if (w === KW_ON) this.next();
+    const ref = this.parseTimeRef(-1, w === KW_ON ? "'on'" : `'${owner}'`);
     return { kind: "on", ref, start, end: ref.end };
   }
 
-  /** A time reference: now/today/…, this/last/next U, or a postfix expression such as date(…). */
-  private parseTimeRef(after: string): TimeRef {
-    const t = this.peek();
+  /**
+   * A time reference: now/today/…, this/last/next U, or a postfix expression
+   * such as date(…). `afterTok` (or, when negative, `after`) names what it follows.
+   */
+  private parseTimeRef(afterTok: number, after: string): TimeRef {
+    const t = this.pos;
+    const k = this.kind[t]!;
     const canStart =
-      t.kind === "int" ||
-      t.kind === "double" ||
-      t.kind === "string" ||
-      t.kind === "param" ||
-      (t.kind === "ident" && !OPERATOR_WORDS.has(t.lower) && !DIRECTIONS.has(t.lower) && t.lower !== "not") ||
-      (t.kind === "punct" && (t.text === "(" || t.text === "[" || t.text === "{" || t.text === "^"));
+      k === T_INT ||
+      k === T_DOUBLE ||
+      k === T_STRING ||
+      k === T_PARAM ||
+      (k === T_IDENT && (FLAGS[this.kw[t]!]! & (F_OPERATOR | F_DIRECTION)) === 0 && this.kw[t] !== KW_NOT) ||
+      k === P_LPAREN ||
+      k === P_LBRACKET ||
+      k === P_LBRACE ||
+      k === P_CARET;
     if (!canStart) {
+      const what = afterTok >= 0 ? `'${this.textOf(afterTok)}'` : after;
       this.fail(
         "PQL_EXPECTED_TIME",
-        `Expected a time reference (e.g. 'now', 'today', 'this month', 'date(2024, 1, 31)') after ${after} but found ${this.describe(t)}`,
+        `Expected a time reference (e.g. 'now', 'today', 'this month', 'date(2024, 1, 31)') after ${what} but found ${this.describe(t)}`,
         t,
       );
     }
@@ -526,47 +709,48 @@ class Parser {
   private parseAdd(): Expr {
     let left = this.parseMul();
     while (true) {
-      const t = this.peek();
-      if (!(this.isPunct(t, "+") || this.isPunct(t, "-"))) return left;
+      const k = this.kind[this.pos]!;
+      if (k !== P_PLUS && k !== P_MINUS) return left;
       this.next();
       const right = this.parseMul();
-      left = { type: "Binary", op: t.text as "+" | "-", left, right, start: left.start, end: right.end };
+      left = { type: "Binary", op: k === P_PLUS ? "+" : "-", left, right, start: left.start, end: right.end };
     }
   }
 
   private parseMul(): Expr {
     let left = this.parseUnary();
     while (true) {
-      const t = this.peek();
-      if (!(this.isPunct(t, "*") || this.isPunct(t, "/") || this.isPunct(t, "%"))) return left;
+      const k = this.kind[this.pos]!;
+      if (k !== P_STAR && k !== P_SLASH && k !== P_PERCENT) return left;
       this.next();
       const right = this.parseUnary();
-      left = { type: "Binary", op: t.text as "*" | "/" | "%", left, right, start: left.start, end: right.end };
+      left = { type: "Binary", op: k === P_STAR ? "*" : k === P_SLASH ? "/" : "%", left, right, start: left.start, end: right.end };
     }
   }
 
   private parseUnary(): Expr {
-    const t = this.peek();
-    if (!this.isPunct(t, "-")) return this.parsePostfix();
+    const t = this.pos;
+    if (this.kind[t] !== P_MINUS) return this.parsePostfix();
     const num = this.peek(1);
-    const after = this.peek(2);
+    const nk = this.kind[num]!;
+    const after = this.kind[this.peek(2)]!;
     // pql.md OQ-5: `-` directly before a number literal folds into a negative literal,
     // unless a postfix step follows (`-5.count()` is -(5.count()), as precedence says).
-    if ((num.kind === "int" || num.kind === "double") && !this.isPunct(after, ".") && !this.isPunct(after, "[")) {
+    if ((nk === T_INT || nk === T_DOUBLE) && after !== P_DOT && after !== P_LBRACKET) {
       this.pos += 2;
       return {
         type: "Literal",
-        kind: num.kind === "int" ? "integer" : "double",
-        value: -(num.value as number),
-        start: t.start,
-        end: num.end,
+        kind: nk === T_INT ? "integer" : "double",
+        value: -this.num[num]!,
+        start: this.starts[t],
+        end: this.ends[num],
       };
     }
     this.enter(t);
     this.next();
     const operand = this.parseUnary();
-    this.leave();
-    return { type: "Negate", operand, start: t.start, end: operand.end };
+    this.depth--;
+    return { type: "Negate", operand, start: this.starts[t], end: operand.end };
   }
 
   // --------------------------------------------------------------- postfix
@@ -574,67 +758,66 @@ class Parser {
   private parsePostfix(): Expr {
     let expr = this.parsePrimary();
     const outer = this.depth;
-    try {
-      while (true) {
-        const t = this.peek();
-        if (this.isPunct(t, ".")) {
-          this.enter(t);
-          this.next();
-          const name = this.peek();
-          if (name.kind !== "ident") {
-            this.fail("PQL_EXPECTED_NAME", `Expected a field or method name after '.' but found ${this.describe(name)}`, name);
-          }
-          this.next();
-          if (this.isPunct(this.peek(), "(")) {
-            const canonical = canonicalName(name.text, "method");
-            const { args, end } = this.parseArgs(canonical);
-            expr = { type: "Method", receiver: expr, name: canonical, args, start: expr.start, end };
-          } else {
-            expr = { type: "Member", object: expr, name: name.text, start: expr.start, end: name.end };
-          }
-        } else if (this.isPunct(t, "[")) {
-          this.enter(t);
-          this.next();
-          if (this.isPunct(this.peek(), "]")) {
-            this.fail("PQL_EXPECTED_EXPRESSION", `Expected a filter condition after '[' but found ']'`, this.peek());
-          }
-          const condition = this.parseExpr();
-          const close = this.peek();
-          if (!this.isPunct(close, "]")) {
-            this.fail(
-              "PQL_EXPECTED_TOKEN",
-              `Expected ']' to close the filter opened at ${this.where(t)} but found ${this.describe(close)}`,
-              close,
-            );
-          }
-          this.next();
-          expr = { type: "Filter", object: expr, condition, start: expr.start, end: close.end };
-        } else {
-          return expr;
+    while (true) {
+      const t = this.pos;
+      const k = this.kind[t];
+      if (k === P_DOT) {
+        this.enter(t);
+        this.next();
+        const name = this.pos;
+        if (this.kind[name] !== T_IDENT) {
+          this.fail("PQL_EXPECTED_NAME", `Expected a field or method name after '.' but found ${this.describe(name)}`, name);
         }
+        this.next();
+        if (this.kind[this.pos] === P_LPAREN) {
+          const method = canonical(METHOD_NAMES, this.textOf(name), "method");
+          const args = this.parseArgs(method);
+          expr = { type: "Method", receiver: expr, name: method, args, start: expr.start, end: this.argsEnd };
+        } else {
+          expr = { type: "Member", object: expr, name: this.textOf(name), start: expr.start, end: this.ends[name] };
+        }
+      } else if (k === P_LBRACKET) {
+        this.enter(t);
+        this.next();
+        if (this.kind[this.pos] === P_RBRACKET) {
+          this.fail("PQL_EXPECTED_EXPRESSION", `Expected a filter condition after '[' but found ']'`, this.pos);
+        }
+        const condition = this.parseExpr();
+        const close = this.pos;
+        if (this.kind[close] !== P_RBRACKET) {
+          this.fail(
+            "PQL_EXPECTED_TOKEN",
+            `Expected ']' to close the filter opened at ${this.where(t)} but found ${this.describe(close)}`,
+            close,
+          );
+        }
+        this.next();
+        expr = { type: "Filter", object: expr, condition, start: expr.start, end: this.ends[close] };
+      } else {
+        this.depth = outer;
+        return expr;
       }
-    } finally {
-      this.depth = outer;
     }
   }
 
-  /** `( arg, … )` where each argument may be a lambda. */
-  private parseArgs(fn: string): { args: Expr[]; end: number } {
+  /** `( arg, … )` where each argument may be a lambda; sets `argsEnd` to the `)`'s end. */
+  private parseArgs(fn: string): Expr[] {
     const open = this.next();
     this.enter(open);
     const args: Expr[] = [];
-    if (!this.isPunct(this.peek(), ")")) {
+    if (this.kind[this.pos] !== P_RPAREN) {
       while (true) {
         args.push(this.parseArg());
-        const t = this.peek();
-        if (this.isPunct(t, ",")) {
+        const t = this.pos;
+        const k = this.kind[t];
+        if (k === P_COMMA) {
           this.next();
-          if (this.isPunct(this.peek(), ")")) {
+          if (this.kind[this.pos] === P_RPAREN) {
             this.fail("PQL_TRAILING_COMMA", `Trailing ',' in the arguments of '${fn}'`, t);
           }
           continue;
         }
-        if (this.isPunct(t, ")")) break;
+        if (k === P_RPAREN) break;
         this.fail(
           "PQL_EXPECTED_TOKEN",
           `Expected ',' or ')' in the arguments of '${fn}' (opened at ${this.where(open)}) but found ${this.describe(t)}`,
@@ -643,72 +826,70 @@ class Parser {
       }
     }
     const close = this.next();
-    this.leave();
-    return { args, end: close.end };
+    this.depth--;
+    this.argsEnd = this.ends[close]!;
+    return args;
   }
 
   private parseArg(): Expr {
-    const start = this.peek();
+    const start = this.pos;
     const params = this.tryLambdaHead();
     if (!params) return this.parseExpr();
     this.enter(start);
-    const body0 = this.peek();
-    if (body0.kind === "eof" || (body0.kind === "punct" && (body0.text === ")" || body0.text === ","))) {
+    const body0 = this.pos;
+    const bk = this.kind[body0];
+    if (bk === T_EOF || bk === P_RPAREN || bk === P_COMMA) {
       this.fail("PQL_EXPECTED_EXPRESSION", `Expected the body of the lambda after '=>' but found ${this.describe(body0)}`, body0);
     }
     const mark = this.scope.length;
-    this.scope.push(...params);
+    for (const p of params) this.pushScope(p);
     const body = this.parseExpr();
-    this.scope.length = mark;
-    this.leave();
-    const lambda: Lambda = { type: "Lambda", params, body, start: start.start, end: body.end };
+    this.popScope(mark);
+    this.depth--;
+    const lambda: Lambda = { type: "Lambda", params, body, start: this.starts[start], end: body.end };
     return lambda;
   }
 
   // --------------------------------------------------------------- primary
 
   private parsePrimary(): Expr {
-    const t = this.peek();
-    switch (t.kind) {
-      case "int":
-      case "double":
+    const t = this.pos;
+    switch (this.kind[t]) {
+      case T_INT:
         this.next();
-        return {
-          type: "Literal",
-          kind: t.kind === "int" ? "integer" : "double",
-          value: t.value as number,
-          start: t.start,
-          end: t.end,
-        };
-      case "string":
+        return { type: "Literal", kind: "integer", value: this.num[t]!, start: this.starts[t], end: this.ends[t] };
+      case T_DOUBLE:
         this.next();
-        return { type: "Literal", kind: "string", value: t.value as string, start: t.start, end: t.end };
-      case "param":
+        return { type: "Literal", kind: "double", value: this.num[t]!, start: this.starts[t], end: this.ends[t] };
+      case T_STRING:
         this.next();
-        return { type: "Param", index: t.value as number, start: t.start, end: t.end };
-      case "eof":
+        return { type: "Literal", kind: "string", value: this.str[this.num[t]!]!, start: this.starts[t], end: this.ends[t] };
+      case T_PARAM:
+        this.next();
+        return { type: "Param", index: this.num[t]!, start: this.starts[t], end: this.ends[t] };
+      case T_EOF:
         return this.failExpected("an expression", t);
-      case "punct":
-        return this.parsePunctPrimary(t);
-      case "ident":
+      case T_IDENT:
         return this.parseIdentPrimary(t);
+      default:
+        return this.parsePunctPrimary(t);
     }
   }
 
-  private parsePunctPrimary(t: Token): Expr {
-    switch (t.text) {
-      case "(": {
+  private parsePunctPrimary(t: number): Expr {
+    switch (this.kind[t]) {
+      case P_LPAREN: {
         if (this.tryLambdaHead()) {
           this.fail("PQL_MISPLACED_LAMBDA", "A lambda is only allowed as a function or method argument", t);
         }
         this.enter(t);
         this.next();
-        if (this.isPunct(this.peek(), ")")) {
-          this.fail("PQL_EXPECTED_EXPRESSION", "Expected an expression inside '()' but found ')'", this.peek());
+        if (this.kind[this.pos] === P_RPAREN) {
+          this.fail("PQL_EXPECTED_EXPRESSION", "Expected an expression inside '()' but found ')'", this.pos);
         }
         const inner = this.parseExpr();
-        const close = this.peek();
-        if (!this.isPunct(close, ")")) {
+        const close = this.pos;
+        if (this.kind[close] !== P_RPAREN) {
           this.fail(
             "PQL_EXPECTED_TOKEN",
             `Expected ')' to close the '(' at ${this.where(t)} but found ${this.describe(close)}`,
@@ -716,46 +897,47 @@ class Parser {
           );
         }
         this.next();
-        this.leave();
+        this.depth--;
         return inner;
       }
-      case "[":
+      case P_LBRACKET:
         return this.parseList(t);
-      case "{":
+      case P_LBRACE:
         return this.parseObject(t);
-      case "^": {
+      case P_CARET: {
         let levels = 0;
-        while (this.isPunct(this.peek(), "^")) {
+        while (this.kind[this.pos] === P_CARET) {
           this.next();
           levels++;
         }
-        if (this.isPunct(this.peek(), ".")) this.next();
-        const name = this.peek();
-        if (name.kind !== "ident") {
+        if (this.kind[this.pos] === P_DOT) this.next();
+        const name = this.pos;
+        if (this.kind[name] !== T_IDENT) {
           this.fail("PQL_EXPECTED_NAME", `Expected a field name after '${"^".repeat(levels)}' but found ${this.describe(name)}`, name);
         }
         this.next();
-        return { type: "Up", levels, name: name.text, start: t.start, end: name.end };
+        return { type: "Up", levels, name: this.textOf(name), start: this.starts[t], end: this.ends[name] };
       }
       default:
         return this.failExpected("an expression", t);
     }
   }
 
-  private parseList(open: Token): Expr {
+  private parseList(open: number): Expr {
     this.enter(open);
     this.next();
     const elements: Expr[] = [];
-    if (!this.isPunct(this.peek(), "]")) {
+    if (this.kind[this.pos] !== P_RBRACKET) {
       while (true) {
         elements.push(this.parseExpr());
-        const t = this.peek();
-        if (this.isPunct(t, ",")) {
+        const t = this.pos;
+        const k = this.kind[t];
+        if (k === P_COMMA) {
           this.next();
-          if (this.isPunct(this.peek(), "]")) this.fail("PQL_TRAILING_COMMA", "Trailing ',' in list literal", t);
+          if (this.kind[this.pos] === P_RBRACKET) this.fail("PQL_TRAILING_COMMA", "Trailing ',' in list literal", t);
           continue;
         }
-        if (this.isPunct(t, "]")) break;
+        if (k === P_RBRACKET) break;
         this.fail(
           "PQL_EXPECTED_TOKEN",
           `Expected ',' or ']' in the list opened at ${this.where(open)} but found ${this.describe(t)}`,
@@ -764,18 +946,18 @@ class Parser {
       }
     }
     const close = this.next();
-    this.leave();
-    return { type: "List", elements, start: open.start, end: close.end };
+    this.depth--;
+    return { type: "List", elements, start: this.starts[open], end: this.ends[close] };
   }
 
-  private parseObject(open: Token): Expr {
+  private parseObject(open: number): Expr {
     this.enter(open);
     this.next();
     const entries: { key: string; value: Expr }[] = [];
-    if (!this.isPunct(this.peek(), "}")) {
+    if (this.kind[this.pos] !== P_RBRACE) {
       while (true) {
-        const key = this.peek();
-        if (key.kind !== "string") {
+        const key = this.pos;
+        if (this.kind[key] !== T_STRING) {
           this.fail(
             "PQL_OBJECT_KEY",
             `Object keys must be string literals (e.g. {"count": …}) but found ${this.describe(key)}`,
@@ -783,15 +965,17 @@ class Parser {
           );
         }
         this.next();
-        this.expectPunct(":", `after the object key ${key.text}`);
-        entries.push({ key: key.value as string, value: this.parseExpr() });
-        const t = this.peek();
-        if (this.isPunct(t, ",")) {
+        if (this.kind[this.pos] !== P_COLON) this.expectPunct(P_COLON, `after the object key ${this.textOf(key)}`);
+        this.next();
+        entries.push({ key: this.str[this.num[key]!]!, value: this.parseExpr() });
+        const t = this.pos;
+        const k = this.kind[t];
+        if (k === P_COMMA) {
           this.next();
-          if (this.isPunct(this.peek(), "}")) this.fail("PQL_TRAILING_COMMA", "Trailing ',' in object literal", t);
+          if (this.kind[this.pos] === P_RBRACE) this.fail("PQL_TRAILING_COMMA", "Trailing ',' in object literal", t);
           continue;
         }
-        if (this.isPunct(t, "}")) break;
+        if (k === P_RBRACE) break;
         this.fail(
           "PQL_EXPECTED_TOKEN",
           `Expected ',' or '}' in the object opened at ${this.where(open)} but found ${this.describe(t)}`,
@@ -800,85 +984,102 @@ class Parser {
       }
     }
     const close = this.next();
-    this.leave();
-    return { type: "Object", entries, start: open.start, end: close.end };
+    this.depth--;
+    return { type: "Object", entries, start: this.starts[open], end: this.ends[close] };
   }
 
-  private parseIdentPrimary(t: Token): Expr {
-    const w = t.lower;
+  private parseIdentPrimary(t: number): Expr {
+    const w = this.kw[t]!;
     const nextTok = this.peek(1);
-    if (w === "true" || w === "false") {
-      this.next();
-      return { type: "Literal", kind: "boolean", value: w === "true", start: t.start, end: t.end };
-    }
-    if (w === "null") {
-      this.fail("PQL_NULL_LITERAL", "'null' is not a PQL literal; use .isNull() or .isNotNull()", t);
-    }
-    if (OPERATOR_WORDS.has(w)) this.failExpected("an expression", t);
-    if (BINDER_WORDS.has(w) || w === "not") {
-      this.fail("PQL_NEEDS_PARENTHESES", `'${t.text}' cannot appear here without parentheses: write (${t.text} …)`, t);
-    }
-    if (TIME_WORDS.has(w)) {
-      this.next();
-      return { type: "TimeWord", word: w as "now" | "today" | "yesterday" | "tomorrow", start: t.start, end: t.end };
-    }
-    if (PERIOD_WORDS.has(w)) {
-      const unit = nextTok.kind === "ident" ? timeUnitOf(nextTok.text) : undefined;
-      if (unit) {
-        this.pos += 2;
-        return { type: "RelPeriod", which: w as "this" | "last" | "next", unit, start: t.start, end: nextTok.end };
+    if (w !== 0) {
+      const f = FLAGS[w]!;
+      if (w === KW_TRUE || w === KW_FALSE) {
+        this.next();
+        return { type: "Literal", kind: "boolean", value: w === KW_TRUE, start: this.starts[t], end: this.ends[t] };
       }
-      if (nextTok.kind === "int" && this.peek(2).kind === "ident" && timeUnitOf(this.peek(2).text)) {
-        this.fail(
-          "PQL_BAD_PERIOD",
-          `'${t.text}' takes a time unit without a number (e.g. '${t.text} week'); for a span write e.g. '<= ${nextTok.text} ${this.peek(2).text} before now'`,
-          nextTok,
-        );
+      if (w === KW_NULL) {
+        this.fail("PQL_NULL_LITERAL", "'null' is not a PQL literal; use .isNull() or .isNotNull()", t);
+      }
+      if ((f & F_OPERATOR) !== 0) this.failExpected("an expression", t);
+      if ((f & F_BINDER) !== 0 || w === KW_NOT) {
+        const text = this.textOf(t);
+        this.fail("PQL_NEEDS_PARENTHESES", `'${text}' cannot appear here without parentheses: write (${text} …)`, t);
+      }
+      if ((f & F_TIME) !== 0) {
+        this.next();
+        return {
+          type: "TimeWord",
+          word: keywordText(w) as "now" | "today" | "yesterday" | "tomorrow",
+          start: this.starts[t],
+          end: this.ends[t],
+        };
+      }
+      if ((f & F_PERIOD) !== 0) {
+        const unit = unitOfKeyword(this.kw[nextTok]!);
+        if (unit) {
+          this.pos += 2;
+          return {
+            type: "RelPeriod",
+            which: keywordText(w) as "this" | "last" | "next",
+            unit,
+            start: this.starts[t],
+            end: this.ends[nextTok],
+          };
+        }
+        if (this.kind[nextTok] === T_INT && unitOfKeyword(this.kw[this.peek(2)]!)) {
+          const text = this.textOf(t);
+          this.fail(
+            "PQL_BAD_PERIOD",
+            `'${text}' takes a time unit without a number (e.g. '${text} week'); for a span write e.g. '<= ${this.textOf(nextTok)} ${this.textOf(this.peek(2))} before now'`,
+            nextTok,
+          );
+        }
+      }
+      if (w === KW_XEVENT) {
+        this.next();
+        return { type: "XEvent", start: this.starts[t], end: this.ends[t] };
       }
     }
-    if (w === "xevent") {
+    if (this.kind[nextTok] === P_LPAREN) {
       this.next();
-      return { type: "XEvent", start: t.start, end: t.end };
-    }
-    if (this.isPunct(nextTok, "(")) {
-      this.next();
-      if (w === "chain") return this.parseChain(t);
-      const name = canonicalName(t.text, "function");
-      const { args, end } = this.parseArgs(name);
-      return { type: "Call", name, args, start: t.start, end };
+      if (w === KW_CHAIN) return this.parseChain(t);
+      const name = canonical(FUNCTION_NAMES, this.textOf(t), "function");
+      const args = this.parseArgs(name);
+      return { type: "Call", name, args, start: this.starts[t], end: this.argsEnd };
     }
     this.next();
-    return this.lookup(t.text, t.start, t.end);
+    return this.lookup(this.textOf(t), this.starts[t]!, this.ends[t]!);
   }
 
   // ----------------------------------------------------------------- chain
 
   /** `chain(source, tsField, [L: WHAT(…) WHEN(…) COUNT(n) WHERE(…), …])` (pql.md §7.14). */
-  private parseChain(kw: Token): Chain {
+  private parseChain(kw: number): Chain {
     const open = this.next();
     this.enter(open);
     const source = this.parseExpr();
-    this.expectPunct(",", "after the chain's event source");
-    const ts = this.peek();
-    if (ts.kind !== "ident") {
+    this.expectPunct(P_COMMA, "after the chain's event source");
+    const ts = this.pos;
+    if (this.kind[ts] !== T_IDENT) {
       this.fail("PQL_EXPECTED_NAME", `Expected the timestamp field name as the chain's second argument but found ${this.describe(ts)}`, ts);
     }
     this.next();
-    this.expectPunct(",", "after the chain's timestamp field");
-    const list = this.expectPunct("[", "to start the chain's step list");
-    if (this.isPunct(this.peek(), "]")) {
-      this.fail("PQL_EMPTY_CHAIN", "A chain needs at least one step (e.g. [A: WHAT(true)])", this.peek());
+    this.expectPunct(P_COMMA, "after the chain's timestamp field");
+    const list = this.expectPunct(P_LBRACKET, "to start the chain's step list");
+    if (this.kind[this.pos] === P_RBRACKET) {
+      this.fail("PQL_EMPTY_CHAIN", "A chain needs at least one step (e.g. [A: WHAT(true)])", this.pos);
     }
     const steps: ChainStep[] = [];
     while (true) {
       steps.push(this.parseStep());
-      const t = this.peek();
-      if (this.isPunct(t, ",")) {
+      const t = this.pos;
+      const k = this.kind[t];
+      if (k === P_COMMA) {
         this.next();
-        if (this.isPunct(this.peek(), "]")) this.fail("PQL_TRAILING_COMMA", "Trailing ',' in the chain's step list", t);
+        if (this.kind[this.pos] === P_RBRACKET) this.fail("PQL_TRAILING_COMMA", "Trailing ',' in the chain's step list", t);
         continue;
       }
-      if (this.isPunct(t, "]")) break;
+      if (k === P_RBRACKET) break;
       this.fail(
         "PQL_EXPECTED_TOKEN",
         `Expected ',' or ']' in the chain's step list opened at ${this.where(list)} but found ${this.describe(t)}`,
@@ -886,49 +1087,52 @@ class Parser {
       );
     }
     this.next();
-    const close = this.expectPunct(")", "to close the chain");
-    this.leave();
-    return { type: "Chain", source, timestampField: ts.text, steps, start: kw.start, end: close.end };
+    const close = this.expectPunct(P_RPAREN, "to close the chain");
+    this.depth--;
+    return {
+      type: "Chain",
+      source,
+      timestampField: this.textOf(ts),
+      steps,
+      start: this.starts[kw],
+      end: this.ends[close],
+    };
   }
 
   private parseStep(): ChainStep {
-    const label = this.peek();
-    if (label.kind !== "ident") {
+    const label = this.pos;
+    if (this.kind[label] !== T_IDENT) {
       this.fail("PQL_EXPECTED_NAME", `Expected a step label (e.g. 'A:') but found ${this.describe(label)}`, label);
     }
     this.next();
-    this.expectPunct(":", `after the step label '${label.text}'`);
-    const what = this.peek();
-    if (!this.isWord(what, "what")) {
-      this.fail("PQL_EXPECTED_WHAT", `Expected 'WHAT(' after the step label '${label.text}' but found ${this.describe(what)}`, what);
+    const labelText = this.textOf(label);
+    if (this.kind[this.pos] !== P_COLON) this.expectPunct(P_COLON, `after the step label '${labelText}'`);
+    this.next();
+    const what = this.pos;
+    if (this.kw[what] !== KW_WHAT) {
+      this.fail("PQL_EXPECTED_WHAT", `Expected 'WHAT(' after the step label '${labelText}' but found ${this.describe(what)}`, what);
     }
     this.next();
-    const step: ChainStep = { label: label.text, what: this.parseClauseBody(what, () => this.parseExpr()), start: label.start };
+    const step: ChainStep = { label: labelText, what: this.parseClauseBody(what, CLAUSE_EXPR) as Expr, start: this.starts[label] };
     let end = this.prevEnd();
     while (true) {
-      const c = this.peek();
-      if (c.kind !== "ident" || !this.isPunct(this.peek(1), "(")) break;
-      if (c.lower === "when") {
-        if (step.when) this.fail("PQL_DUPLICATE_CLAUSE", `Step '${label.text}' has more than one WHEN clause`, c);
+      const c = this.pos;
+      if (this.kind[c] !== T_IDENT || this.kind[this.peek(1)] !== P_LPAREN) break;
+      const w = this.kw[c];
+      if (w === KW_WHEN) {
+        if (step.when) this.fail("PQL_DUPLICATE_CLAUSE", `Step '${labelText}' has more than one WHEN clause`, c);
         this.next();
-        step.when = this.parseClauseBody(c, () => this.parseTail("WHEN"));
-      } else if (c.lower === "count") {
-        if (step.count !== undefined) this.fail("PQL_DUPLICATE_CLAUSE", `Step '${label.text}' has more than one COUNT clause`, c);
+        step.when = this.parseClauseBody(c, CLAUSE_TAIL) as OccursTail;
+      } else if (w === KW_COUNT) {
+        if (step.count !== undefined) this.fail("PQL_DUPLICATE_CLAUSE", `Step '${labelText}' has more than one COUNT clause`, c);
         this.next();
-        step.count = this.parseClauseBody(c, () => {
-          const n = this.peek();
-          if (n.kind !== "int" || (n.value as number) < 1) {
-            this.fail("PQL_BAD_COUNT", `COUNT needs a positive whole number but found ${this.describe(n)}`, n);
-          }
-          this.next();
-          return n.value as number;
-        });
-      } else if (c.lower === "where") {
-        if (step.where) this.fail("PQL_DUPLICATE_CLAUSE", `Step '${label.text}' has more than one WHERE clause`, c);
+        step.count = this.parseClauseBody(c, CLAUSE_COUNT) as number;
+      } else if (w === KW_WHERE) {
+        if (step.where) this.fail("PQL_DUPLICATE_CLAUSE", `Step '${labelText}' has more than one WHERE clause`, c);
         this.next();
-        step.where = this.parseClauseBody(c, () => this.parseExpr());
-      } else if (c.lower === "what") {
-        this.fail("PQL_DUPLICATE_CLAUSE", `Step '${label.text}' has more than one WHAT clause`, c);
+        step.where = this.parseClauseBody(c, CLAUSE_EXPR) as Expr;
+      } else if (w === KW_WHAT) {
+        this.fail("PQL_DUPLICATE_CLAUSE", `Step '${labelText}' has more than one WHAT clause`, c);
       } else {
         break;
       }
@@ -938,17 +1142,30 @@ class Parser {
     return step;
   }
 
-  /** `(` body `)` of a chain clause. */
-  private parseClauseBody<T>(clause: Token, body: () => T): T {
-    const word = clause.text.toUpperCase();
-    const open = this.expectPunct("(", `after ${word}`);
+  /** `(` body `)` of a chain clause: an expression, an occurs tail or a COUNT number. */
+  private parseClauseBody(clause: number, body: number): Expr | OccursTail | number {
+    if (this.kind[this.pos] !== P_LPAREN) this.expectPunct(P_LPAREN, `after ${this.textOf(clause).toUpperCase()}`);
+    const open = this.next();
     this.enter(open);
-    if (this.isPunct(this.peek(), ")")) {
-      this.fail("PQL_EXPECTED_EXPRESSION", `Expected the content of ${word}(…) but found ')'`, this.peek());
+    if (this.kind[this.pos] === P_RPAREN) {
+      this.fail("PQL_EXPECTED_EXPRESSION", `Expected the content of ${this.textOf(clause).toUpperCase()}(…) but found ')'`, this.pos);
     }
-    const result = body();
-    this.expectPunct(")", `to close ${word}(`);
-    this.leave();
+    let result: Expr | OccursTail | number;
+    if (body === CLAUSE_EXPR) {
+      result = this.parseExpr();
+    } else if (body === CLAUSE_TAIL) {
+      result = this.parseTail("WHEN");
+    } else {
+      const n = this.pos;
+      if (this.kind[n] !== T_INT || this.num[n]! < 1) {
+        this.fail("PQL_BAD_COUNT", `COUNT needs a positive whole number but found ${this.describe(n)}`, n);
+      }
+      this.next();
+      result = this.num[n]!;
+    }
+    if (this.kind[this.pos] !== P_RPAREN) this.expectPunct(P_RPAREN, `to close ${this.textOf(clause).toUpperCase()}(`);
+    this.next();
+    this.depth--;
     return result;
   }
 }

@@ -27,6 +27,10 @@ import { definitionRoutes } from "./http/routes/definitions.js";
 import { mergePolicyRoutes } from "./http/routes/merge-policies.js";
 import { healthRoutes } from "./http/routes/health.js";
 import { adminRoutes } from "./http/routes/admin.js";
+import type { ProfileStore } from "./profiles/store.js";
+import { registerProfileRoutes, policiesFromService } from "./profiles/http/index.js";
+import { registerHygiene, type Hygiene } from "./hygiene/index.js";
+import { webRoutes } from "./web/routes.js";
 
 export const SERVICE_VERSION = "0.1.0";
 
@@ -37,6 +41,10 @@ export interface AppDeps {
   bus: EventBus;
   logger: Logger;
   metrics?: HttpMetrics;
+  /** The profile data plane (datasets, ingestion, profile access); its routes are served when present. */
+  profiles?: ProfileStore;
+  /** Data lifecycle (quotas, work orders, dataset expirations); its routes are served when present. */
+  hygiene?: Hygiene;
 }
 
 export interface Services {
@@ -90,6 +98,12 @@ export async function buildApp(deps: AppDeps, services: Services = createService
   await app.register(definitionRoutes, { prefix: "/data/core/ups", ...auth, definitions: services.definitions });
   await app.register(mergePolicyRoutes, { prefix: "/data/core/ups", ...auth, mergePolicies: services.mergePolicies });
   await app.register(adminRoutes, { prefix: "/admin", ...auth });
+  if (deps.profiles) {
+    await registerProfileRoutes(app, { ...auth, profiles: deps.profiles, clock: deps.clock, policies: policiesFromService(services.mergePolicies) });
+  }
+  if (deps.hygiene) await registerHygiene(app, { ...auth, hygiene: deps.hygiene });
+  // The audience tool (packages/web, built into packages/server/static) at `/`.
+  await app.register(webRoutes, { config: deps.config });
   openApiRoute(app);
   await app.ready();
   return app;

@@ -12,12 +12,17 @@ import { createLogger, type Logger } from "./platform/logger.js";
 import { openMetadataStore } from "./stores/open-store.js";
 import type { MetadataStore } from "./stores/types.js";
 import { loadOrCreateDevCredentials, withDevTenant, type DevCredentials } from "./services/dev-bootstrap.js";
+import { openProfileStore } from "./profiles/open.js";
+import type { ProfileStore } from "./profiles/store.js";
+import { createHygiene, parseHygieneConfig, type Hygiene } from "./hygiene/index.js";
 
 export interface StartOptions {
   clock?: Clock;
   logger?: Logger;
   /** Use this store instead of opening one from the config (tests). Closed by close(). */
   store?: MetadataStore;
+  /** Use this profile store instead of opening one from the config (tests). Closed by close(). */
+  profiles?: ProfileStore;
 }
 
 export interface RunningServer {
@@ -26,6 +31,10 @@ export interface RunningServer {
   config: Config;
   store: MetadataStore;
   services: Services;
+  /** The profile data plane's store (datasets, fragments, events, memberships). */
+  profiles: ProfileStore;
+  /** Data lifecycle: quotas, work orders, dataset expirations. */
+  hygiene: Hygiene;
   bus: EventBus;
   /** Present when the server runs the local development tenant. */
   devCredentials?: DevCredentials;
@@ -44,45 +53,60 @@ export async function startServer(baseConfig: Config, options: StartOptions = {}
     devCredentialsCreated = dev.created;
     config = withDevTenant(config, dev.credentials);
   }
+  // Validate the hygiene section before opening anything, so a bad config file fails fast.
+  const hygieneConfig = parseHygieneConfig(config.hygiene);
   const store = options.store ?? (await openMetadataStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl }));
   const clock = options.clock ?? new SystemClock();
   const bus = new InProcessBus((topic, err) => logger.error({ err, topic }, "bus subscriber failed"));
+  let profiles: ProfileStore | undefined;
+  let hygiene: Hygiene | undefined;
   try {
-    const deps = { config, store, clock, bus, logger };
+    profiles = options.profiles ?? openProfileStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+    hygiene = await createHygiene({
+      dataDir: config.dataDir,
+      databaseUrl: config.databaseUrl,
+      profiles,
+      clock,
+      config: hygieneConfig,
+      onError: (err, what) => logger.error({ err }, `data lifecycle: ${what} failed`),
+    });
+    const deps = { config, store, clock, bus, logger, profiles, hygiene };
     const services = createServices(deps);
     for (const tenant of services.tenants.all()) await services.mergePolicies.ensureDefault(tenant);
     const app = await buildApp(deps, services);
     await app.listen({ host: config.host, port: config.port });
+    await hygiene.start();
     const addr = app.server.address();
     const port = typeof addr === "object" && addr ? addr.port : config.port;
     const host = config.host.includes(":") ? `[${config.host}]` : config.host;
     let closing: Promise<void> | undefined;
-    return {
+    const running: RunningServer = {
       app,
       url: `http://${host}:${port}`,
       config,
       store,
       services,
+      profiles,
+      hygiene,
       bus,
       devCredentials,
       devCredentialsCreated,
       close() {
         closing ??= (async () => {
-          // app.close() stops accepting and waits for in-flight requests. Their
-          // keep-alive connections turn idle only after the response, so keep
-          // closing idle connections; otherwise close() waits out keepAliveTimeout.
-          const sweep = setInterval(() => app.server.closeIdleConnections(), 50);
-          try {
-            await app.close();
-          } finally {
-            clearInterval(sweep);
-          }
+          await app.close();
+          await running.hygiene.stop();
+          await running.hygiene.deps.store.close();
+          await running.profiles.close();
           await store.close();
         })();
         return closing;
       },
     };
+    return running;
   } catch (err) {
+    await hygiene?.stop().catch(() => {});
+    await hygiene?.deps.store.close().catch(() => {});
+    await profiles?.close().catch(() => {});
     await store.close().catch(() => {});
     throw err;
   }

@@ -38,7 +38,7 @@ export function renderChart(m: AudienceMetrics): HTMLElement {
   const H = 180;
   const { bars, zeroY } = barGeometry(m, W, H);
   const title = `New audience updated per ${m.bucketSizeMs < 86_400_000 ? "hour" : "day"}`;
-  const chart = svg("svg", { viewBox: `0 0 ${W} ${H + 24}`, class: "chart", role: "img", "aria-label": `${title}: ${formatCount(m.qualified)} qualified, ${formatCount(m.disqualified)} disqualified` });
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": `${title}: ${formatCount(m.qualified)} qualified, ${formatCount(m.disqualified)} disqualified` });
   chart.append(svg("line", { x1: 0, x2: W, y1: zeroY, y2: zeroY, class: "chart-zero" }));
   bars.forEach((b, i) => {
     const bucket = m.buckets[i]!;
@@ -46,18 +46,14 @@ export function renderChart(m: AudienceMetrics): HTMLElement {
     if (b.upHeight > 0) chart.append(svg("rect", { x: b.x, y: zeroY - b.upHeight, width: b.width, height: b.upHeight, class: "bar-up" }, svg("title", {}, label)));
     if (b.downHeight > 0) chart.append(svg("rect", { x: b.x, y: zeroY, width: b.width, height: b.downHeight, class: "bar-down" }, svg("title", {}, label)));
   });
-  // First, middle and last bucket labels are enough to read the time axis.
-  const ticks = [...new Set([0, Math.floor((m.buckets.length - 1) / 2), m.buckets.length - 1])].filter((i) => i >= 0);
-  for (const i of ticks) {
-    const b = bars[i]!;
-    const anchor = i === 0 ? "start" : i === m.buckets.length - 1 ? "end" : "middle";
-    const x = anchor === "start" ? b.x : anchor === "end" ? b.x + b.width : b.x + b.width / 2;
-    chart.append(svg("text", { x, y: H + 18, class: "chart-tick", "text-anchor": anchor }, formatBucketLabel(m.buckets[i]!.start, m.bucketSizeMs)));
-  }
+  // First, middle and last bucket labels are enough to read the time axis. They
+  // are HTML, not SVG text, so they stay legible when the chart shrinks on a phone.
+  const ticks = [...new Set([0, Math.floor((m.buckets.length - 1) / 2), m.buckets.length - 1])].filter((i) => i >= 0 && i < m.buckets.length);
+  const axis = h("div", { class: "chart-axis", "aria-hidden": "true" }, ...ticks.map((i) => h("span", {}, formatBucketLabel(m.buckets[i]!.start, m.bucketSizeMs))));
   const table = h("table", { class: "visually-hidden" },
     h("caption", {}, title),
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "From"), h("th", { scope: "col" }, "Qualified"), h("th", { scope: "col" }, "Disqualified"))),
     h("tbody", {}, ...m.buckets.map((b) => h("tr", {}, h("td", {}, formatBucketLabel(b.start, m.bucketSizeMs)), h("td", {}, b.qualified), h("td", {}, b.disqualified)))));
-  return h("figure", { class: "chart-figure" }, chart, table,
+  return h("figure", { class: "chart-figure" }, chart, axis, table,
     h("figcaption", { class: "chart-legend" }, h("span", { class: "legend-up" }, "Qualified"), h("span", { class: "legend-down" }, "Disqualified")));
 }

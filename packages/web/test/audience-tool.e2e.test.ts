@@ -14,6 +14,7 @@
  * requested anything from another host and that no page threw.
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -41,6 +42,7 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
   const pageErrors: string[] = [];
   let audienceId = "";
   let dependentId = "";
+  let eventsDatasetId = "";
 
   const api = async (method: string, p: string, body?: unknown, tenant = true): Promise<{ status: number; json: unknown }> => {
     const headers: Record<string, string> = { "content-type": "application/json" };
@@ -60,6 +62,7 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
   const shoot = async (name: string) => {
     for (const [suffix, size] of [["desktop", DESKTOP], ["phone", PHONE]] as const) {
       await page.setViewportSize(size);
+      await page.evaluate(() => window.scrollTo(0, 0));
       // Layout settles after the resize (media queries, wrapped header).
       await page.waitForTimeout(150);
       await page.screenshot({ path: path.join(SHOTS, `${name}-${suffix}.png`), fullPage: true });
@@ -78,7 +81,13 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
 
   before(async () => {
     mkdirSync(SHOTS, { recursive: true });
+    // Test the UI as it is in the sources now, not a bundle left by an older build.
+    execFileSync(process.execPath, [path.join(ROOT, "packages", "web", "build.mjs")], { stdio: "inherit" });
     server = await startE2eServer();
+    const index = await fetch(server.url + "/");
+    if (index.status !== 200 || !(index.headers.get("content-type") ?? "").startsWith("text/html")) {
+      throw new Error(`segmentd does not serve the audience tool at / (HTTP ${index.status}): register webRoutes (packages/server/src/web/routes.ts) in app.ts`);
+    }
     browser = await launchChromium();
     context = browser.context;
     const origin = new URL(server.url).origin;
@@ -122,6 +131,7 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
     const reasons = await page.locator("#method-synchronous-reasons").innerText();
     assert.match(reasons, /7 days/);
     assert.match(reasons, /24 hours/);
+    await shoot("builder-edge-disabled");
 
     await typeExpression(TWO_HOURS);
     await checked();
@@ -162,6 +172,7 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
     const ds = await api("POST", "/data/foundation/catalog/dataSets", { name: "web events", schemaClass: "experienceevent", tags: { unifiedProfile: ["enabled:true"] } });
     assert.equal(ds.status, 201, JSON.stringify(ds.json));
     const datasetId = (ds.json as string[])[0]!.replace("@/dataSets/", "");
+    eventsDatasetId = datasetId;
     const stream = await api("POST", "/data/core/edge/datastreams", { name: "web", eventDatasetId: datasetId });
     assert.equal(stream.status, 201, JSON.stringify(stream.json));
     const dataStreamId = (stream.json as { id: string }).id;
@@ -196,7 +207,8 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
     await page.locator("label[for=window-7d]").click();
     await page.getByText("New audience updated (last week)").waitFor({ timeout: TIMEOUT });
     assert.equal(await page.getByTestId("new-audience-updated").innerText(), "+3");
-    assert.equal(await page.locator("svg.chart text.chart-tick").count(), 3);
+    assert.equal(await page.locator(".chart-axis span").count(), 3);
+    assert.equal(await page.locator("svg.chart rect.bar-up").count(), 1, "the three qualifications fall on one day");
 
     await page.locator("label[for=window-30d]").click();
     await page.getByText("New audience updated (last 30 days)").waitFor({ timeout: TIMEOUT });
@@ -243,13 +255,42 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
     await shoot("audiences");
   });
 
-  it("shows the data lifecycle page with quota bars", async () => {
+  it("shows the data lifecycle page: quota bars, work orders and dataset expirations with their statuses", async () => {
     await page.getByRole("link", { name: "Data lifecycle" }).click();
     await page.waitForURL(/\/lifecycle$/);
-    await page.locator(".quota-bar").first().waitFor({ timeout: TIMEOUT });
-    assert.ok((await page.locator(".quota-bar").count()) >= 1);
     await page.getByText("No work orders.").waitFor({ timeout: TIMEOUT });
     await page.getByText("No dataset expirations.").waitFor({ timeout: TIMEOUT });
+
+    const order = await api("POST", "/data/core/hygiene/workorder", {
+      action: "delete_identity", datasetId: eventsDatasetId, displayName: "Forget viewer", description: "Consumer request",
+      identities: [{ namespace: { code: "ecid" }, id: "ecid-e2e-viewer" }],
+    });
+    assert.equal(order.status, 200, JSON.stringify(order.json));
+    const ttl = await api("POST", "/data/core/hygiene/ttl", {
+      datasetId: eventsDatasetId, displayName: "Expire web events", description: "Retention", expiry: new Date(Date.now() + 30 * 86_400_000).toISOString(),
+    });
+    assert.equal(ttl.status, 201, JSON.stringify(ttl.json));
+    // The work order runs in the background: wait for its final status so the page has one definite thing to show.
+    const orderId = (order.json as { workorderId: string }).workorderId;
+    let orderStatus = (order.json as { status: string }).status;
+    for (const deadline = Date.now() + TIMEOUT; !["completed", "failed"].includes(orderStatus) && Date.now() < deadline;) {
+      await new Promise((r) => setTimeout(r, 200));
+      orderStatus = ((await api("GET", `/data/core/hygiene/workorder/${encodeURIComponent(orderId)}`)).json as { status: string }).status;
+    }
+    assert.equal(orderStatus, "completed");
+
+    await page.reload();
+    const quotaBars = page.locator(".quota-bar");
+    await quotaBars.first().waitFor({ timeout: TIMEOUT });
+    assert.equal(await quotaBars.count(), 4);
+    // One active expiration is now consumed against its allowance.
+    assert.equal(await page.locator('.quota-bar[aria-label="Dataset expirations"]').getAttribute("aria-valuenow"), "1");
+    const orderRow = page.locator("tbody tr", { hasText: "Forget viewer" });
+    await orderRow.waitFor({ timeout: TIMEOUT });
+    assert.match(await orderRow.innerText(), /\bcompleted\b/);
+    const ttlRow = page.locator("tbody tr", { hasText: "Expire web events" });
+    await ttlRow.waitFor({ timeout: TIMEOUT });
+    assert.match(await ttlRow.innerText(), /pending/i);
     await shoot("lifecycle");
   });
 

@@ -6,12 +6,14 @@ import { ConfigError } from "../platform/config.js";
 import { registerServeCommand } from "./serve-command.js";
 import { registerTokenCommand } from "./token-command.js";
 import { registerPqlCommands } from "./pql-command.js";
+import { registerDemoCommand } from "./demo-command.js";
 
 const program = new Command();
 program.name("segmentd").description("Self-hosted audience segmentation, compatible with AEP's Segmentation Service").version(SERVICE_VERSION);
 registerServeCommand(program);
 registerTokenCommand(program);
 registerPqlCommands(program);
+registerDemoCommand(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   if (err instanceof ConfigError) {

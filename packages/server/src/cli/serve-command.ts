@@ -7,6 +7,8 @@ import path from "node:path";
 import { loadConfig, parsePort, type Config } from "../platform/config.js";
 import { startServer } from "../server.js";
 import { curlExamples, DEV_CREDENTIALS_FILE } from "../services/dev-bootstrap.js";
+import { loadDemoIfEmpty } from "../profiles/demo-loader.js";
+import { demoTarget, STARTUP_DEMO } from "./demo-command.js";
 
 export interface ServerCliOptions {
   config?: string;
@@ -15,6 +17,8 @@ export interface ServerCliOptions {
   host?: string;
   databaseUrl?: string;
   logLevel?: string;
+  /** commander's --no-demo */
+  demo?: boolean;
 }
 
 export function configFromCli(o: ServerCliOptions): Config {
@@ -41,7 +45,9 @@ export function addServerOptions(cmd: Command): Command {
 }
 
 export function registerServeCommand(program: Command): void {
-  addServerOptions(program.command("serve").description("start the segmentd HTTP service")).action(async (o: ServerCliOptions) => {
+  addServerOptions(program.command("serve").description("start the segmentd HTTP service"))
+    .option("--no-demo", "do not load the small demo dataset into an empty development sandbox (env SEGMENTD_DEMO=0)")
+    .action(async (o: ServerCliOptions) => {
     const config = configFromCli(o);
     const server = await startServer(config);
     const out = (line: string) => process.stdout.write(line + "\n");
@@ -56,6 +62,19 @@ export function registerServeCommand(program: Command): void {
       out("Try it:");
       for (const line of curlExamples(server.url, c)) out(line);
       out("");
+      // A first-time user gets data to segment at once; an existing sandbox is never touched.
+      if (o.demo !== false && process.env.SEGMENTD_DEMO !== "0") {
+        try {
+          const loaded = await loadDemoIfEmpty(server.profiles, { orgId: c.orgId, sandboxName: c.sandboxName }, demoTarget(server.url, c), {
+            ...STARTUP_DEMO,
+            now: Date.now(),
+            seed: 1,
+          });
+          if (loaded) out(`Loaded the demo retail dataset into sandbox ${c.sandboxName}: ${loaded.recordsWritten} records (load more with: segmentd demo).`);
+        } catch (err) {
+          server.app.log.error({ err }, "loading the demo dataset failed; the service keeps running");
+        }
+      }
     }
     let stopping = false;
     const stop = (signal: string) => {

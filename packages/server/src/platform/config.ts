@@ -67,6 +67,11 @@ export interface Config {
   limits: SandboxLimits;
   auth: AuthConfig;
   organizations: OrganizationConfig[];
+  /**
+   * Data lifecycle settings (allowances per organization, work-order limits), as
+   * written in the config file; validated by the hygiene module's parser.
+   */
+  hygiene?: unknown;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -137,7 +142,7 @@ function limitsFrom(v: Json | undefined, where: string): Partial<SandboxLimits> 
 /** Merge a parsed config file over `base`. Unknown keys are rejected so that typos do not pass silently. */
 export function applyConfigFile(base: Config, raw: unknown, source: string): Config {
   if (!isObject(raw)) throw new ConfigError(`${source}: the top level must be a JSON object`);
-  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations"]);
+  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene"]);
   for (const k of Object.keys(raw)) if (!known.has(k)) throw new ConfigError(`${source}: unknown key "${k}"`);
   const c: Config = structuredClone(base);
   c.host = str(raw, "host", source) ?? c.host;
@@ -169,6 +174,7 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
       });
     }
   }
+  if (raw.hygiene !== undefined) c.hygiene = raw.hygiene;
   const orgs = raw.organizations;
   if (orgs !== undefined) {
     if (!Array.isArray(orgs)) throw new ConfigError(`${source}: organizations must be an array`);

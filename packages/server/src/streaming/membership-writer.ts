@@ -34,7 +34,9 @@ export class MembershipWriter {
     const done = new Promise<MembershipTransition[]>((resolve, reject) => {
       batch.waiters.push({ resolve, reject, from, to: batch.changes.length });
     });
-    if (!this.writing) this.writing = this.drain();
+    // The first write waits one macrotask turn, so that every change produced by the
+    // records being evaluated right now joins the same transaction (one fsync).
+    this.writing ??= new Promise<void>((resolve) => setImmediate(resolve)).then(() => this.drain());
     return done;
   }
 

@@ -10,6 +10,7 @@ import { evaluateJob, JobCancelledError, type JobDefinition } from "../../src/ba
 import { DependencyCycleError, dependencyOrder } from "../../src/batch/engine/dependency-order.js";
 import { ingestRecords } from "../../src/profiles/ingest.js";
 import type { MembershipChange } from "../../src/profiles/store.js";
+import { NO_MERGE_POLICY } from "../../src/profiles/types.js";
 import { openTestStore, type TestStore } from "../profiles/test-store.js";
 import { NOW, coveredQuery } from "./pql-gen.js";
 import { SCOPE, definition, populate, referenceMembers, type Population } from "./fixtures.js";
@@ -133,6 +134,25 @@ describe("batch engine", () => {
     assert.equal(transitions.length, 3);
     assert.ok(transitions.every((tr) => tr.source === "batch"));
     assert.deepEqual((await ts.store.getMemberships(SCOPE, leaving[0]!)).find((m) => m.definitionId === "adults")?.status, "exited");
+  });
+
+  it("with identityGraph none, evaluates each identity on its own; a profile qualifies when one does", async () => {
+    // Two profiles get a second fragment keyed by an Email identity linked to their ECID.
+    await ingestRecords(ts.store, SCOPE, pop.crm, [
+      { index: 0, value: { identityMap: { Email: [{ id: "p1@x.com", primary: true }], ECID: [{ id: "P1" }] }, tier: "email-only" } },
+      { index: 1, value: { identityMap: { Email: [{ id: "p2@x.com", primary: true }], ECID: [{ id: "P2" }] }, tier: "email-only", person: { age: 99 } } },
+    ], { now: NOW - 400 });
+    const none = { ...NO_MERGE_POLICY, id: "mp-none" };
+    const texts = ['tier = "email-only"', "person.age = 99", 'tier = "email-only" and person.age.isNull()'];
+    const defs = texts.map((t, i) => definition(`none${i}`, t, { policy: none, excludeOptOut: false }));
+    const out = await evaluateJob(ts.store, SCOPE, defs, { now: NOW });
+    const p1 = await ts.store.findProfileId(SCOPE, { namespace: "ecid", id: "P1" });
+    for (const d of defs) {
+      const want = await referenceMembers(ts.store, d.query, { excludeOptOut: false, policy: NO_MERGE_POLICY });
+      assert.deepEqual(membersOf(out.changes, d.id, "realized"), want, d.id);
+    }
+    assert.ok(membersOf(out.changes, "none0", "realized").has(p1!), "the Email entry qualifies the profile");
+    assert.equal(out.profilesByPolicy["mp-none"], out.totalProfiles + 2, "two profiles are scanned once per identity");
   });
 
   it("stops between chunks when cancelled, having written nothing", async () => {

@@ -120,6 +120,12 @@ export class ApiClient {
     return this.request("DELETE", `${UPS}/segment/definitions/${encodeURIComponent(id)}`);
   }
 
+  /** The pql/text form of a pql/json expression (the server's conversion endpoint). */
+  async pqlText(expression: SegmentDefinition["expression"]): Promise<string> {
+    const r = await this.request<{ expression: { value: string } }>("POST", `${UPS}/segment/conversion`, { expression });
+    return r.expression.value;
+  }
+
   eligibility(expression: string, mergePolicyId: string): Promise<EligibilityAnswer> {
     return this.request("POST", `${UPS}/segment/eligibility`, {
       expression: { type: "PQL", format: "pql/text", value: expression },

@@ -13,7 +13,10 @@ export interface Token {
   text: string;
 }
 
-const KEYWORD_SET = new Set(KEYWORDS.map((k) => k.toLowerCase()));
+// Lower-case keywords (and, or, select…) are matched in any case; the upper-case
+// chain words (WHAT, WHEN, COUNT…) only as written, so a field named `count` stays a field.
+const KEYWORD_ANY_CASE = new Set(KEYWORDS.filter((k) => k !== k.toUpperCase()).map((k) => k.toLowerCase()));
+const KEYWORD_EXACT = new Set(KEYWORDS);
 const FUNCTIONS = new Set(BUILTINS.map((b) => b.name.toLowerCase()));
 
 const RULES: Array<[TokenKind, RegExp]> = [
@@ -49,7 +52,7 @@ export function tokenize(text: string): Token[] {
 }
 
 function wordKind(word: string, text: string, end: number): TokenKind {
-  if (KEYWORD_SET.has(word.toLowerCase())) return "keyword";
+  if (KEYWORD_EXACT.has(word) || KEYWORD_ANY_CASE.has(word.toLowerCase())) return "keyword";
   // A builtin name directly followed by "(" is a call; the same word elsewhere is a field step.
   if (FUNCTIONS.has(word.toLowerCase()) && /^\s*\(/.test(text.slice(end, end + 20))) return "function";
   return "field";

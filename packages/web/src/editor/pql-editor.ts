@@ -46,6 +46,10 @@ export function createPqlEditor(id: string, initial: string, onInput: (text: str
     });
     // A trailing newline needs a character after it, or the overlay is one line short.
     highlight.replaceChildren(...nodes, "\n");
+    // The textarea grows with its text instead of scrolling: a scrollbar would
+    // narrow its text box but not the overlay's, and the two would wrap apart.
+    textarea.style.height = "auto";
+    textarea.style.height = `${textarea.scrollHeight}px`;
     highlight.scrollTop = textarea.scrollTop;
     highlight.scrollLeft = textarea.scrollLeft;
   };

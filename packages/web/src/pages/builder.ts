@@ -41,9 +41,15 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
     mergePolicyId: existing?.mergePolicyId ?? policies.find((p) => p.default)?.id ?? "",
     method: existing ? methodOf(existing) : "batch",
   };
+  let conversionError: string | undefined;
   if (existing && existing.expression.format !== "pql/text") {
-    // pql/json definitions (written through the API) are shown as text only after conversion; keep it honest.
-    draft.expression = "";
+    // Definitions written through the API in pql/json are edited as text; saving stores pql/text.
+    try {
+      draft.expression = await ctx.api.pqlText(existing.expression);
+    } catch (err) {
+      conversionError = messageOf(err);
+    }
+    if (ctx.left()) return;
   }
 
   const nameInput = h("input", { id: "aud-name", required: true, maxlength: 1024, value: draft.name, autocomplete: "off" });
@@ -150,6 +156,7 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
     h("div", { class: "field" }, h("label", { for: "aud-description" }, "Description"), descInput),
     h("div", { class: "field" },
       h("label", { for: "aud-expression" }, "Expression (PQL)"),
+      conversionError ? notice("error", "The stored pql/json expression could not be converted to text.", `${conversionError} Saving will replace it with the text written here.`) : null,
       editor.element,
       classification),
     h("details", { class: "helper" },

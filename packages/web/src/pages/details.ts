@@ -43,6 +43,12 @@ export async function renderDetails(ctx: PageContext, id: string): Promise<void>
   if (ctx.left()) return;
   ctx.title(def.name);
   const method = methodOf(def);
+  // The policy's name reads better than its id; the id stays when the list cannot be read.
+  const policyCell = h("dd", {}, h("code", {}, def.mergePolicyId));
+  ctx.api.mergePolicies().then((list) => {
+    const p = list.find((x) => x.id === def.mergePolicyId);
+    if (p && !ctx.left()) policyCell.replaceChildren(`${p.name}${p.isActiveOnEdge ? " · active on edge" : ""}`);
+  }, () => {});
   const metricsBox = h("div", { class: "metrics-body", "aria-live": "polite" });
   const jobBox = h("div", { class: "job-box", "aria-live": "polite" });
   let windowChoice: MetricWindow = "24h";
@@ -159,7 +165,7 @@ export async function renderDetails(ctx: PageContext, id: string): Promise<void>
         h("dl", { class: "props" },
           h("dt", {}, "Evaluation method"), h("dd", { "data-testid": "method" }, methodBadge(method), " ", h("span", { class: "muted" }, METHOD_HINTS[method])),
           h("dt", {}, "Query type"), h("dd", {}, def.classification?.queryType ?? "not edge-eligible"),
-          h("dt", {}, "Merge policy"), h("dd", {}, h("code", {}, def.mergePolicyId)),
+          h("dt", {}, "Merge policy"), policyCell,
           h("dt", {}, "Last changed"), h("dd", {}, formatDateTime(def.updateTime))),
         h("h3", {}, "Expression"),
         def.expression.format === "pql/text" ? highlighted(def.expression.value) : h("pre", { class: "pql-view" }, JSON.stringify(def.expression.value, null, 2))),

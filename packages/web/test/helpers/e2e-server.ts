@@ -1,10 +1,35 @@
-// TEMPORARY LOCAL SWAP — reverted after the local run.
-import { mkdtempSync } from "node:fs";
+/**
+ * The server the end-to-end test drives: segmentd exactly as `npm start`
+ * runs it (startServer, no organization configured → the local development
+ * tenant), on 127.0.0.1, a random port and a fresh temporary data directory.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-// @ts-expect-error scratch
-import { startFull } from "/tmp/segweb/full-app.mts";
-export interface E2eServer { url: string; creds: { token: string; apiKey: string; orgId: string; sandboxName: string }; close(): Promise<void> }
+import { createLogger, defaultConfig, startServer } from "../../../server/src/index.js";
+
+export interface E2eServer {
+  url: string;
+  creds: { token: string; apiKey: string; orgId: string; sandboxName: string };
+  close(): Promise<void>;
+}
+
 export async function startE2eServer(): Promise<E2eServer> {
-  return startFull(mkdtempSync(path.join(tmpdir(), "segweb-e2e-")));
+  const dataDir = mkdtempSync(path.join(tmpdir(), "segmentd-web-e2e-"));
+  const config = defaultConfig();
+  config.host = "127.0.0.1";
+  config.port = 0;
+  config.dataDir = dataDir;
+  config.logLevel = "silent";
+  const server = await startServer(config, { logger: createLogger("silent") });
+  const dev = server.devCredentials;
+  if (!dev) throw new Error("startServer did not run the development tenant");
+  return {
+    url: server.url,
+    creds: { token: dev.token, apiKey: dev.apiKey, orgId: dev.orgId, sandboxName: dev.sandboxName },
+    async close() {
+      await server.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
 }

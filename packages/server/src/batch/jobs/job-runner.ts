@@ -33,6 +33,8 @@ export interface JobRunnerOptions {
   chunkSize?: number;
   /** Minimum interval between progress writes (ms). Default 1000. */
   progressIntervalMs?: number;
+  /** Called after every chunk of every job (the CLI's progress bar). */
+  onProgress?: (jobId: string, profilesProcessed: number) => void;
 }
 
 const KIND = "segment-job" as const;
@@ -168,6 +170,7 @@ export class JobRunner {
         ...(this.o.chunkSize === undefined ? {} : { chunkSize: this.o.chunkSize }),
         isCancelled: cancelled,
         onProgress: (n) => {
+          this.o.onProgress?.(id, n);
           const t = this.o.clock.now();
           if (t - lastWrite < (this.o.progressIntervalMs ?? 1000)) return;
           lastWrite = t;

@@ -5,6 +5,7 @@
  * org (other orgs proceed in parallel). The conditional UPSERT and the partial
  * unique index stay as the final guards.
  */
+import { withDefaultUser } from "../../platform/pg-url.js";
 import pg from "pg";
 import type { PeriodicQuota, QuotaName } from "../quotas.js";
 import { isQuotaName } from "../quotas.js";
@@ -234,7 +235,7 @@ export class PgHygieneStore implements HygieneStore {
  * the search_path, which the tests use to get a fresh schema per test file.
  */
 export async function openPgHygieneStore(url: string, options: { max?: number; schema?: string } = {}): Promise<PgHygieneStore> {
-  const config: pg.PoolConfig = { connectionString: url, max: options.max ?? 10 };
+  const config: pg.PoolConfig = { connectionString: withDefaultUser(url), max: options.max ?? 10 };
   if (options.schema !== undefined) config.options = `-c search_path=${options.schema}`;
   const pool = new pg.Pool(config);
   // An idle client losing its connection must not crash the process.

@@ -3,7 +3,7 @@
 // trips. Writes of one tenant are serialized with a transaction-scoped advisory
 // lock, because identity stitching reads the graph and then rewrites it: two
 // concurrent batches linking the same identities must not both create a graph.
-import { userInfo } from "node:os";
+import { withDefaultUser } from "../../platform/pg-url.js";
 import pg from "pg";
 import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
 import { newCatalogId } from "../ids.js";
@@ -91,11 +91,7 @@ export class PostgresProfileStore implements ProfileStore {
 
   constructor(opts: PostgresStoreOptions) {
     const schema = quoteIdent(opts.schema ?? "segmentd_profiles");
-    // libpq falls back to the OS user name when none is given; pg only reads $USER, which may be unset.
-    // (pg lets the parsed connection string override a separate `user`, so it goes into the URL.)
-    const url = new URL(opts.connectionString);
-    if (url.username === "") url.username = process.env["PGUSER"] || process.env["USER"] || userInfo().username;
-    const pool = new pg.Pool({ connectionString: url.toString(), max: opts.poolSize ?? 8, types, options: `-c search_path=${schema}` });
+    const pool = new pg.Pool({ connectionString: withDefaultUser(opts.connectionString), max: opts.poolSize ?? 8, types, options: `-c search_path=${schema}` });
     this.pool = pool;
     this.ready = (async () => {
       await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);

@@ -6,6 +6,7 @@
  * are serialized per sandbox across every server process sharing the database.
  * Unique indexes stay the final guard.
  */
+import { withDefaultUser } from "../../platform/pg-url.js";
 import pg from "pg";
 import type {
   DefinitionLimits,
@@ -344,24 +345,11 @@ export class PgMetadataStore implements MetadataStore {
 }
 
 /**
- * A URL without a user name falls back to PGUSER, then "postgres" (libpq would
- * use the OS user, which containers often lack).
- */
-function defaultUser(url: string): { user?: string } {
-  try {
-    if (new URL(url).username !== "") return {};
-  } catch {
-    return {};
-  }
-  return { user: process.env.PGUSER || process.env.USER || "postgres" };
-}
-
-/**
  * Connect and migrate. `options=-c search_path=...` in the URL selects a schema
  * (the tests use one fresh schema per test file).
  */
 export async function openPgStore(url: string, options: { max?: number } = {}): Promise<PgMetadataStore> {
-  const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10, ...defaultUser(url) });
+  const pool = new pg.Pool({ connectionString: withDefaultUser(url), max: options.max ?? 10 });
   // An idle client losing its connection must not crash the process.
   pool.on("error", () => {});
   try {
