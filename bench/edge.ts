@@ -12,12 +12,10 @@
  * endpoints are measured in the same run with the same client settings; the
  * ratio edge/bare is printed with the figures.
  */
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { createRequire } from "node:module";
-import os from "node:os";
-import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { runLoadClient } from "./lib/load-client.js";
 import { parseArgs } from "node:util";
 import Fastify from "fastify";
 
@@ -87,13 +85,7 @@ async function runClient(): Promise<void> {
 }
 
 function load(url: string): Promise<ClientResult> {
-  const self = fileURLToPath(import.meta.url);
-  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", self, "--client", "--url", url, "--profiles", String(PROFILES), "--connections", args.connections!, "--seconds", args.seconds!], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-  return new Promise((resolve, reject) => child.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out) as ClientResult) : reject(new Error(`load client exited ${code}`)))));
+  return runLoadClient<ClientResult>(fileURLToPath(import.meta.url), ["--url", url, "--profiles", String(PROFILES), "--connections", args.connections!, "--seconds", args.seconds!]);
 }
 
 // ---------------------------------------------------------------- server side
@@ -102,40 +94,19 @@ async function runBench(): Promise<void> {
   const { installErrorHandling } = await import("../packages/server/src/http/errors.js");
   const { registerRealtime } = await import("../packages/server/src/edge/register.js");
   const { Authenticator } = await import("../packages/server/src/services/auth/authenticator.js");
-  const { TenantDirectory } = await import("../packages/server/src/services/tenancy.js");
-  const { DefinitionService } = await import("../packages/server/src/services/definitions.js");
-  const { MergePolicyService, PROFILE_SCHEMA_CLASS } = await import("../packages/server/src/services/merge-policies.js");
-  const { openSqliteStore } = await import("../packages/server/src/stores/embedded/sqlite-store.js");
-  const { EmbeddedProfileStore } = await import("../packages/server/src/profiles/embedded/sqlite-store.js");
   const { ingestRecords } = await import("../packages/server/src/profiles/ingest.js");
-  const { SystemClock } = await import("../packages/server/src/platform/clock.js");
-  const { InProcessBus } = await import("../packages/server/src/platform/bus.js");
-  const { DEFAULT_LIMITS } = await import("../packages/server/src/platform/config.js");
+  const { openRealtimeWorld } = await import("./lib/realtime.js");
 
   const ORG = "BENCHEDGE000000000000000@AdobeOrg";
-  const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-bench-edge-"));
-  const clock = new SystemClock();
-  const bus = new InProcessBus();
-  const meta = openSqliteStore(dir);
-  const hub = new EmbeddedProfileStore({ path: path.join(dir, "profiles.db") });
-  const tenants = new TenantDirectory({ organizations: [{ id: ORG, sandboxes: [{ name: "prod", type: "production", default: true }] }], limits: { ...DEFAULT_LIMITS } });
-  const tenant = tenants.resolve(ORG, "prod")!;
-  const scope = { orgId: ORG, sandboxName: "prod" };
+  const world = await openRealtimeWorld(ORG);
+  const { dir, clock, bus, meta, hub, tenants, tenant, scope } = world;
   try {
     const t0 = performance.now();
-    await new MergePolicyService(meta, clock, bus).ensureDefault(tenant);
-    const defs = new DefinitionService(meta, clock, bus);
     const tiers = ["gold", "silver", "bronze"];
     const countries = ["US", "FR", "DE", "JP", "BR"];
     const created: Record<string, string[]> = { profile: [] };
     const define = async (name: string, pql: string, kind: string) => {
-      const d = await defs.create(tenant, {
-        name,
-        schema: { name: PROFILE_SCHEMA_CLASS },
-        expression: { type: "PQL", format: "pql/text", value: pql },
-        evaluationInfo: { batch: { enabled: false }, continuous: { enabled: false }, synchronous: { enabled: true } },
-      });
-      (created[kind] ??= []).push(d.id);
+      (created[kind] ??= []).push(await world.define(name, pql, "synchronous"));
     };
     const n = Number(args.definitions);
     for (let i = 0; created["profile"]!.length + (created["rest"]?.length ?? 0) + (created["sos"]?.length ?? 0) < n; i++) {

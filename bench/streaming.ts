@@ -15,12 +15,10 @@
  * event-to-transition latency (from the request's arrival to its transitions
  * being durable) at p50/p99, measured in the server.
  */
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { createRequire } from "node:module";
-import os from "node:os";
-import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { runLoadClient } from "./lib/load-client.js";
 import { parseArgs } from "node:util";
 import Fastify from "fastify";
 
@@ -104,13 +102,9 @@ async function runClient(): Promise<void> {
 }
 
 function load(url: string, seconds: string = args.seconds!): Promise<ClientResult> {
-  const self = fileURLToPath(import.meta.url);
-  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", self, "--client", "--url", url, "--profiles", String(PROFILES), "--batch", String(BATCH), "--connections", args.connections!, "--seconds", seconds, "--rate", args.rate!], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-  return new Promise((resolve, reject) => child.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out) as ClientResult) : reject(new Error(`load client exited ${code}`)))));
+  return runLoadClient<ClientResult>(fileURLToPath(import.meta.url), [
+    "--url", url, "--profiles", String(PROFILES), "--batch", String(BATCH), "--connections", args.connections!, "--seconds", seconds, "--rate", args.rate!,
+  ]);
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -119,37 +113,19 @@ function percentile(sorted: number[], p: number): number {
 }
 
 async function runBench(): Promise<void> {
-  const { DefinitionService } = await import("../packages/server/src/services/definitions.js");
-  const { MergePolicyService, PROFILE_SCHEMA_CLASS } = await import("../packages/server/src/services/merge-policies.js");
-  const { TenantDirectory } = await import("../packages/server/src/services/tenancy.js");
-  const { openSqliteStore } = await import("../packages/server/src/stores/embedded/sqlite-store.js");
-  const { EmbeddedProfileStore } = await import("../packages/server/src/profiles/embedded/sqlite-store.js");
   const { ingestRecords } = await import("../packages/server/src/profiles/ingest.js");
   const { validateRecord } = await import("../packages/server/src/profiles/validate.js");
-  const { SystemClock } = await import("../packages/server/src/platform/clock.js");
-  const { InProcessBus } = await import("../packages/server/src/platform/bus.js");
-  const { DEFAULT_LIMITS } = await import("../packages/server/src/platform/config.js");
   const { DefinitionCatalog } = await import("../packages/server/src/streaming/definition-catalog.js");
   const { StreamingEngine } = await import("../packages/server/src/streaming/engine.js");
+  const { openRealtimeWorld } = await import("./lib/realtime.js");
 
   const ORG = "BENCHSTREAM0000000000000@AdobeOrg";
-  const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-bench-streaming-"));
-  const clock = new SystemClock();
-  const bus = new InProcessBus();
-  const meta = openSqliteStore(dir);
-  const hub = new EmbeddedProfileStore({ path: path.join(dir, "profiles.db") });
-  const tenants = new TenantDirectory({
-    organizations: [{ id: ORG, sandboxes: [{ name: "prod", type: "production", default: true, limits: { streaming: 500 } }] }],
-    limits: { ...DEFAULT_LIMITS },
-  });
-  const tenant = tenants.resolve(ORG, "prod")!;
-  const scope = { orgId: ORG, sandboxName: "prod" };
+  const world = await openRealtimeWorld(ORG, { streaming: 500 });
+  const { dir, clock, bus, meta, hub, tenant, scope } = world;
   const catalog = new DefinitionCatalog(meta, bus);
   const engine = new StreamingEngine({ catalog, hub, clock });
   try {
     const t0 = performance.now();
-    await new MergePolicyService(meta, clock, bus).ensureDefault(tenant);
-    const defs = new DefinitionService(meta, clock, bus);
     const tiers = ["gold", "silver", "bronze"];
     const countries = ["US", "FR", "DE", "JP", "BR"];
     const n = Number(args.definitions);
@@ -163,12 +139,7 @@ async function runBench(): Promise<void> {
         `chain(xEvent, timestamp, [C0: WHAT(eventType = "${type}") WHEN(< 12 hours before now), C1: WHAT(eventType = "${other}") WHEN(< 12 hours before now)])`,
         `homeAddress.countryCode = "${countries[i % 5]}" and loyalty.points > ${(i * 37) % 1000}`,
       ][i % 5]!;
-      await defs.create(tenant, {
-        name: `streaming ${i}`,
-        schema: { name: PROFILE_SCHEMA_CLASS },
-        expression: { type: "PQL", format: "pql/text", value: pql },
-        evaluationInfo: { batch: { enabled: false }, continuous: { enabled: true }, synchronous: { enabled: false } },
-      });
+      await world.define(`streaming ${i}`, pql, "continuous");
     }
     const set = await catalog.get(tenant, "continuous");
     console.log(`definitions: ${set.definitions.length} continuous in ${((performance.now() - t0) / 1000).toFixed(1)} s`);

@@ -25,6 +25,7 @@
  * out-of-range numbers, `$` without a positive number, stray characters.
  */
 import type { TimeUnit } from "./ast.js";
+import { BUILTINS } from "./catalog.js";
 import { PqlError } from "./errors.js";
 
 export type TokenKind =
@@ -94,11 +95,12 @@ function punctText(kind: number): string {
 // --------------------------------------------------------------- keywords
 
 /**
- * Words the parser recognises case-insensitively in keyword position, and the
- * time-unit words: an identifier spelling one of them gets its id (index + 1)
- * in `TOKENS.kw`.
+ * Words the parser recognises case-insensitively in keyword position, the
+ * time-unit words and the built-in function and method names (whose canonical
+ * spelling the parser looks up by id): an identifier spelling one of them
+ * gets its id (index + 1) in `TOKENS.kw`.
  */
-const WORDS: readonly string[] = [
+const WORDS: string[] = [
   "and", "or", "not", "in", "notin", "like", "matches", "occurs", "between", "where",
   "on", "before", "after", "from", "over",
   "select", "exists", "forall", "let", "sum", "average", "min", "max",
@@ -108,10 +110,21 @@ const WORDS: readonly string[] = [
   "day", "days", "week", "weeks", "month", "months", "year", "years", "decade", "decades",
   "century", "centuries", "millennium", "millennia", "millenniums", "millenium", "millenia", "milleniums",
 ];
+for (const b of BUILTINS) {
+  const w = b.name.toLowerCase();
+  // Hashing folds case with `| 32`, which is only right for letters and digits.
+  if (/^[a-z][a-z0-9]*$/.test(w) && !WORDS.includes(w)) WORDS.push(w);
+}
+if (WORDS.length > 255) throw new Error("lexer.ts: keyword ids must fit in a byte");
 
 /** The keyword id of a lower-case word, for the parser's constants (0 if it is not one). */
 export function keywordId(word: string): number {
   return WORDS.indexOf(word) + 1;
+}
+
+/** The number of keyword ids (ids run from 1 to this). */
+export function keywordCount(): number {
+  return WORDS.length;
 }
 
 /** The lower-case spelling of a keyword id. */
@@ -255,7 +268,9 @@ function reserve(n: number): void {
   const cap = TOKENS.kind.length;
   let size = cap;
   if (cap < n) size = Math.max(n, cap * 2);
-  else if (cap > 65_536 && n <= INITIAL_CAPACITY) size = INITIAL_CAPACITY;
+  else if (cap > 65_536 && n < cap / 4) size = Math.max(INITIAL_CAPACITY, n);
+  // Decoded strings of a huge query are dropped too (a scan stores at most one per token).
+  if (TOKENS.str.length > 65_536 && TOKENS.str.length > n) TOKENS.str = [];
   if (size === cap) return;
   TOKENS.kind = new Uint8Array(size);
   TOKENS.kw = new Uint8Array(size);
@@ -318,8 +333,7 @@ export function scan(text: string): number {
 
   while (i < n) {
     const c = text.charCodeAt(i);
-    // Whitespace: spaces, tabs, newlines, and other Unicode blanks an editor may paste.
-    if (c === 32 || c === 9 || c === 10 || c === 13 || c === 0xa0 || c === 0xfeff || c === 0x2028 || c === 0x2029) {
+    if (c === 32) {
       i++;
       continue;
     }
@@ -333,12 +347,19 @@ export function scan(text: string): number {
         i++;
       }
       kind[count] = T_IDENT;
-      kw[count] = i - start <= MAX_WORD ? lookupWord(text, start, i, h) : 0;
+      // Most names are not words: an empty home slot settles it without a call.
+      kw[count] =
+        i - start <= MAX_WORD && HASH_IDS[(h ^ (h >>> 9)) & (HASH_SLOTS - 1)] !== 0 ? lookupWord(text, start, i, h) : 0;
       starts[count] = start;
       ends[count++] = i;
       continue;
     }
-    const c2 = text.charCodeAt(i + 1);
+    // Other whitespace: tabs, newlines, and other Unicode blanks an editor may paste.
+    if (c === 9 || c === 10 || c === 13 || c === 0xa0 || c === 0xfeff || c === 0x2028 || c === 0x2029) {
+      i++;
+      continue;
+    }
+    const c2 = i + 1 < n ? text.charCodeAt(i + 1) : -1;
     if (isDigit(c) || (c === 46 && isDigit(c2) && !endsOperand(count))) {
       i = lexNumber(text, start, count++);
       continue;

@@ -26,7 +26,8 @@
  * Speed: tokens are indexes into the lexer's typed arrays (`TOKENS`), tested
  * by integer kind and keyword id (no per-token objects, no lower-casing);
  * source text is sliced only for names the AST keeps and for messages;
- * canonical built-in names are memoised; scope look-ups use a count map. The
+ * canonical built-in names are found by keyword id; scope look-ups use a
+ * count map. The
  * AST, positions and errors are exactly those of the object-token parser
  * this replaced (pinned by the tests).
  */
@@ -47,7 +48,7 @@ import type {
   Var,
 } from "./ast.js";
 import { walk } from "./ast.js";
-import { canonicalName } from "./catalog.js";
+import { BUILTINS, canonicalName, lookupBuiltin } from "./catalog.js";
 import { PqlError, positionAt } from "./errors.js";
 import {
   T_ARROW,
@@ -61,6 +62,7 @@ import {
   T_PARAM,
   T_STRING,
   TOKENS,
+  keywordCount,
   keywordId,
   keywordText,
   scan,
@@ -168,19 +170,19 @@ flag(
   F_OPERAND_PREFIX,
 );
 
-/** canonicalName() memoised by exact spelling (bounded: names are user input). */
-const METHOD_NAMES = new Map<string, string>();
-const FUNCTION_NAMES = new Map<string, string>();
-const MAX_MEMO = 2048;
-
-function canonical(memo: Map<string, string>, name: string, form: "method" | "function"): string {
-  let c = memo.get(name);
-  if (c === undefined) {
-    c = canonicalName(name, form);
-    if (memo.size < MAX_MEMO) memo.set(name, c);
-  }
-  return c;
+/**
+ * canonicalName() by keyword id: the lexer gives every built-in name an id, so
+ * a method or function name's canonical spelling is a table look-up; names
+ * that are not built-ins keep their spelling (undefined here).
+ */
+const METHOD_NAMES: (string | undefined)[] = [undefined];
+const FUNCTION_NAMES: (string | undefined)[] = [undefined];
+for (let id = 1; id <= keywordCount(); id++) {
+  METHOD_NAMES.push(lookupBuiltin(keywordText(id), "method")?.name);
+  FUNCTION_NAMES.push(lookupBuiltin(keywordText(id), "function")?.name);
 }
+/** Whether every built-in name has a keyword id (so that id 0 means "not a built-in"). */
+const ALL_BUILTINS_HAVE_IDS = BUILTINS.every((b) => keywordId(b.name.toLowerCase()) !== 0);
 
 /** Variables of an `AggregateOver`'s bindings, for rebinding its value (see parseAggregateOver). */
 let rebound: Set<string> = new Set();
@@ -213,7 +215,7 @@ class Parser {
   private depth = 0;
   /** Variables in scope, innermost last, and how many times each name is in scope. */
   private readonly scope: string[] = [];
-  private readonly inScope = new Map<string, number>();
+  private inScope: Map<string, number> | undefined;
   /** The end offset of the last parseArgs() call's closing parenthesis. */
   private argsEnd = 0;
 
@@ -300,23 +302,33 @@ class Parser {
     this.fail("PQL_EXPECTED_EXPRESSION", `Expected ${what}${where} but found ${this.describe(t)}`, t);
   }
 
+  /** canonicalName() of an identifier token, from the tables above. */
+  private canonical(table: (string | undefined)[], t: number, form: "method" | "function"): string {
+    const id = this.kw[t]!;
+    if (id === 0 && !ALL_BUILTINS_HAVE_IDS) return canonicalName(this.textOf(t), form);
+    return table[id] ?? this.textOf(t);
+  }
+
   private pushScope(name: string): void {
     this.scope.push(name);
-    this.inScope.set(name, (this.inScope.get(name) ?? 0) + 1);
+    const inScope = (this.inScope ??= new Map());
+    inScope.set(name, (inScope.get(name) ?? 0) + 1);
   }
 
   private popScope(mark: number): void {
     const scope = this.scope;
+    if (scope.length <= mark) return;
+    const inScope = this.inScope!;
     while (scope.length > mark) {
       const name = scope.pop()!;
-      const n = this.inScope.get(name)! - 1;
-      if (n === 0) this.inScope.delete(name);
-      else this.inScope.set(name, n);
+      const n = inScope.get(name)! - 1;
+      if (n === 0) inScope.delete(name);
+      else inScope.set(name, n);
     }
   }
 
   private lookup(name: string, start: number, end: number): Field | Var {
-    return this.scope.length !== 0 && this.inScope.has(name)
+    return this.scope.length !== 0 && this.inScope!.has(name)
       ? { type: "Var", name, start, end }
       : { type: "Field", name, start, end };
   }
@@ -770,7 +782,7 @@ class Parser {
         }
         this.next();
         if (this.kind[this.pos] === P_LPAREN) {
-          const method = canonical(METHOD_NAMES, this.textOf(name), "method");
+          const method = this.canonical(METHOD_NAMES, name, "method");
           const args = this.parseArgs(method);
           expr = { type: "Method", receiver: expr, name: method, args, start: expr.start, end: this.argsEnd };
         } else {
@@ -1043,7 +1055,7 @@ class Parser {
     if (this.kind[nextTok] === P_LPAREN) {
       this.next();
       if (w === KW_CHAIN) return this.parseChain(t);
-      const name = canonical(FUNCTION_NAMES, this.textOf(t), "function");
+      const name = this.canonical(FUNCTION_NAMES, t, "function");
       const args = this.parseArgs(name);
       return { type: "Call", name, args, start: this.starts[t], end: this.argsEnd };
     }

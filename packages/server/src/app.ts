@@ -31,6 +31,16 @@ import type { ProfileStore } from "./profiles/store.js";
 import { registerProfileRoutes, policiesFromService } from "./profiles/http/index.js";
 import { registerHygiene, type Hygiene } from "./hygiene/index.js";
 import { webRoutes } from "./web/routes.js";
+import { registerRealtime, type Realtime } from "./edge/register.js";
+import { batchPlugin } from "./batch/http/plugin.js";
+import { openBatchRepository } from "./batch/store/open.js";
+
+declare module "fastify" {
+  interface FastifyInstance {
+    /** Streaming, edge and audience-metrics engines; present when the profile plane is. */
+    realtime?: Realtime;
+  }
+}
 
 export const SERVICE_VERSION = "0.1.0";
 
@@ -99,7 +109,39 @@ export async function buildApp(deps: AppDeps, services: Services = createService
   await app.register(mergePolicyRoutes, { prefix: "/data/core/ups", ...auth, mergePolicies: services.mergePolicies });
   await app.register(adminRoutes, { prefix: "/admin", ...auth });
   if (deps.profiles) {
-    await registerProfileRoutes(app, { ...auth, profiles: deps.profiles, clock: deps.clock, policies: policiesFromService(services.mergePolicies) });
+    const realtime = await registerRealtime(app, {
+      ...auth,
+      meta: deps.store,
+      hub: deps.profiles,
+      clock: deps.clock,
+      bus: deps.bus,
+      dataDir: deps.config.dataDir,
+      edge: deps.config.edge,
+      onError: (err) => deps.logger.error({ err }, "streaming/edge evaluation failed"),
+    });
+    app.decorate("realtime", realtime);
+    // Batch segmentation: jobs, schedules, previews/estimates, exports (closes its store with the app).
+    await app.register(batchPlugin, {
+      prefix: "/data/core/ups",
+      ...auth,
+      metadata: deps.store,
+      profiles: deps.profiles,
+      repo: openBatchRepository(deps.config),
+      clock: deps.clock,
+      logger: deps.logger,
+    });
+    await registerProfileRoutes(app, {
+      ...auth,
+      profiles: deps.profiles,
+      clock: deps.clock,
+      policies: policiesFromService(services.mergePolicies),
+      // Streaming ingestion → continuous evaluation of the affected definitions, and
+      // the hub's new state projected to the edge locations that hold the profiles.
+      onStored: async (tenant, result) => {
+        await realtime.streaming.onRecordsStored(tenant, result.stored);
+        await realtime.projector.project(tenant, result.profileIds);
+      },
+    });
   }
   if (deps.hygiene) await registerHygiene(app, { ...auth, hygiene: deps.hygiene });
   // The audience tool (packages/web, built into packages/server/static) at `/`.

@@ -14,7 +14,7 @@ import type { MetadataStore } from "./stores/types.js";
 import { loadOrCreateDevCredentials, withDevTenant, type DevCredentials } from "./services/dev-bootstrap.js";
 import { openProfileStore } from "./profiles/open.js";
 import type { ProfileStore } from "./profiles/store.js";
-import { createHygiene, parseHygieneConfig, type Hygiene } from "./hygiene/index.js";
+import { createHygiene, parseHygieneConfig, type Hygiene, type LifecycleListener } from "./hygiene/index.js";
 
 export interface StartOptions {
   clock?: Clock;
@@ -60,6 +60,8 @@ export async function startServer(baseConfig: Config, options: StartOptions = {}
   const bus = new InProcessBus((topic, err) => logger.error({ err, topic }, "bus subscriber failed"));
   let profiles: ProfileStore | undefined;
   let hygiene: Hygiene | undefined;
+  // Lifecycle changes reach the streaming engine, which exists only once the app is built.
+  let onLifecycleChange: LifecycleListener | undefined;
   try {
     profiles = options.profiles ?? openProfileStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
     hygiene = await createHygiene({
@@ -69,11 +71,21 @@ export async function startServer(baseConfig: Config, options: StartOptions = {}
       clock,
       config: hygieneConfig,
       onError: (err, what) => logger.error({ err }, `data lifecycle: ${what} failed`),
+      onChange: (change) => onLifecycleChange?.(change),
     });
     const deps = { config, store, clock, bus, logger, profiles, hygiene };
     const services = createServices(deps);
     for (const tenant of services.tenants.all()) await services.mergePolicies.ensureDefault(tenant);
     const app = await buildApp(deps, services);
+    const realtime = app.realtime;
+    if (realtime) {
+      // Deleted or updated records change continuous memberships at once (a vanished
+      // profile exits every audience); hygiene itself already exited the vanished ones.
+      onLifecycleChange = async (change) => {
+        const tenant = services.tenants.resolve(change.scope.orgId, change.scope.sandboxName);
+        if (tenant) await realtime.streaming.onProfilesChanged(tenant, [...change.changedProfileIds, ...change.removedProfileIds]);
+      };
+    }
     await app.listen({ host: config.host, port: config.port });
     await hygiene.start();
     const addr = app.server.address();

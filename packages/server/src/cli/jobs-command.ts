@@ -7,7 +7,6 @@
  * do not run it while a server on the same embedded data directory is running
  * jobs (they would not queue behind each other).
  */
-import path from "node:path";
 import type { Command } from "commander";
 import cliProgress from "cli-progress";
 import { loadConfig, type Config } from "../platform/config.js";
@@ -17,8 +16,7 @@ import type { MetadataStore } from "../stores/types.js";
 import { TenantDirectory, type TenantContext } from "../services/tenancy.js";
 import { readDevCredentials, withDevTenant } from "../services/dev-bootstrap.js";
 import type { ProfileStore } from "../profiles/store.js";
-import { EmbeddedProfileStore } from "../profiles/embedded/sqlite-store.js";
-import { PostgresProfileStore } from "../profiles/postgres/pg-store.js";
+import { openProfileStore } from "../profiles/open.js";
 import { JobRunner } from "../batch/jobs/job-runner.js";
 import { JobService, profileScope } from "../batch/jobs/job-service.js";
 import type { SegmentJob } from "../batch/jobs/segment-job.js";
@@ -52,9 +50,7 @@ interface RunOptions {
 
 async function defaultOpen(config: Config): Promise<JobsCommandStores> {
   const metadata = await openMetadataStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
-  const profiles: ProfileStore = config.databaseUrl
-    ? new PostgresProfileStore({ connectionString: config.databaseUrl })
-    : new EmbeddedProfileStore({ path: path.join(config.dataDir, "profiles.db") });
+  const profiles = openProfileStore({ dataDir: config.dataDir, ...(config.databaseUrl === undefined ? {} : { databaseUrl: config.databaseUrl }) });
   return { metadata, profiles, repo: openBatchRepository(config) };
 }
 

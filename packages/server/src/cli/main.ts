@@ -7,6 +7,7 @@ import { registerServeCommand } from "./serve-command.js";
 import { registerTokenCommand } from "./token-command.js";
 import { registerPqlCommands } from "./pql-command.js";
 import { registerDemoCommand } from "./demo-command.js";
+import { registerJobsCommands } from "./jobs-command.js";
 
 const program = new Command();
 program.name("segmentd").description("Self-hosted audience segmentation, compatible with AEP's Segmentation Service").version(SERVICE_VERSION);
@@ -14,6 +15,7 @@ registerServeCommand(program);
 registerTokenCommand(program);
 registerPqlCommands(program);
 registerDemoCommand(program);
+registerJobsCommands(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   if (err instanceof ConfigError) {

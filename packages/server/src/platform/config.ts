@@ -72,6 +72,8 @@ export interface Config {
    * written in the config file; validated by the hygiene module's parser.
    */
   hygiene?: unknown;
+  /** Edge locations: `{names: string[], defaultLocation?: string}`; default one location, `edge`. */
+  edge?: { names: string[]; defaultLocation?: string };
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -142,7 +144,7 @@ function limitsFrom(v: Json | undefined, where: string): Partial<SandboxLimits> 
 /** Merge a parsed config file over `base`. Unknown keys are rejected so that typos do not pass silently. */
 export function applyConfigFile(base: Config, raw: unknown, source: string): Config {
   if (!isObject(raw)) throw new ConfigError(`${source}: the top level must be a JSON object`);
-  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene"]);
+  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene", "edge"]);
   for (const k of Object.keys(raw)) if (!known.has(k)) throw new ConfigError(`${source}: unknown key "${k}"`);
   const c: Config = structuredClone(base);
   c.host = str(raw, "host", source) ?? c.host;
@@ -175,6 +177,17 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
     }
   }
   if (raw.hygiene !== undefined) c.hygiene = raw.hygiene;
+  const edge = raw.edge;
+  if (edge !== undefined) {
+    if (!isObject(edge)) throw new ConfigError(`${source}: edge must be an object`);
+    const names = strList(edge, "names", `${source}: edge`);
+    if (!names || names.length === 0) throw new ConfigError(`${source}: edge.names must list at least one location`);
+    const defaultLocation = str(edge, "defaultLocation", `${source}: edge`);
+    if (defaultLocation !== undefined && !names.includes(defaultLocation)) {
+      throw new ConfigError(`${source}: edge.defaultLocation "${defaultLocation}" is not one of edge.names`);
+    }
+    c.edge = defaultLocation === undefined ? { names } : { names, defaultLocation };
+  }
   const orgs = raw.organizations;
   if (orgs !== undefined) {
     if (!Array.isArray(orgs)) throw new ConfigError(`${source}: organizations must be an array`);

@@ -19,3 +19,20 @@ export function withDefaultUser(url: string): string {
   u.username = process.env.PGUSER || process.env.USER || userInfo().username;
   return u.toString();
 }
+
+/**
+ * The PostgreSQL schema a module keeps its tables in: `segmentd_<module>`, or
+ * `<schema>_<module>` when the URL selects a schema through
+ * `options=-c search_path=<schema>` — how a deployment (or a test) keeps several
+ * segmentd instances in one database apart.
+ */
+export function moduleSchema(databaseUrl: string, module: string): string {
+  let options: string | null = null;
+  try {
+    options = new URL(databaseUrl).searchParams.get("options");
+  } catch {
+    return `segmentd_${module}`;
+  }
+  const m = options ? /search_path=([a-z_][a-z0-9_]*)/.exec(options) : null;
+  return m ? `${m[1]}_${module}` : `segmentd_${module}`;
+}

@@ -29,6 +29,8 @@ export interface IngestResult {
   failed: RecordError[];
   refusedLinks: RefusedLinkReport[];
   profileIds: string[];
+  /** The valid records handed to the store (now durable), for streaming evaluation. */
+  stored: ValidRecord[];
 }
 
 export async function ingestRecords(store: ProfileStore, scope: TenantScope, datasetId: string,
@@ -58,5 +60,6 @@ export async function ingestRecords(store: ProfileStore, scope: TenantScope, dat
     failed,
     refusedLinks: res.refusedLinks,
     profileIds: res.profileIds,
+    stored: valid,
   };
 }

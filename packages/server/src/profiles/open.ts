@@ -7,6 +7,7 @@ import path from "node:path";
 import { EmbeddedProfileStore } from "./embedded/sqlite-store.js";
 import { PostgresProfileStore } from "./postgres/pg-store.js";
 import type { ProfileStore } from "./store.js";
+import { moduleSchema } from "../platform/pg-url.js";
 
 export interface OpenProfileStoreOptions {
   dataDir: string;
@@ -14,7 +15,8 @@ export interface OpenProfileStoreOptions {
 }
 
 export function openProfileStore(o: OpenProfileStoreOptions): ProfileStore {
-  if (o.databaseUrl) return new PostgresProfileStore({ connectionString: o.databaseUrl });
+  if (o.databaseUrl) return new PostgresProfileStore({ connectionString: o.databaseUrl, schema: moduleSchema(o.databaseUrl, "profiles") });
   mkdirSync(o.dataDir, { recursive: true });
   return new EmbeddedProfileStore({ path: path.join(o.dataDir, "profiles.db") });
 }
+

@@ -4,7 +4,7 @@
  * `synchronous` (edge). Entries are rebuilt lazily after a definition or merge
  * policy of the sandbox changes (bus events), so a request never compiles.
  */
-import { classify, compile, parse } from "@segmentd/pql";
+import { classify, compilePredicate, parse } from "@segmentd/pql";
 import type { EventBus } from "../platform/bus.js";
 import type { MergePolicySpec } from "../profiles/types.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
@@ -57,7 +57,9 @@ function policySpec(p: MergePolicyRecord | undefined): MergePolicySpec {
 export function liveDefinition(record: DefinitionRecord, policy: MergePolicyRecord | undefined): LiveDefinition {
   const d = record.definition;
   const query = parse(record.canonicalText);
-  const run = compile(query);
+  // The predicate reading: a segment's top level is a boolean position (pql.md §6.4), so a
+  // `select ...` or filter result counts as true when non-empty, not only a literal `true`.
+  const run = compilePredicate(query);
   const c = classify(query);
   const windows = c.events.map((e) => e.windowMs ?? DAY_MS);
   return {
@@ -67,7 +69,7 @@ export function liveDefinition(record: DefinitionRecord, policy: MergePolicyReco
     policy: policySpec(policy),
     queryType: d.classification.queryType,
     // The compiled query only reads the events; the copy-free cast keeps the hot path allocation-free.
-    predicate: (ctx) => run(ctx as { profile: Record<string, unknown>; events: Record<string, unknown>[]; now: number }) === true,
+    predicate: (ctx) => run(ctx as { profile: Record<string, unknown>; events: Record<string, unknown>[]; now: number }),
     footprint: footprintOf(query),
     windowMs: windows.length === 0 ? null : Math.max(...windows),
     excludeOptOut: d.dataGovernancePolicy.excludeOptOut,

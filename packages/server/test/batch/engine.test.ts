@@ -9,7 +9,7 @@ import fc from "fast-check";
 import { evaluateJob, JobCancelledError, type JobDefinition } from "../../src/batch/engine/evaluate-job.js";
 import { DependencyCycleError, dependencyOrder } from "../../src/batch/engine/dependency-order.js";
 import { ingestRecords } from "../../src/profiles/ingest.js";
-import type { MembershipChange } from "../../src/profiles/store.js";
+import type { MembershipChange, ScanOptions } from "../../src/profiles/store.js";
 import { NO_MERGE_POLICY } from "../../src/profiles/types.js";
 import { openTestStore, type TestStore } from "../profiles/test-store.js";
 import { NOW, coveredQuery } from "./pql-gen.js";
@@ -50,7 +50,8 @@ describe("batch engine", () => {
     texts.push(
       "person.age + 1 > 19", // arithmetic: in memory
       'xEvent[eventType = "purchase"].count() >= 1 or person.name.matches("^a")',
-      "xEvent[timestamp occurs this month].count() > 0",
+      "xEvent[timestamp occurs before person.birthDate].count() > 0", // a reference read from data: in memory
+      "xEvent[timestamp occurs this month].count() > 0", // a calendar period: bounds from occursBounds, in SQL
     );
     const defs = texts.map((t, i) => definition(`d${i}`, t));
     for (const backend of ["sql", "js"] as const) {
@@ -61,6 +62,7 @@ describe("batch engine", () => {
         assert.equal(out.inMemoryDefinitions["d25"], "Binary where a field path is needed");
         assert.equal(out.inMemoryDefinitions["d26"], "method matches");
         assert.equal(out.inMemoryDefinitions["d27"], "a time reference or unit the SQL back end does not resolve");
+        assert.ok(out.sqlDefinitions.includes("d28"), "calendar periods compile to SQL");
       } else {
         assert.deepEqual(out.sqlDefinitions, []);
       }
@@ -164,6 +166,23 @@ describe("batch engine", () => {
     );
     assert.equal(calls, 3);
     assert.deepEqual(await ts.store.listTransitions(SCOPE), before);
+  });
+
+  it("reads events only when a definition of the scan does, or identities are not stitched", async () => {
+    const seen: Array<boolean | undefined> = [];
+    const spy = new Proxy(ts.store, {
+      get(target, prop, receiver) {
+        if (prop !== "scanProfiles") return Reflect.get(target, prop, receiver) as unknown;
+        return (scope: typeof SCOPE, policy: Parameters<typeof target.scanProfiles>[1], o?: ScanOptions) => {
+          seen.push(o?.events);
+          return target.scanProfiles(scope, policy, o);
+        };
+      },
+    });
+    await evaluateJob(spy, SCOPE, [definition("attr", "person.age > 3")], { now: NOW });
+    await evaluateJob(spy, SCOPE, [definition("attr", "person.age > 3"), definition("ev", "xEvent.count() > 1")], { now: NOW });
+    await evaluateJob(spy, SCOPE, [definition("attr-none", "person.age > 3", { policy: { ...NO_MERGE_POLICY, id: "none" } })], { now: NOW });
+    assert.deepEqual(seen, [false, true, true]);
   });
 
   it("reports progress in profiles processed", async () => {

@@ -4,11 +4,10 @@
  * reference membership computed by `evaluate` profile by profile.
  */
 import fc from "fast-check";
-import { evaluate, parse, type Query } from "@segmentd/pql";
+import { evaluate, parse, type Query, toBoolean } from "@segmentd/pql";
 import { ingestRecords } from "../../src/profiles/ingest.js";
 import type { ProfileStore } from "../../src/profiles/store.js";
 import type { JsonObject, MergePolicySpec, TenantScope } from "../../src/profiles/types.js";
-import { truthy } from "../../src/batch/engine/truth.js";
 import type { JobDefinition } from "../../src/batch/engine/evaluate-job.js";
 import { NOW, eventArb, profileArb } from "./pql-gen.js";
 
@@ -79,7 +78,7 @@ export async function referenceMembers(
         for (const [id, set] of opts.members) if (set.has(p.profileId)) ups[id] = { status: "realized" };
         profile = { ...p.entity, segmentMembership: { ups } };
       }
-      if (truthy(evaluate(query, { profile, events: p.events.map((e) => e.body), now }))) out.add(p.profileId);
+      if (toBoolean(evaluate(query, { profile, events: p.events.map((e) => e.body), now }))) out.add(p.profileId);
     }
   }
   return out;

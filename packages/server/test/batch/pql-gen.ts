@@ -82,6 +82,17 @@ const tail = fc.constantFrom(
   "< 12 hours after yesterday",
   "= 1 days after yesterday",
   "< 30 minutes before now",
+  // Calendar periods and dates (month lengths, ISO weeks, leap days) — the SQL
+  // compiler takes their bounds from @segmentd/pql's occursBounds.
+  "this month",
+  "last month",
+  "this week",
+  "last year",
+  "<= 2 months before today",
+  "= 1 months before today",
+  "on date(2026, 2, 28)",
+  "between date(2026, 1, 1) and date(2026, 2, 29)",
+  "before date(2026, 3, 1)",
 );
 
 function orderable([, o, l]: [string, string, string]): boolean {

@@ -82,6 +82,35 @@ describe("edge locations", () => {
   });
 });
 
+describe("opt-out at the edge", () => {
+  let h: EdgeHarness;
+  let ds: string;
+
+  before(async () => {
+    h = await startEdgeHarness(T0);
+    ds = ((await h.post("/data/core/edge/datastreams", { name: "web", eventDatasetId: EVENTS_DS }, h.headers())).json as { id: string }).id;
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it("a profile that opted out of marketing qualifies for nothing that excludes opt-outs", async () => {
+    const us = await h.f.define("US", 'homeAddress.country = "US"', { synchronous: true });
+    await h.f.store(PROFILES_DS, [
+      profile("olga", { homeAddress: { country: "US" }, consents: { marketing: { preferred: "n" } } }),
+      profile("otto", { homeAddress: { country: "US" } }),
+    ]);
+    await h.rt.projector.projectAll(h.f.tenant, "edge");
+    const send = async (id: string) => {
+      h.f.clock.advance(1000);
+      const r = await h.post(`/ee/v2/interact?dataStreamId=${ds}`, { event: { xdm: { identityMap: { CRMID: [{ id, primary: true }] }, eventType: "page.view", timestamp: new Date(h.f.clock.now() - LAG).toISOString() } } });
+      return segmentsOf(r.json);
+    };
+    assert.deepEqual(await send("otto"), [us]);
+    assert.deepEqual(await send("olga"), []);
+  });
+});
+
 describe("segment of segments at the edge", () => {
   let h: EdgeHarness;
   let ds: string;

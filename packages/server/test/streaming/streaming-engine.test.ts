@@ -94,6 +94,19 @@ describe("streaming engine", () => {
     assert.deepEqual((await engine.sweep()).map((x) => [x.definitionId, x.to]), [[checkoutsToday, "exited"]]);
   });
 
+  it("onProfilesChanged re-evaluates a profile whose data was deleted", async () => {
+    const t = Date.parse("2026-03-11T09:00:00Z");
+    f.clock.set(t);
+    const recs = await f.store(PROFILES_DS, [profile("dave", { homeAddress: { country: "US" } })]);
+    assert.deepEqual((await engine.onRecordsStored(f.tenant, recs)).map((x) => x.definitionId), [usCountry]);
+    const pid = (await f.hub.findProfileId(scope, { namespace: "crmid", id: "dave" }))!;
+    // A lifecycle delete removes the attribute; records do not describe that change.
+    const removed = await f.hub.updateFields(scope, { datasetId: PROFILES_DS, identities: [{ namespace: "crmid", id: "dave" }], remove: ["homeAddress.country"] });
+    assert.deepEqual(removed.profileIds, [pid]);
+    const exits = await engine.onProfilesChanged(f.tenant, removed.profileIds);
+    assert.deepEqual(exits.map((x) => [x.definitionId, x.from, x.to, x.source]), [[usCountry, "realized", "exited", "streaming"]]);
+  });
+
   it("memberships equal what evaluate says for the profile's events, for a random stream", async () => {
     // A deterministic pseudo-random stream over 5 profiles and 3 event types.
     let s = 42;
@@ -116,5 +129,19 @@ describe("streaming engine", () => {
       const expected = evaluate(pql, { profile: {}, events: evs, now: f.clock.now() }) === true;
       assert.equal(m?.status === "realized", expected, `profile ${who}`);
     }
+  });
+
+  it("a select-form event condition qualifies like its chain form (the top level is a boolean position)", async () => {
+    const t = Date.parse("2026-03-13T09:00:00Z");
+    f.clock.set(t);
+    // `compile` yields the matching events for this spelling; membership needs its boolean reading.
+    const selectForm = await f.define(
+      "email openers (select)",
+      'select X from xEvent where X.eventType = "directMarketing.emailOpened" and X.timestamp occurs < 2 hours before now',
+      { continuous: true },
+    );
+    const recs = await f.store(EVENTS_DS, [event("erin", "directMarketing.emailOpened", t - LAG)]);
+    const got = await engine.onRecordsStored(f.tenant, recs);
+    assert.deepEqual(got.map((x) => [x.definitionId, x.to]), [[selectForm, "realized"]]);
   });
 });

@@ -15,14 +15,14 @@
  * SQL-covered definitions never reference others (inSegment is not covered),
  * so evaluating them first respects the dependency order.
  */
-import { compile, type CompiledQuery, type Query } from "@segmentd/pql";
+import { compile, type CompiledQuery, type Query, toBoolean } from "@segmentd/pql";
 import type { MembershipChange, ProfileStore, ScannedProfile } from "../../profiles/store.js";
 import type { JsonObject, MembershipStatus, MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { SqlCompiler } from "../sql/compile-sql.js";
 import { SqliteDialect } from "../sql/dialect.js";
 import { SqliteChunkEvaluator, eventInstant, type StagedEntry } from "../sql/staging.js";
 import { dependencyOrder } from "./dependency-order.js";
-import { truthy } from "./truth.js";
+import { usesEvents } from "./uses-events.js";
 
 export interface JobDefinition {
   id: string;
@@ -147,7 +147,10 @@ export async function evaluateJob(store: ProfileStore, scope: TenantScope, defin
     let groupProfiles = 0;
     let entriesSeen = 0;
     try {
-      for await (const chunk of store.scanProfiles(scope, g.policy, { chunkSize: opts.chunkSize ?? 2000 })) {
+      // Without identity stitching an identity with only events is a profile of its own, so
+      // its events must be read even when no definition looks at them.
+      const events = g.policy.identityGraph.type !== "pdg" || defs.some((d) => usesEvents(d.query));
+      for await (const chunk of store.scanProfiles(scope, g.policy, { chunkSize: opts.chunkSize ?? 2000, events })) {
         if (opts.isCancelled?.()) throw new JobCancelledError();
         const flags = sqlEval?.evaluate(chunk.map(stage)) ?? new Uint8Array(0);
         entriesSeen += chunk.length;
@@ -258,7 +261,7 @@ function evaluateInMemory(entry: ScannedProfile, defs: readonly JobDefinition[],
   for (let k = 0; k < compiled.length; k++) {
     const j = nSql + k;
     const d = defs[j]!;
-    const q = !(d.excludeOptOut && entry.optedOut) && truthy(compiled[k]!({ profile, events, now }));
+    const q = !(d.excludeOptOut && entry.optedOut) && toBoolean(compiled[k]!({ profile, events, now }));
     own[j] = q ? 1 : 0;
     setStatus(d.id, q);
   }

@@ -17,13 +17,13 @@
  * dataGovernancePolicy (decisions §2).
  */
 import { randomUUID } from "node:crypto";
-import { compile, parse, PqlError } from "@segmentd/pql";
+import { compile, parse, PqlError, toBoolean } from "@segmentd/pql";
 import type { Clock } from "../../platform/clock.js";
 import type { Logger } from "../../platform/logger.js";
 import type { ProfileStore } from "../../profiles/store.js";
 import { NO_MERGE_POLICY, type MergePolicySpec } from "../../profiles/types.js";
 import { badRequest, notFound } from "../../services/errors.js";
-import { truthy } from "../engine/truth.js";
+import { usesEvents } from "../engine/uses-events.js";
 import { BatchErrorCodes } from "../errors.js";
 import { profileScope, type BatchTenant } from "../jobs/job-service.js";
 import type { BatchRepository } from "../store/types.js";
@@ -160,7 +160,8 @@ export class PreviewService {
   private async run(ctx: BatchTenant, p: StoredPreview): Promise<void> {
     const scope = profileScope(ctx);
     try {
-      const evaluate = compile(p.expression);
+      const query = parse(p.expression);
+      const evaluate = compile(query);
       const policy: MergePolicySpec = p.graphType === "pdg" ? { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } } : NO_MERGE_POLICY;
       const total = await this.profiles.countProfiles(scope);
       const want = sampleSize(total);
@@ -170,7 +171,7 @@ export class PreviewService {
       p.numRowsToRead = want;
       await this.save(ctx, p);
       const now = this.clock.now();
-      for await (const chunk of this.profiles.scanProfiles(scope, policy, { chunkSize: 2000 })) {
+      for await (const chunk of this.profiles.scanProfiles(scope, policy, { chunkSize: 2000, events: p.graphType !== "pdg" || usesEvents(query) })) {
         let i = 0;
         while (i < chunk.length) {
           const pid = chunk[i]!.profileId;
@@ -180,7 +181,7 @@ export class PreviewService {
           for (; i < chunk.length && chunk[i]!.profileId === pid; i++) {
             const entry = chunk[i]!;
             if (!inSample || match || entry.optedOut) continue;
-            if (truthy(evaluate({ profile: entry.entity, events: entry.events.map((e) => e.body), now }))) {
+            if (toBoolean(evaluate({ profile: entry.entity, events: entry.events.map((e) => e.body), now }))) {
               match = true;
               for (const id of entry.identities) identities.add(`${id.namespace}:${id.id}`);
             }

@@ -17,14 +17,14 @@
  *   - events: `xEvent[cond].count() OP n`, `xEvent[cond]` as a condition,
  *     `exists X from xEvent [where|:] cond`, and a one-step
  *     `chain(xEvent, timestamp, [A: WHAT(c) [WHEN(tail)] [COUNT(n)] [WHERE(w)]])`;
- *     inside them `timestamp occurs tail` for the tails time-bounds.ts covers.
+ *     inside them `timestamp occurs tail` whenever the tail resolves to fixed bounds at the job's now
+ *     (`occursBounds` from @segmentd/pql: time keywords, calendar periods, literal dates).
  * Not covered: inSegment (evaluated after the SQL pass, in dependency order),
  * arithmetic, aggregates, multi-step chains, string ordering against a literal
  * that looks like a timestamp (PQL then compares instants), regexes, maps.
  */
-import type { Binding, Chain, CmpOp, Expr, Literal, Query } from "@segmentd/pql";
+import { occursBounds, type Binding, type Chain, type CmpOp, type Expr, type Literal, type OccursBounds, type Query } from "@segmentd/pql";
 import type { SqlDialect } from "./dialect.js";
-import { tailBounds, type Bounds } from "./time-bounds.js";
 
 export type SqlCompileResult = { ok: true; sql: string } | { ok: false; reason: string };
 
@@ -129,7 +129,7 @@ export class SqlCompiler {
       case "Chain":
         return this.chain(e, s);
       case "Occurs":
-        return this.occurs(e.subject, tailBounds(e.tail, this.now), s);
+        return this.occurs(e.subject, occursBounds(e.tail, this.now), s);
       default:
         throw new Unsupported(`${e.type} in a condition`);
     }
@@ -324,14 +324,14 @@ export class SqlCompiler {
     const step = c.steps[0]!;
     const { scope, from, alias } = this.eventScope(s);
     const conds = [`${alias}.ts IS NOT NULL`, this.pred(step.what, scope)];
-    if (step.when) conds.push(this.boundsPred(`${alias}.ts`, tailBounds(step.when, this.now)));
+    if (step.when) conds.push(this.boundsPred(`${alias}.ts`, occursBounds(step.when, this.now)));
     if (step.where) conds.push(this.pred(step.where, scope));
     const need = step.count ?? 1;
     if (need <= 1) return `EXISTS (SELECT 1 ${from} AND ${conds.join(" AND ")})`;
     return `((SELECT count(*) ${from} AND ${conds.join(" AND ")}) >= ${need})`;
   }
 
-  private occurs(subject: Expr, bounds: Bounds | null, s: Scope): string {
+  private occurs(subject: Expr, bounds: OccursBounds | null, s: Scope): string {
     const ref = this.pathOf(subject, s);
     if (ref === null || ref.doc.ts === undefined || ref.path.length !== 1 || ref.path[0] !== "timestamp") {
       throw new Unsupported("occurs on something other than an event's timestamp");
@@ -339,7 +339,7 @@ export class SqlCompiler {
     return this.boundsPred(ref.doc.ts, bounds);
   }
 
-  private boundsPred(ts: string, b: Bounds | null): string {
+  private boundsPred(ts: string, b: OccursBounds | null): string {
     if (b === null) throw new Unsupported("a time reference or unit the SQL back end does not resolve");
     const d = this.d;
     if (b.empty) return d.FALSE;

@@ -11,6 +11,7 @@ import { ApiError, ErrorCodes } from "../../services/errors.js";
 import { StoreError, type ProfileStore } from "../store.js";
 import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope } from "../types.js";
 import type { ValidationLimits } from "../validate.js";
+import type { IngestResult } from "../ingest.js";
 
 export interface MergePolicyResolver {
   /** The policy with this id, or the sandbox's default when id is undefined. */
@@ -22,6 +23,12 @@ export interface ProfileRoutesOptions extends AuthDeps {
   clock: Clock;
   policies: MergePolicyResolver;
   limits?: Partial<ValidationLimits>;
+  /**
+   * Called after records from the streaming collection endpoint are durable,
+   * before the response: streaming evaluation and edge projection. A failure is
+   * logged, never reported as an ingestion failure (the records are stored).
+   */
+  onStored?: (tenant: TenantContext, result: IngestResult) => Promise<void>;
 }
 
 export function profileScope(request: FastifyRequest): TenantScope {

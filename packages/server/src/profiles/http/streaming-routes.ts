@@ -5,8 +5,9 @@
 // was committed durably. The connection id is accepted and echoed as inletId;
 // the target dataset comes from each message's header.datasetId.
 import { randomUUID } from "node:crypto";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { registerTenantHooks } from "../../http/auth.js";
+import { tenantOf } from "../../http/request-context.js";
 import { ApiError, badRequest } from "../../services/errors.js";
 import { ingestRecords } from "../ingest.js";
 import type { RecordError, SchemaClass, TenantScope } from "../types.js";
@@ -36,7 +37,8 @@ function envelopeError(i: number): string | null {
   return `message ${i} must be {header: {datasetId, schemaRef}, body: {xdmEntity}}`;
 }
 
-async function ingestMessages(opts: ProfileRoutesOptions, scope: TenantScope, messages: unknown[]): Promise<Outcome[]> {
+async function ingestMessages(opts: ProfileRoutesOptions, request: FastifyRequest, messages: unknown[]): Promise<Outcome[]> {
+  const scope: TenantScope = profileScope(request);
   const outcomes: Outcome[] = messages.map(() => ({ xactionId: randomUUID() }));
   // Group by dataset and declared class so that each group is one durable append.
   const groups = new Map<string, { datasetId: string; declared: SchemaClass | undefined; items: Array<{ index: number; value: unknown }> }>();
@@ -58,6 +60,10 @@ async function ingestMessages(opts: ProfileRoutesOptions, scope: TenantScope, me
       const r = await ingestRecords(opts.profiles, scope, g.datasetId, g.items, {
         now: opts.clock.now(), ...(g.declared === undefined ? {} : { declaredClass: g.declared }), ...(opts.limits === undefined ? {} : { limits: opts.limits }),
       });
+      if (opts.onStored && r.stored.length > 0) {
+        // The records are durable: evaluation trouble is logged, not reported as a failed ingestion.
+        await opts.onStored(tenantOf(request), r).catch((err: unknown) => request.log.error({ err }, "streaming evaluation after ingestion failed"));
+      }
       const byIndex = new Map<number, RecordError[]>();
       for (const e of r.failed) byIndex.set(e.index, [...(byIndex.get(e.index) ?? []), e]);
       for (const [i, errors] of byIndex) Object.assign(outcomes[i]!, { status: 400, message: errors.map((e) => e.message).join("; "), errors });
@@ -80,7 +86,7 @@ export async function streamingRoutes(app: FastifyInstance, opts: ProfileRoutesO
     schema: { tags, summary: "Stream one XDM record", querystring: { type: "object", properties: { syncValidation: { type: "boolean" } } } },
   }, async (request, reply) => {
     const receivedTimeMs = opts.clock.now();
-    const [outcome] = await ingestMessages(opts, profileScope(request), [request.body]);
+    const [outcome] = await ingestMessages(opts, request, [request.body]);
     const o = outcome!;
     const base = { inletId: request.params.connectionId, xactionId: o.xactionId, receivedTimeMs };
     if (o.status === undefined) return { ...base, syncValidation: { skipped: request.query.syncValidation !== true } };
@@ -101,7 +107,7 @@ export async function streamingRoutes(app: FastifyInstance, opts: ProfileRoutesO
     const messages = isPlainObject(request.body) ? request.body["messages"] : undefined;
     if (!Array.isArray(messages) || messages.length === 0) throw badRequest("Body must be {messages: [...]} with at least one message");
     if (messages.length > MAX_BATCH_MESSAGES) throw badRequest(`A batch holds at most ${MAX_BATCH_MESSAGES} messages; got ${messages.length}`);
-    const responses = await ingestMessages(opts, profileScope(request), messages);
+    const responses = await ingestMessages(opts, request, messages);
     reply.code(207);
     return { inletId: request.params.connectionId, batchId: randomUUID(), receivedTimeMs, responses };
   });

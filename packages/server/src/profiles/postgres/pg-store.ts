@@ -94,8 +94,17 @@ export class PostgresProfileStore implements ProfileStore {
     const pool = new pg.Pool({ connectionString: withDefaultUser(opts.connectionString), max: opts.poolSize ?? 8, types, options: `-c search_path=${schema}` });
     this.pool = pool;
     this.ready = (async () => {
-      await pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-      await pool.query(PG_SCHEMA);
+      // CREATE ... IF NOT EXISTS is not safe against a concurrent creator (two
+      // processes starting at once): serialise schema set-up on an advisory lock.
+      const c = await pool.connect();
+      try {
+        await c.query("SELECT pg_advisory_lock(hashtext('segmentd_profiles_schema'))");
+        await c.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+        await c.query(PG_SCHEMA);
+      } finally {
+        await c.query("SELECT pg_advisory_unlock(hashtext('segmentd_profiles_schema'))").catch(() => undefined);
+        c.release();
+      }
     })();
   }
 
