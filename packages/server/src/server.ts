@@ -80,10 +80,14 @@ export async function startServer(baseConfig: Config, options: StartOptions = {}
     const realtime = app.realtime;
     if (realtime) {
       // Deleted or updated records change continuous memberships at once (a vanished
-      // profile exits every audience); hygiene itself already exited the vanished ones.
+      // profile exits every audience; hygiene itself recorded those exits), vanished
+      // profiles leave every edge location, and changed ones are projected again.
       onLifecycleChange = async (change) => {
         const tenant = services.tenants.resolve(change.scope.orgId, change.scope.sandboxName);
-        if (tenant) await realtime.streaming.onProfilesChanged(tenant, [...change.changedProfileIds, ...change.removedProfileIds]);
+        if (!tenant) return;
+        await realtime.streaming.onProfilesChanged(tenant, [...change.changedProfileIds, ...change.removedProfileIds]);
+        await realtime.projector.forget(tenant, change.removedProfileIds);
+        await realtime.projector.project(tenant, change.changedProfileIds);
       };
     }
     await app.listen({ host: config.host, port: config.port });

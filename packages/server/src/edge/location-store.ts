@@ -61,6 +61,12 @@ export interface LocationStore {
   holds(tenantKey: string, identities: readonly Identity[]): Promise<boolean>;
   /** Replace the projected part of a held profile (no-op when the location does not hold it, unless `adopt`). */
   project(tenantKey: string, projection: Projection, opts?: { adopt?: boolean }): Promise<void>;
+  /**
+   * Drop every entry projected from these hub profiles, with the events collected
+   * here: a data-lifecycle delete removed them from the hub, and the edge must not
+   * keep evaluating deleted data. Returns how many profiles were dropped.
+   */
+  forget(tenantKey: string, profileIds: ReadonlySet<string>): Promise<number>;
   /** Every profile held for a tenant (the disqualification pass walks them). */
   profiles(tenantKey: string): Promise<EdgeProfile[]>;
   tenantKeys(): Promise<string[]>;
@@ -135,6 +141,19 @@ export class InMemoryLocationStore implements LocationStore {
     target.projectedAt = pr.at;
     target.revision++;
     for (const i of pr.identities) t.set(key(i), target);
+  }
+
+  async forget(tenantKey: string, profileIds: ReadonlySet<string>): Promise<number> {
+    const t = this.tenants.get(tenantKey);
+    if (!t || profileIds.size === 0) return 0;
+    const dropped = new Set<EdgeProfile>();
+    for (const [k, p] of t) {
+      if (p.profileId !== null && profileIds.has(p.profileId)) {
+        t.delete(k);
+        dropped.add(p);
+      }
+    }
+    return dropped.size;
   }
 
   async profiles(tenantKey: string): Promise<EdgeProfile[]> {

@@ -72,6 +72,18 @@ export class EdgeProjector {
   }
 
   /**
+   * Remove profiles that a data-lifecycle delete made vanish from the hub from
+   * every location (their projections and the events collected there).
+   */
+  async forget(tenant: TenantContext, profileIds: readonly string[]): Promise<number> {
+    if (profileIds.length === 0) return 0;
+    const ids = new Set(profileIds);
+    let dropped = 0;
+    for (const loc of this.locations.all()) dropped += await loc.forget(tenantKeyOf(tenant), ids);
+    return dropped;
+  }
+
+  /**
    * Give a location the projection of every profile of the sandbox (a new or
    * restarted location; the benchmark's warm start). Reads the hub in chunks.
    */
