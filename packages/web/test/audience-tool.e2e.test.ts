@@ -154,7 +154,8 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
 
   it("saves the audience as an Edge audience", async () => {
     await page.getByRole("button", { name: "Save audience" }).click();
-    await page.waitForURL(/\/audiences\/[^/]+$/);
+    // The builder itself is /audiences/new: wait for the saved audience's own address.
+    await page.waitForURL(/\/audiences\/(?!new$)[^/]+$/);
     audienceId = decodeURIComponent(new URL(page.url()).pathname.split("/")[2]!);
     const stored = await api("GET", `/data/core/ups/segment/definitions/${encodeURIComponent(audienceId)}`);
     assert.equal(stored.status, 200);
