@@ -17,6 +17,7 @@
  *   distinct `now`, not per event.
  * Recursion depth of the compiler follows the tree depth (capped by the parser).
  */
+import { countAtLeast } from "./runtime/patterns.js";
 import type { Binding, BinaryOp, Chain, CmpOp, Expr, OccursTail, Query } from "./ast.js";
 import {
   aggregate,
@@ -425,17 +426,10 @@ class Compiler {
 
   private comparison(op: CmpOp, left: Expr, right: Expr, sc: Scope): Fn {
     // `A[cond].count() >= n`: stop counting at n.
-    if (
-      (op === ">=" || op === ">") &&
-      left.type === "Method" &&
-      left.name === "count" &&
-      left.args.length === 0 &&
-      left.receiver.type === "Filter" &&
-      right.type === "Literal" &&
-      right.kind === "integer"
-    ) {
-      const need = (right.value as number) + (op === ">" ? 1 : 0);
-      const counter = this.filterCount(left.receiver.object, left.receiver.condition, sc, need);
+    const atLeast = countAtLeast(op, left, right);
+    if (atLeast) {
+      const { filter, need } = atLeast;
+      const counter = this.filterCount(filter.object, filter.condition, sc, need);
       return (s) => counter(s) >= need;
     }
     const litR = right.type !== "Literal" ? null : this.literalSide(right);

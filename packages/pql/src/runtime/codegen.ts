@@ -15,6 +15,7 @@
  * literals and field names. Where `new Function` is forbidden (a strict CSP in
  * a browser) compile.ts keeps the closure tree.
  */
+import { countAtLeast } from "./patterns.js";
 import type { CmpOp, Expr, OccursTail, RelPeriod, TimeWord } from "../ast.js";
 import { boundsFromSpans, resolveTimeRef, tailRefs, type OccursBounds } from "./time.js";
 import { coerceLiteral, compareValues, member, orNull, toBoolean, toInstant } from "./values.js";
@@ -118,17 +119,10 @@ class Gen {
   }
 
   private comparison(op: CmpOp, left: Expr, right: Expr, f: FnCtx): string {
-    if (
-      (op === ">=" || op === ">") &&
-      left.type === "Method" &&
-      left.name === "count" &&
-      left.args.length === 0 &&
-      left.receiver.type === "Filter" &&
-      right.type === "Literal" &&
-      right.kind === "integer"
-    ) {
-      const need = (right.value as number) + (op === ">" ? 1 : 0);
-      return `(${this.filterCount(left.receiver.object, left.receiver.condition, f, need)} >= ${lit(need)})`;
+    const atLeast = countAtLeast(op, left, right);
+    if (atLeast) {
+      const { filter, need } = atLeast;
+      return `(${this.filterCount(filter.object, filter.condition, f, need)} >= ${lit(need)})`;
     }
     const lr = right.type === "Literal";
     const ll = left.type === "Literal";
