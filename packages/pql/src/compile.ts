@@ -17,7 +17,7 @@
  *   distinct `now`, not per event.
  * Recursion depth of the compiler follows the tree depth (capped by the parser).
  */
-import { countAtLeast } from "./runtime/patterns.js";
+import { countAtLeast, fieldPath } from "./runtime/patterns.js";
 import type { Binding, BinaryOp, Chain, CmpOp, Expr, OccursTail, Query } from "./ast.js";
 import {
   aggregate,
@@ -115,8 +115,6 @@ export function compilePredicate(query: string | Query): (context: EvalContext) 
   return (context) => toBoolean(f(context));
 }
 
-// Names whose direct property read could reach Object.prototype instead of data.
-const PROTO_NAMES = new Set(Object.getOwnPropertyNames(Object.prototype));
 
 /** `obj.name` for a plain object read directly; everything else through `member`. */
 function step(v: unknown, name: string): unknown {
@@ -176,20 +174,6 @@ class Compiler {
     return isBoolNode(e) ? (f as BoolFn) : (s) => toBoolean(f(s));
   }
 
-  /** A field path rooted at the implicit context (`a.b.c`), or null. */
-  private fieldPath(e: Expr): string[] | null {
-    const names: string[] = [];
-    let n: Expr = e;
-    while (n.type === "Member") {
-      names.push(n.name);
-      n = n.object;
-    }
-    if (n.type !== "Field") return null;
-    names.push(n.name);
-    names.reverse();
-    return names.some((x) => PROTO_NAMES.has(x)) ? null : names;
-  }
-
   expr(e: Expr, sc: Scope): Fn {
     switch (e.type) {
       case "Literal": {
@@ -210,7 +194,7 @@ class Compiler {
       }
       case "Field":
       case "Member": {
-        const path = this.fieldPath(e);
+        const path = fieldPath(e);
         if (path !== null) {
           if (path.length === 1) {
             const name = path[0]!;

@@ -15,7 +15,7 @@
  * literals and field names. Where `new Function` is forbidden (a strict CSP in
  * a browser) compile.ts keeps the closure tree.
  */
-import { countAtLeast } from "./patterns.js";
+import { countAtLeast, fieldPath } from "./patterns.js";
 import type { CmpOp, Expr, OccursTail, RelPeriod, TimeWord } from "../ast.js";
 import { boundsFromSpans, resolveTimeRef, tailRefs, type OccursBounds } from "./time.js";
 import { coerceLiteral, compareValues, member, orNull, toBoolean, toInstant } from "./values.js";
@@ -30,8 +30,6 @@ export interface GenState {
 
 export type StateFn = (s: GenState) => unknown;
 
-// Names whose direct property read could reach Object.prototype instead of data.
-const PROTO_NAMES = new Set(Object.getOwnPropertyNames(Object.prototype));
 const CMP = new Set(["=", "!=", "<", "<=", ">", ">="]);
 
 interface FnCtx {
@@ -213,20 +211,6 @@ function boundsOf(tail: OccursTail, kw: readonly (TimeWord | RelPeriod)[]): (now
 function lit(v: unknown): string {
   if (typeof v === "number") return Object.is(v, -0) ? "-0" : String(v);
   return JSON.stringify(v);
-}
-
-/** A field path rooted at the implicit context (`a.b.c`), or null. */
-function fieldPath(e: Expr): string[] | null {
-  const names: string[] = [];
-  let n: Expr = e;
-  while (n.type === "Member") {
-    names.push(n.name);
-    n = n.object;
-  }
-  if (n.type !== "Field") return null;
-  names.push(n.name);
-  names.reverse();
-  return names.some((x) => PROTO_NAMES.has(x)) ? null : names;
 }
 
 /** Nodes worth generating code for; anything else stays a closure. */

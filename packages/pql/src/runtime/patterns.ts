@@ -22,3 +22,24 @@ export function countAtLeast(op: CmpOp, left: Expr, right: Expr): { filter: Filt
   }
   return null;
 }
+
+// Names whose direct property read could reach Object.prototype instead of data.
+const PROTO_NAMES = new Set(Object.getOwnPropertyNames(Object.prototype));
+
+/**
+ * A field path rooted at the implicit context (`a.b.c`) as its names, or null.
+ * Both evaluators read such paths directly; a path naming an Object.prototype
+ * member is refused (null) so that it goes through the guarded runtime read.
+ */
+export function fieldPath(e: Expr): string[] | null {
+  const names: string[] = [];
+  let n: Expr = e;
+  while (n.type === "Member") {
+    names.push(n.name);
+    n = n.object;
+  }
+  if (n.type !== "Field") return null;
+  names.push(n.name);
+  names.reverse();
+  return names.some((x) => PROTO_NAMES.has(x)) ? null : names;
+}
