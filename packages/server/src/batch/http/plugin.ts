@@ -9,14 +9,8 @@
  */
 import type { FastifyInstance } from "fastify";
 import type { AuthDeps } from "../../http/auth.js";
-import type { Clock } from "../../platform/clock.js";
-import type { Logger } from "../../platform/logger.js";
-import type { ProfileStore } from "../../profiles/store.js";
-import type { MetadataStore } from "../../stores/types.js";
-import type { Backend } from "../engine/evaluate-job.js";
-import { JobRunner } from "../jobs/job-runner.js";
+import { JobRunner, type JobRunnerOptions } from "../jobs/job-runner.js";
 import { JobService } from "../jobs/job-service.js";
-import type { BatchRepository } from "../store/types.js";
 import { ScheduleService } from "../schedules/schedule-service.js";
 import { PreviewService } from "../previews/preview-service.js";
 import { ExportService } from "../exports/export-service.js";
@@ -25,15 +19,10 @@ import { jobRoutes } from "./jobs-routes.js";
 import { previewRoutes } from "./previews-routes.js";
 import { scheduleRoutes } from "./schedules-routes.js";
 
-export interface BatchPluginOptions extends AuthDeps {
-  metadata: MetadataStore;
-  profiles: ProfileStore;
-  repo: BatchRepository;
-  clock: Clock;
-  logger?: Pick<Logger, "info" | "error">;
-  /** "sql" (default) or "js" (in-memory compiled evaluator only). */
-  backend?: Backend;
-  chunkSize?: number;
+/** The job runner's settings (stores, clock, logger, back end, chunk size), plus the plugin's own. */
+export interface BatchPluginOptions
+  extends AuthDeps,
+    Pick<JobRunnerOptions, "metadata" | "profiles" | "repo" | "clock" | "logger" | "backend" | "chunkSize"> {
   /** How often the scheduler looks for due schedules (ms). Default 60 000; 0 disables the timer. */
   scheduleTickMs?: number;
   /** Receives the area's services (tests and the CLI wait on `runner.idle()`, tick the scheduler). */
@@ -49,15 +38,8 @@ export interface BatchHandles {
 }
 
 export async function batchPlugin(app: FastifyInstance, opts: BatchPluginOptions): Promise<void> {
-  const runner = new JobRunner({
-    metadata: opts.metadata,
-    profiles: opts.profiles,
-    repo: opts.repo,
-    clock: opts.clock,
-    ...(opts.logger === undefined ? {} : { logger: opts.logger }),
-    ...(opts.backend === undefined ? {} : { backend: opts.backend }),
-    ...(opts.chunkSize === undefined ? {} : { chunkSize: opts.chunkSize }),
-  });
+  const { metadata, profiles, repo, clock, logger, backend, chunkSize } = opts;
+  const runner = new JobRunner({ metadata, profiles, repo, clock, logger, backend, chunkSize });
   const jobs = new JobService(opts.metadata, opts.repo, runner, opts.clock);
   const schedules = new ScheduleService(opts.repo, jobs, opts.clock, opts.logger);
   const previews = new PreviewService(opts.profiles, opts.repo, opts.clock, opts.logger);
