@@ -14,6 +14,7 @@
 // promise resolves. Concurrent writers are group-committed: writes queued in
 // the same event-loop turn share one transaction (each in its own savepoint, so
 // one failing write does not undo the others) and one fsync.
+import { settleGroup, type WriteOutcome } from "../group-commit.js";
 import Database from "better-sqlite3";
 import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
 import { newCatalogId } from "../ids.js";
@@ -123,7 +124,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     if (this.closed || this.queue.length === 0) return;
     const jobs = this.queue;
     this.queue = [];
-    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+    const outcomes: WriteOutcome[] = [];
     try {
       this.db.transaction(() => {
         for (const job of jobs) {
@@ -136,15 +137,11 @@ export class EmbeddedProfileStore implements ProfileStore {
         }
       })();
     } catch (error) {
-      for (const job of jobs) job.reject(error);
+      settleGroup(jobs, outcomes, { error });
       return;
     }
     // Resolve only now: the outer COMMIT (and its fsync) has returned.
-    jobs.forEach((job, i) => {
-      const o = outcomes[i]!;
-      if (o.ok) job.resolve(o.value);
-      else job.reject(o.error);
-    });
+    settleGroup(jobs, outcomes);
   }
 
   private tid(scope: TenantScope, create: boolean): number {

@@ -3,6 +3,7 @@
 // trips. Writes of one tenant are serialized with a transaction-scoped advisory
 // lock, because identity stitching reads the graph and then rewrites it: two
 // concurrent batches linking the same identities must not both create a graph.
+import { settleGroup, type WriteOutcome } from "../group-commit.js";
 import { withDefaultUser } from "../../platform/pg-url.js";
 import pg from "pg";
 import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
@@ -183,7 +184,7 @@ export class PostgresProfileStore implements ProfileStore {
   }
 
   private async commitGroup(jobs: PendingWrite[]): Promise<void> {
-    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+    const outcomes: WriteOutcome[] = [];
     try {
       await this.tx(async (c) => {
         // Locks in id order, so two processes committing groups cannot deadlock.
@@ -203,14 +204,10 @@ export class PostgresProfileStore implements ProfileStore {
         }
       });
     } catch (error) {
-      for (const job of jobs) job.reject(error);
+      settleGroup(jobs, outcomes, { error });
       return;
     }
-    jobs.forEach((job, i) => {
-      const o = outcomes[i]!;
-      if (o.ok) job.resolve(o.value);
-      else job.reject(o.error);
-    });
+    settleGroup(jobs, outcomes);
   }
 
   private datasetFromRow(scope: TenantScope, r: DatasetRow): Dataset {
