@@ -13,9 +13,8 @@
  * ratio edge/bare is printed with the figures.
  */
 import { rmSync } from "node:fs";
-import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
-import { runLoadClient } from "./lib/load-client.js";
+import { postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
 import { parseArgs } from "node:util";
 import Fastify from "fastify";
 
@@ -33,55 +32,18 @@ const { values: args } = parseArgs({
 const PROFILES = Number(args.profiles);
 const EVENT_TYPES = 30;
 
-interface ClientResult {
-  requests: number;
-  rps: number;
-  p50: number;
-  p99: number;
-  non2xx: number;
-  errors: number;
-}
-
 // ---------------------------------------------------------------- load client
-interface AutocannonRequest {
-  method: string;
-  path: string;
-  headers: Record<string, string>;
-  setupRequest: (req: { body?: string }) => { body?: string };
-}
-interface AutocannonResult {
-  requests: { total: number; average: number };
-  latency: { p50: number; p99: number };
-  non2xx: number;
-  errors: number;
-}
-type Autocannon = (opts: { url: string; connections: number; duration: number; requests: AutocannonRequest[] }) => Promise<AutocannonResult>;
-
 async function runClient(): Promise<void> {
-  const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
-  const u = new URL(args.url!);
-  const r = await autocannon({
-    url: `${u.protocol}//${u.host}`,
+  await postLoad({
+    url: args.url!,
     connections: Number(args.connections),
-    duration: Number(args.seconds),
-    requests: [
-      {
-        method: "POST",
-        path: u.pathname + u.search,
-        headers: { "content-type": "application/json" },
-        setupRequest(req) {
-          const who = Math.floor(Math.random() * PROFILES);
-          const type = Math.random() < 0.2 ? "web.webpagedetails.pageViews" : `type.${Math.floor(Math.random() * EVENT_TYPES)}`;
-          req.body = JSON.stringify({
-            event: { xdm: { identityMap: { CRMID: [{ id: `c${who}`, primary: true }] }, eventType: type, timestamp: new Date(Date.now() - 50).toISOString() } },
-          });
-          return req;
-        },
-      },
-    ],
+    seconds: Number(args.seconds),
+    body() {
+      const who = Math.floor(Math.random() * PROFILES);
+      const type = Math.random() < 0.2 ? "web.webpagedetails.pageViews" : `type.${Math.floor(Math.random() * EVENT_TYPES)}`;
+      return { event: { xdm: { identityMap: { CRMID: [{ id: `c${who}`, primary: true }] }, eventType: type, timestamp: new Date(Date.now() - 50).toISOString() } } };
+    },
   });
-  const out: ClientResult = { requests: r.requests.total, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors };
-  process.stdout.write(JSON.stringify(out));
 }
 
 function load(url: string): Promise<ClientResult> {

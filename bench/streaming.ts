@@ -16,9 +16,8 @@
  * being durable) at p50/p99, measured in the server.
  */
 import { rmSync } from "node:fs";
-import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
-import { runLoadClient } from "./lib/load-client.js";
+import { postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
 import { parseArgs } from "node:util";
 import Fastify from "fastify";
 
@@ -42,63 +41,29 @@ const PROFILES = Number(args.profiles);
 const BATCH = Number(args.batch);
 const EVENT_TYPES = 50;
 
-interface AutocannonRequest {
-  method: string;
-  path: string;
-  headers: Record<string, string>;
-  setupRequest: (req: { body?: string }) => { body?: string };
-}
-interface AutocannonResult {
-  requests: { total: number; average: number };
-  latency: { p50: number; p99: number };
-  non2xx: number;
-  errors: number;
-}
-type Autocannon = (opts: { url: string; connections: number; duration: number; overallRate?: number; requests: AutocannonRequest[] }) => Promise<AutocannonResult>;
-
-interface ClientResult {
-  requests: number;
-  p50: number;
-  p99: number;
-  non2xx: number;
-  errors: number;
-}
-
 let seq = 0;
 
 async function runClient(): Promise<void> {
-  const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
-  const u = new URL(args.url!);
-  const r = await autocannon({
-    url: `${u.protocol}//${u.host}`,
+  await postLoad({
+    url: args.url!,
     connections: Number(args.connections),
-    duration: Number(args.seconds),
-    ...(Number(args.rate) > 0 ? { overallRate: Number(args.rate) } : {}),
-    requests: [
-      {
-        method: "POST",
-        path: u.pathname,
-        headers: { "content-type": "application/json" },
-        setupRequest(req) {
-          const messages = [];
-          const at = new Date(Date.now() - 50).toISOString();
-          for (let i = 0; i < BATCH; i++) {
-            const who = Math.floor(Math.random() * PROFILES);
-            messages.push({
-              _id: `${process.pid}-${++seq}`,
-              identityMap: { CRMID: [{ id: `c${who}`, primary: true }] },
-              eventType: `type.${Math.floor(Math.random() * EVENT_TYPES)}`,
-              timestamp: at,
-            });
-          }
-          req.body = JSON.stringify({ messages });
-          return req;
-        },
-      },
-    ],
+    seconds: Number(args.seconds),
+    rate: Number(args.rate),
+    body() {
+      const messages = [];
+      const at = new Date(Date.now() - 50).toISOString();
+      for (let i = 0; i < BATCH; i++) {
+        const who = Math.floor(Math.random() * PROFILES);
+        messages.push({
+          _id: `${process.pid}-${++seq}`,
+          identityMap: { CRMID: [{ id: `c${who}`, primary: true }] },
+          eventType: `type.${Math.floor(Math.random() * EVENT_TYPES)}`,
+          timestamp: at,
+        });
+      }
+      return { messages };
+    },
   });
-  const out: ClientResult = { requests: r.requests.total, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors };
-  process.stdout.write(JSON.stringify(out));
 }
 
 function load(url: string, seconds: string = args.seconds!): Promise<ClientResult> {
