@@ -34,3 +34,8 @@ export { validateJavaRegex, MAX_SUBJECT as REGEX_MAX_SUBJECT } from "./runtime/r
 export type { RegexValidation, RegexErrorCode, SafeRegex } from "./runtime/regex.js";
 export { classify } from "./classify.js";
 export type { Classification, ClassifyOptions, QueryType } from "./classify.js";
+export { compileColumnar } from "./columnar/compile-columnar.js";
+export type { ColumnarQuery, ColumnarOptions } from "./columnar/compile-columnar.js";
+export type { Column, ColumnarTable, ColumnarData, ColumnarPredicate } from "./columnar/layout.js";
+export { rowColumnarData } from "./columnar/row-data.js";
+export type { RowInput } from "./columnar/row-data.js";

@@ -158,3 +158,25 @@ test("property: one compiled query reused across many profiles and instants agre
     { numRuns: 300 },
   );
 });
+
+// Found by the arbitrary-trees property (seed 1988846065): a calendar window counted
+// past the Date range (275 millennia before 2023) made one bound NaN, which the
+// evaluator and the compiled code's specialised test read differently.
+test("occurs windows beyond the Date range: evaluate and compile agree", () => {
+  const now = Date.UTC(2023, 1, 9, 12);
+  for (const [amount, direction] of [[275, "before"], [276, "before"], [275, "after"], [300, "after"]] as const) {
+    for (const op of ["=", "<", ">", "<=", ">=", "!="] as const) {
+      const q: Query = {
+        type: "Query",
+        params: [],
+        body: {
+          type: "Occurs",
+          subject: { type: "Literal", kind: "integer", value: 2 },
+          tail: { kind: "relative", op, amount, unit: "millennium", direction, ref: { type: "TimeWord", word: "now" } },
+        },
+      } as Query;
+      const ctx = { profile: {}, events: [], now };
+      assert.equal(compile(q)(ctx), evaluate(q, ctx), `${op} ${amount} millennium ${direction} now`);
+    }
+  }
+});

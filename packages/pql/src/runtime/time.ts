@@ -46,7 +46,11 @@ export function addUnits(t: number, n: number, unit: TimeUnit): number {
   const monthIndex = total - year * 12;
   const day = Math.min(d.getUTCDate(), daysInMonth(year, monthIndex));
   const timeOfDay = t - utcDate(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate());
-  return utcDate(year, monthIndex, day) + timeOfDay;
+  const r = utcDate(year, monthIndex, day) + timeOfDay;
+  // Beyond the Date range (±275,760 years) the calendar arithmetic yields NaN, and a NaN
+  // bound compares false both ways, so evaluators testing `t >= lower` and `!(t < lower)`
+  // would disagree. The instant lies past every representable one in the direction counted.
+  return Number.isNaN(r) ? (months < 0 ? -Infinity : Infinity) : r;
 }
 
 /** Start of the calendar period of `unit` containing t. Weeks start on Monday 00:00 UTC (ISO). */
