@@ -3,6 +3,10 @@
  *
  *   npm run bench:edge            (= node --conditions=source --import tsx bench/edge.ts)
  *   options: --profiles 100000 --definitions 150 --connections 32 --seconds 10
+ *   hub forwarding queue: --flush-ms 25 --max-batch 2000 --max-queue 20000
+ *   the hub on PostgreSQL (throw-away schema): --hub-url postgres://127.0.0.1:5432/test
+ *   in-process profile of the handler (no HTTP, no load client):
+ *     node --cpu-prof --conditions=source --import tsx bench/edge.ts --inprocess 60000
  *
  * The bench process starts the service (edge interact on the embedded stores,
  * 150 edge definitions of every query type, 100,000 profiles in the hub,
@@ -10,13 +14,19 @@
  * endpoint. The load comes from a separate process (this file with --client):
  * autocannon with a random known profile and event type per request. Both
  * endpoints are measured in the same run with the same client settings; the
- * ratio edge/bare is printed with the figures.
+ * ratio edge/bare is printed with the figures, with the load average, the
+ * event-loop delay of the server process during the edge run (how long hub
+ * batch writes block it) and the hub forwarder's queue figures.
  */
-import { rmSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
+import inspector from "node:inspector";
+import os from "node:os";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
 import { parseArgs } from "node:util";
 import Fastify from "fastify";
+import type { ProfileStore } from "../packages/server/src/profiles/store.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -26,6 +36,13 @@ const { values: args } = parseArgs({
     definitions: { type: "string", default: "150" },
     connections: { type: "string", default: "32" },
     seconds: { type: "string", default: "10" },
+    inprocess: { type: "string", default: "0" },
+    "profile-out": { type: "string", default: "" },
+    "hub-url": { type: "string", default: "" },
+    // Hub forwarding queue (defaults of hub-forwarder.ts).
+    "flush-ms": { type: "string", default: "25" },
+    "max-batch": { type: "string", default: "2000" },
+    "max-queue": { type: "string", default: "20000" },
   },
 });
 
@@ -46,6 +63,32 @@ async function runClient(): Promise<void> {
   });
 }
 
+function post(session: inspector.Session, method: string): Promise<unknown> {
+  return new Promise((resolve, reject) => session.post(method, (err, result) => (err ? reject(err) : resolve(result))));
+}
+
+/** With `--profile-out file`, a CPU profile of this process between start and stop (not of the set-up). */
+async function startProfiler(): Promise<{ stop(what: string): Promise<void> }> {
+  const file = args["profile-out"];
+  if (!file) return { async stop() {} };
+  const session = new inspector.Session();
+  session.connect();
+  await post(session, "Profiler.enable");
+  await post(session, "Profiler.start");
+  return {
+    async stop(what) {
+      const { profile } = (await post(session, "Profiler.stop")) as { profile: unknown };
+      writeFileSync(file, JSON.stringify(profile));
+      session.disconnect();
+      console.log(`CPU profile of ${what} written to ${file}`);
+    },
+  };
+}
+
+function loadAverage(): string {
+  return os.loadavg().map((l) => l.toFixed(2)).join(", ");
+}
+
 function load(url: string): Promise<ClientResult> {
   return runLoadClient<ClientResult>(fileURLToPath(import.meta.url), ["--url", url, "--profiles", String(PROFILES), "--connections", args.connections!, "--seconds", args.seconds!]);
 }
@@ -61,7 +104,17 @@ async function runBench(): Promise<void> {
 
   const ORG = "BENCHEDGE000000000000000@AdobeOrg";
   const world = await openRealtimeWorld(ORG);
-  const { dir, clock, bus, meta, hub, tenants, tenant, scope } = world;
+  const { dir, clock, bus, meta, tenants, tenant, scope } = world;
+  // --hub-url postgres://…: the hub (profile store) on PostgreSQL instead of the embedded SQLite
+  // file, in a throw-away schema dropped at the end (the metadata store stays embedded).
+  const hubUrl = args["hub-url"];
+  const pgSchema = `bench_edge_${process.pid}_profiles`;
+  let hub: ProfileStore = world.hub;
+  if (hubUrl) {
+    const { PostgresProfileStore } = await import("../packages/server/src/profiles/postgres/pg-store.js");
+    await world.hub.close();
+    hub = new PostgresProfileStore({ connectionString: hubUrl, schema: pgSchema });
+  }
   try {
     const t0 = performance.now();
     const tiers = ["gold", "silver", "bronze"];
@@ -118,6 +171,7 @@ async function runBench(): Promise<void> {
       hub,
       clock,
       bus,
+      forwarder: { flushIntervalMs: Number(args["flush-ms"]), maxBatch: Number(args["max-batch"]), maxQueue: Number(args["max-queue"]) },
       onError: (err) => console.error("realtime error:", err),
     });
     const ds = await rt.datastreams.create(tenant, { name: "bench", eventDatasetId: "edge-events" });
@@ -132,18 +186,73 @@ async function runBench(): Promise<void> {
     }, async () => ({ requestId: "r", ok: true }));
     const bareUrl = await bare.listen({ host: "127.0.0.1", port: 0 });
 
+    const eventBody = (who: number, type: string) => ({ event: { xdm: { identityMap: { CRMID: [{ id: `c${who}`, primary: true }] }, eventType: type, timestamp: new Date(Date.now() - 50).toISOString() } } });
+    const inprocess = Number(args.inprocess);
+    if (inprocess > 0) {
+      // The handler alone, in this process. `--profile-out file.cpuprofile` records a CPU
+      // profile of this loop only (not of the set-up); node --cpu-prof records everything.
+      // The handler never yields to the event loop by itself (its awaits are in memory), so
+      // the loop yields every YIELD_EVERY calls: the hub forwarder's timer must get its turn,
+      // as it does between HTTP requests. A 503 (queue full) waits for the backlog, and the
+      // request is retried, so every call is measured as accepted.
+      const YIELD_EVERY = 32;
+      const profiler = await startProfiler();
+      let refused = 0;
+      const t = performance.now();
+      for (let i = 0; i < inprocess; i++) {
+        const type = Math.random() < 0.2 ? "web.webpagedetails.pageViews" : `type.${Math.floor(Math.random() * EVENT_TYPES)}`;
+        const body = eventBody(Math.floor(Math.random() * PROFILES), type);
+        for (;;) {
+          try {
+            await rt.interact.interact(undefined, ds.id, body, `r${i}`);
+            break;
+          } catch (err) {
+            if (!(err instanceof Error && "status" in err && err.status === 503)) throw err;
+            refused++;
+            await rt.forwarder.idle();
+          }
+        }
+        if (i % YIELD_EVERY === YIELD_EVERY - 1) await new Promise((resolve) => setImmediate(resolve));
+      }
+      const handlerMs = performance.now() - t;
+      const f0 = performance.now();
+      await rt.flush();
+      const flushMs = performance.now() - f0;
+      await profiler.stop("the loop");
+      console.log(`in process: ${inprocess} interact calls in ${handlerMs.toFixed(0)} ms (${((handlerMs * 1000) / inprocess).toFixed(1)} µs per call, hub writes interleaved, ${refused} refused and retried); backlog flushed in ${flushMs.toFixed(0)} ms; forwarder ${JSON.stringify(rt.forwarder.stats)}; load average ${loadAverage()}`);
+      await app.close();
+      await bare.close();
+      return;
+    }
+
     // Warm both paths (JIT, caches) before measuring.
     for (let i = 0; i < 200; i++) {
-      await fetch(`${edgeUrl}/ee/v2/interact?dataStreamId=${ds.id}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ event: { xdm: { identityMap: { CRMID: [{ id: `c${i}`, primary: true }] }, eventType: "type.1", timestamp: new Date().toISOString() } } }) });
+      await fetch(`${edgeUrl}/ee/v2/interact?dataStreamId=${ds.id}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(eventBody(i, "type.1")) });
     }
     await rt.flush();
 
+    console.log(`load average before the runs: ${loadAverage()} (${os.cpus().length} cores); hub: ${hubUrl ? "PostgreSQL" : "embedded SQLite"}; hub queue: flush every ${args["flush-ms"]} ms or ${args["max-batch"]} items, at most ${args["max-queue"]} waiting`);
     const bareResult = await load(`${bareUrl}/bare`);
+    const statsBefore = { ...rt.forwarder.stats };
+    const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+    let peakQueue = 0;
+    const sampler = setInterval(() => {
+      peakQueue = Math.max(peakQueue, rt.forwarder.pending);
+    }, 5);
+    loopDelay.enable();
+    const profiler = await startProfiler();
     const edgeResult = await load(`${edgeUrl}/ee/v2/interact?dataStreamId=${ds.id}`);
+    await profiler.stop("the server during the edge run");
+    loopDelay.disable();
+    clearInterval(sampler);
+    const loadAfter = loadAverage();
     const flushStart = performance.now();
     await rt.flush();
     const flushMs = performance.now() - flushStart;
     const transitions = await hub.listTransitions(scope, { sources: ["edge"], limit: 10_000_000 });
+    const st = rt.forwarder.stats;
+    const batches = st.batches - statsBefore.batches;
+    const forwarded = st.forwarded - statsBefore.forwarded;
 
     const ratio = edgeResult.rps / bareResult.rps;
     console.log("");
@@ -153,11 +262,22 @@ async function runBench(): Promise<void> {
     console.log(`| edge interact (${n} definitions, ${PROFILES} profiles) | ${edgeResult.rps.toFixed(0)} | ${edgeResult.p50} ms | ${edgeResult.p99} ms | ${edgeResult.non2xx} | ${edgeResult.errors} |`);
     console.log("");
     console.log(`ratio edge/bare: ${ratio.toFixed(2)} (target >= 0.4); edge: ${edgeResult.rps >= 5000 ? "meets" : "MISSES"} 5,000 req/s, p99 ${edgeResult.p99 <= 10 ? "meets" : "MISSES"} 10 ms`);
-    console.log(`hub: ${edgeResult.requests} events forwarded, ${transitions.length} edge transitions recorded; backlog flushed ${flushMs.toFixed(0)} ms after the load ended`);
+    console.log(`load average after the edge run: ${loadAfter}`);
+    const ms = (ns: number) => (ns / 1e6).toFixed(1);
+    console.log(`server event-loop delay during the edge run: p50 ${ms(loopDelay.percentile(50))} ms, p99 ${ms(loopDelay.percentile(99))} ms, max ${ms(loopDelay.max)} ms`);
+    console.log(`hub: ${edgeResult.requests} requests, ${forwarded} events forwarded in ${batches} batches (${batches > 0 ? (forwarded / batches).toFixed(0) : 0} per batch), peak queue ${peakQueue}, refused (503) ${st.refused - statsBefore.refused}, retries ${st.retries - statsBefore.retries}, dropped ${st.dropped - statsBefore.dropped}; ${transitions.length} edge transitions recorded; backlog flushed ${flushMs.toFixed(0)} ms after the load ended`);
     await app.close();
     await bare.close();
   } finally {
     await hub.close();
+    if (hubUrl) {
+      const pg = (await import("pg")).default;
+      const { withDefaultUser } = await import("../packages/server/src/platform/pg-url.js");
+      const c = new pg.Client({ connectionString: withDefaultUser(hubUrl) });
+      await c.connect();
+      await c.query(`DROP SCHEMA IF EXISTS "${pgSchema}" CASCADE`);
+      await c.end();
+    }
     await meta.close();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -6,8 +6,13 @@
 //   node --conditions=source --import tsx bench/ingest.ts \
 //     [--profiles 1000000] [--events 10000000] [--stream 50000] [--clients 32] \
 //     [--store embedded|postgres] [--db bench/.data/ingest.db] [--sync full|normal] \
-//     [--url postgres://127.0.0.1:5432/test] [--lookups 20000] [--scan] [--reuse]
+//     [--url postgres://127.0.0.1:5432/test] [--lookups 20000] [--http-lookups 5000] [--scan] [--reuse] \
+//     [--mode direct|staged] [--chunk 50000] [--batch-records 200000] [--cache 1024]
 //
+// --mode direct (default) validates and appends each chunk of --chunk records in
+// one durable transaction. --mode staged loads like the batch API: files of --chunk
+// records are validated and staged into an ingestion batch, and every
+// --batch-records records the batch is completed (one transaction applies it).
 // --scan also times a full scan (every merged profile with its events, pdg policy).
 // --reuse skips loading and measures lookups (and the scan) on an existing store.
 import { mkdirSync, rmSync } from "node:fs";
@@ -15,10 +20,18 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { DEMO_DATASETS, demoCrmId, demoEcid, demoEvents, demoProfiles } from "../packages/server/src/profiles/demo.js";
 import { EmbeddedProfileStore } from "../packages/server/src/profiles/embedded/sqlite-store.js";
-import { ingestRecords } from "../packages/server/src/profiles/ingest.js";
+import { ingestRecords, stageRecords } from "../packages/server/src/profiles/ingest.js";
 import { PostgresProfileStore } from "../packages/server/src/profiles/postgres/pg-store.js";
 import type { ProfileStore } from "../packages/server/src/profiles/store.js";
 import type { JsonObject, MergePolicySpec, TenantScope } from "../packages/server/src/profiles/types.js";
+import { registerProfileRoutes } from "../packages/server/src/profiles/http/index.js";
+import { installBodyParsing } from "../packages/server/src/http/body-parsing.js";
+import { installErrorHandling } from "../packages/server/src/http/errors.js";
+import { SystemClock } from "../packages/server/src/platform/clock.js";
+import { defaultConfig } from "../packages/server/src/platform/config.js";
+import { Authenticator } from "../packages/server/src/services/auth/authenticator.js";
+import { TenantDirectory } from "../packages/server/src/services/tenancy.js";
+import Fastify from "fastify";
 
 const { values: args } = parseArgs({
   options: {
@@ -27,17 +40,23 @@ const { values: args } = parseArgs({
     stream: { type: "string", default: "50000" },
     clients: { type: "string", default: "32" },
     lookups: { type: "string", default: "20000" },
+    "http-lookups": { type: "string", default: "5000" },
     store: { type: "string", default: "embedded" },
     db: { type: "string", default: "bench/.data/ingest.db" },
     sync: { type: "string", default: "full" },
     url: { type: "string", default: "postgres://127.0.0.1:5432/test" },
-    chunk: { type: "string", default: "5000" },
+    chunk: { type: "string", default: "50000" },
+    mode: { type: "string", default: "direct" },
+    "batch-records": { type: "string", default: "200000" },
+    cache: { type: "string", default: "1024" },
     scan: { type: "boolean", default: false },
     reuse: { type: "boolean", default: false },
   },
 });
 
 const NOW = Date.UTC(2026, 10, 21);
+const BENCH_TOKEN = "bench-token";
+const BENCH_KEY = "bench-key";
 const SEED = 7;
 const scope: TenantScope = { orgId: "bench@AdobeOrg", sandboxName: "bench" };
 const pdg: MergePolicySpec = { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } };
@@ -46,30 +65,56 @@ const nEvents = Number(args.events);
 const nStream = Number(args.stream);
 const clients = Number(args.clients);
 const chunk = Number(args.chunk);
+const batchRecords = Number(args["batch-records"]);
+const staged = args.mode === "staged";
 
 function openStore(): ProfileStore {
   if (args.store === "postgres") return new PostgresProfileStore({ connectionString: args.url!, schema: "bench_ingest", poolSize: Math.min(clients, 16) });
   mkdirSync(path.dirname(args.db!), { recursive: true });
   if (!args.reuse) for (const suffix of ["", "-wal", "-shm"]) rmSync(args.db! + suffix, { force: true });
-  return new EmbeddedProfileStore({ path: args.db!, synchronous: args.sync === "normal" ? "normal" : "full" });
+  return new EmbeddedProfileStore({ path: args.db!, synchronous: args.sync === "normal" ? "normal" : "full", cacheMiB: Number(args.cache) });
 }
 
 async function batchLoad(store: ProfileStore, datasetId: string, records: Iterable<JsonObject>, total: number, label: string): Promise<number> {
   const started = performance.now();
   let buf: Array<{ index: number; value: unknown }> = [];
   let done = 0;
+  let batchId: string | null = null;
+  let inBatch = 0;
+  let files = 0;
+  const progress = () => {
+    const mb = Math.round(process.memoryUsage().rss / 2 ** 20);
+    process.stderr.write(`${label}: ${done}/${total} (${Math.round(done / ((performance.now() - started) / 1000))}/s, rss ${mb} MiB)\n`);
+  };
+  const complete = async () => {
+    if (batchId === null) return;
+    const r = await store.completeBatch(scope, batchId, { ingestedAt: NOW, maxIdentitiesPerGraph: 50 });
+    if (r.batch.status !== "success" || r.batch.recordsWritten !== inBatch) throw new Error(`${label}: batch ${JSON.stringify(r.batch).slice(0, 300)}`);
+    batchId = null;
+    inBatch = 0;
+    progress();
+  };
   const flush = async () => {
-    const r = await ingestRecords(store, scope, datasetId, buf, { now: NOW });
-    if (r.failed.length > 0) throw new Error(`${label}: ${JSON.stringify(r.failed.slice(0, 3))}`);
+    if (staged) {
+      batchId ??= (await store.createBatch(scope, datasetId, NOW)).id;
+      const r = await stageRecords(store, scope, datasetId, { id: batchId, file: `part-${files++}.ndjson` }, buf, { now: NOW });
+      if (r.failed.length > 0) throw new Error(`${label}: ${JSON.stringify(r.failed.slice(0, 3))}`);
+      inBatch += buf.length;
+    } else {
+      const r = await ingestRecords(store, scope, datasetId, buf, { now: NOW });
+      if (r.failed.length > 0) throw new Error(`${label}: ${JSON.stringify(r.failed.slice(0, 3))}`);
+    }
     done += buf.length;
     buf = [];
-    if (done % (chunk * 40) === 0) process.stderr.write(`${label}: ${done}/${total} (${Math.round(done / ((performance.now() - started) / 1000))}/s)\n`);
+    if (staged && inBatch >= batchRecords) await complete();
+    else if (!staged && done % (chunk * 20) === 0) progress();
   };
   for (const value of records) {
     buf.push({ index: buf.length, value });
     if (buf.length === chunk) await flush();
   }
   if (buf.length > 0) await flush();
+  await complete();
   return done / ((performance.now() - started) / 1000);
 }
 
@@ -88,22 +133,72 @@ async function streamLoad(store: ProfileStore, datasetId: string): Promise<numbe
   return nStream / ((performance.now() - started) / 1000);
 }
 
-async function lookups(store: ProfileStore): Promise<{ p50: number; p99: number; max: number }> {
-  const n = Number(args.lookups);
-  const lat: number[] = [];
-  let x = 12345;
+interface Latency { n: number; p50: number; p99: number; max: number }
+
+/** Pseudo-random demo identities (half CRM ids, half ECIDs) of loaded profiles. */
+function* lookupIdentities(n: number, seed: number): Generator<{ namespace: string; id: string }> {
+  let x = seed;
   for (let i = 0; i < n; i++) {
     x = (x * 1103515245 + 12345) % 2147483648;
     const k = x % nProfiles;
-    const identity = i % 2 === 0 ? { namespace: "crmid", id: demoCrmId(SEED, k) } : { namespace: "ecid", id: demoEcid(SEED, k) };
+    yield i % 2 === 0 ? { namespace: "crmid", id: demoCrmId(SEED, k) } : { namespace: "ecid", id: demoEcid(SEED, k) };
+  }
+}
+
+function quantiles(lat: number[]): Latency {
+  lat.sort((a, b) => a - b);
+  const q = (f: number) => Math.round(lat[Math.min(lat.length - 1, Math.floor(lat.length * f))]! * 1000) / 1000;
+  return { n: lat.length, p50: q(0.5), p99: q(0.99), max: q(1) };
+}
+
+/** The store call behind GET /data/core/ups/access/entities: the merged profile with its memberships. */
+async function lookups(store: ProfileStore): Promise<Latency> {
+  const lat: number[] = [];
+  for (const identity of lookupIdentities(Number(args.lookups), 12345)) {
     const t = performance.now();
     const p = await store.getProfile(scope, identity, pdg);
     lat.push(performance.now() - t);
     if (p === null) throw new Error(`profile ${identity.namespace}:${identity.id} missing`);
   }
-  lat.sort((a, b) => a - b);
-  const q = (f: number) => Math.round(lat[Math.min(lat.length - 1, Math.floor(lat.length * f))]! * 1000) / 1000;
-  return { p50: q(0.5), p99: q(0.99), max: q(1) };
+  return quantiles(lat);
+}
+
+/**
+ * The same lookups over real HTTP: the profile routes (auth, tenancy, merge policy,
+ * rendering) on 127.0.0.1, one request at a time from this process (the client's
+ * own cost is included).
+ */
+async function httpLookups(store: ProfileStore): Promise<Latency | null> {
+  const n = Number(args["http-lookups"]);
+  if (n <= 0) return null;
+  const config = defaultConfig();
+  config.auth.staticTokens = [{ token: BENCH_TOKEN, orgs: [scope.orgId] }];
+  config.auth.apiKeys = [BENCH_KEY];
+  config.organizations = [{ id: scope.orgId, sandboxes: [{ name: scope.sandboxName, type: "production", default: true }] }];
+  const clock = new SystemClock();
+  const app = Fastify({ logger: false });
+  installErrorHandling(app);
+  installBodyParsing(app);
+  await registerProfileRoutes(app, {
+    authenticator: new Authenticator(config.auth, clock), tenants: new TenantDirectory(config), profiles: store, clock,
+    policies: { async resolve() { return pdg; } },
+  });
+  const base = await app.listen({ host: "127.0.0.1", port: 0 });
+  const headers = { authorization: `Bearer ${BENCH_TOKEN}`, "x-api-key": BENCH_KEY, "x-gw-ims-org-id": scope.orgId, "x-sandbox-name": scope.sandboxName };
+  try {
+    const lat: number[] = [];
+    for (const identity of lookupIdentities(n, 54321)) {
+      const url = `${base}/data/core/ups/access/entities?schema.name=_xdm.context.profile&entityIdNS=${identity.namespace}&entityId=${encodeURIComponent(identity.id)}`;
+      const t = performance.now();
+      const r = await fetch(url, { headers });
+      const text = await r.text();
+      lat.push(performance.now() - t);
+      if (r.status !== 200) throw new Error(`GET ${url}: ${r.status} ${text.slice(0, 200)}`);
+    }
+    return quantiles(lat);
+  } finally {
+    await app.close();
+  }
 }
 
 async function scan(store: ProfileStore): Promise<{ seconds: number; profiles: number; events: number }> {
@@ -121,7 +216,8 @@ const store = openStore();
 if (args.reuse) {
   try {
     const lookup = await lookups(store);
-    console.log(JSON.stringify({ store: args.store, lookupMs: lookup, ...(args.scan ? { scan: await scan(store) } : {}) }, null, 2));
+    const httpLookup = await httpLookups(store);
+    console.log(JSON.stringify({ store: args.store, lookupMs: lookup, httpLookupMs: httpLookup, ...(args.scan ? { scan: await scan(store) } : {}) }, null, 2));
   } finally {
     await store.close();
   }
@@ -134,10 +230,12 @@ try {
   const eventsPerSec = await batchLoad(store, e.id, demoEvents({ profiles: nProfiles, events: nEvents, now: NOW, seed: SEED }), nEvents, "events");
   const streamPerSec = await streamLoad(store, e.id);
   const lookup = await lookups(store);
+  const httpLookup = await httpLookups(store);
   const result = {
-    store: args.store, sync: args.store === "embedded" ? args.sync : "n/a", profiles: nProfiles, events: nEvents, streamed: nStream, clients,
+    store: args.store, sync: args.store === "embedded" ? args.sync : "n/a", mode: staged ? "staged" : "direct", chunk, batchRecords: staged ? batchRecords : null,
+    profiles: nProfiles, events: nEvents, streamed: nStream, clients,
     batchProfilesPerSec: Math.round(profilesPerSec), batchEventsPerSec: Math.round(eventsPerSec), streamingRecordsPerSec: Math.round(streamPerSec),
-    lookupMs: lookup, profileCount: await store.countProfiles(scope),
+    lookupMs: lookup, httpLookupMs: httpLookup, profileCount: await store.countProfiles(scope),
     ...(args.scan ? { scan: await scan(store) } : {}),
   };
   console.log(JSON.stringify(result, null, 2));

@@ -2,46 +2,85 @@
  * Streaming evaluation benchmark (issue #8, acceptance 4).
  *
  *   npm run bench:streaming       (= node --conditions=source --import tsx bench/streaming.ts)
- *   options: --definitions 500 --profiles 10000 --batch 50 --connections 32 --seconds 10 --rate 0 --warmup 5
- *   (--rate N: N requests/s in total, to measure latency below saturation)
+ *   options: --definitions 500 --profiles 100000 --batch 50 --connections 16 --seconds 10 --rate 0 --warmup 5
+ *   (--rate N: N requests/s in total, to measure latency below saturation;
+ *    --in-process: no HTTP and no client process, the same load driven from this process;
+ *    --cpu-profile FILE: a CPU profile of this process during the measured phase only)
  *
  * The bench process runs the ingestion path the service uses for streamed
- * records — validate, durable append to the hub (SQLite, synchronous=FULL),
- * then the streaming engine (reverse index → evaluation → memberships and
- * transitions, group-committed) — behind POST /collection/batch/bench, with
- * 500 continuous definitions. The load comes from a separate process (this
- * file with --client): autocannon posting batches of events for random
- * profiles and event types. Reported: sustained events/s, and the
- * event-to-transition latency (from the request's arrival to its transitions
- * being durable) at p50/p99, measured in the server.
+ * records — validate and append durably to the hub (`ingestRecords`, SQLite,
+ * synchronous=FULL), then the streaming engine (reverse index → evaluation →
+ * memberships and transitions, group-committed) — behind
+ * POST /collection/batch/bench, with 500 continuous definitions.
+ *
+ * Workload (documented in docs/performance.md, "Streaming"):
+ * - `--profiles` profiles (default 100,000) are loaded into the hub first, each
+ *   with `loyalty.points` 0–999, a tier and a country; then one event per
+ *   profile is streamed through the engine in-process (unmeasured), so that
+ *   every profile's state is in memory and its first audiences are computed.
+ * - 50 event types, uniform; 500 definitions, 10 per event type in 5 shapes:
+ *   points band (3 % of profiles) + the type within 1–12 hours; ≥ 3 events of
+ *   the type within 6 hours; tier + country (≈ 7 %) + the type today; points
+ *   band + a two-step chain of two types within 12 hours; country + points band
+ *   (profile only, never re-evaluated by events). Audiences are a few % of the
+ *   profiles, so most events change no membership.
+ * - A separate process (this file with --client) posts batches of `--batch`
+ *   events for random profiles and types, stamped 50 ms before sending.
+ *
+ * Reported per phase: events/s, transitions/s, transitions per event, the share
+ * of events that produced a transition, and the event-to-transition latency
+ * (from the request's arrival, `onRequest`, to its transitions being durable)
+ * at p50/p99 over the events that produced transitions (an event counts as
+ * such when its profile has a transition in the response), plus the same
+ * latency over all events and the client's request latency.
  */
-import { rmSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import { fileURLToPath } from "node:url";
-import { postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
 import { parseArgs } from "node:util";
-import Fastify from "fastify";
+import { postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
 
 const { values: args } = parseArgs({
   options: {
     client: { type: "boolean", default: false },
+    "in-process": { type: "boolean", default: false },
     url: { type: "string", default: "" },
     definitions: { type: "string", default: "500" },
-    profiles: { type: "string", default: "10000" },
+    profiles: { type: "string", default: "100000" },
     batch: { type: "string", default: "50" },
-    connections: { type: "string", default: "32" },
+    connections: { type: "string", default: "16" },
     seconds: { type: "string", default: "10" },
     /** Requests per second for the whole client (0 = as fast as possible): latency below saturation. */
     rate: { type: "string", default: "0" },
-    /** Seconds of unmeasured load first, so that profile states are in memory (steady state). */
+    /** Seconds of unmeasured load after the preload, so that the measured phase starts in steady state. */
     warmup: { type: "string", default: "5" },
+    /** Write a CPU profile of the bench process during the measured phase only (node:inspector) to this file. */
+    "cpu-profile": { type: "string", default: "" },
   },
 });
 
 const PROFILES = Number(args.profiles);
 const BATCH = Number(args.batch);
 const EVENT_TYPES = 50;
+const TIERS = ["gold", "silver", "bronze"];
+const COUNTRIES = ["US", "FR", "DE", "JP", "BR"];
 
 let seq = 0;
+
+/** One request body: BATCH events for random profiles and types. */
+function eventBatch(idPrefix: string, at: string): { messages: Array<Record<string, unknown>> } {
+  const messages = [];
+  for (let i = 0; i < BATCH; i++) {
+    const who = Math.floor(Math.random() * PROFILES);
+    messages.push({
+      _id: `${idPrefix}-${++seq}`,
+      identityMap: { CRMID: [{ id: `c${who}`, primary: true }] },
+      eventType: `type.${Math.floor(Math.random() * EVENT_TYPES)}`,
+      timestamp: at,
+    });
+  }
+  return { messages };
+}
 
 async function runClient(): Promise<void> {
   await postLoad({
@@ -49,126 +88,208 @@ async function runClient(): Promise<void> {
     connections: Number(args.connections),
     seconds: Number(args.seconds),
     rate: Number(args.rate),
-    body() {
-      const messages = [];
-      const at = new Date(Date.now() - 50).toISOString();
-      for (let i = 0; i < BATCH; i++) {
-        const who = Math.floor(Math.random() * PROFILES);
-        messages.push({
-          _id: `${process.pid}-${++seq}`,
-          identityMap: { CRMID: [{ id: `c${who}`, primary: true }] },
-          eventType: `type.${Math.floor(Math.random() * EVENT_TYPES)}`,
-          timestamp: at,
-        });
-      }
-      return { messages };
-    },
+    body: () => eventBatch(String(process.pid), new Date(Date.now() - 50).toISOString()),
   });
 }
 
-function load(url: string, seconds: string = args.seconds!): Promise<ClientResult> {
+function load(url: string, seconds: string): Promise<ClientResult> {
   return runLoadClient<ClientResult>(fileURLToPath(import.meta.url), [
     "--url", url, "--profiles", String(PROFILES), "--batch", String(BATCH), "--connections", args.connections!, "--seconds", seconds, "--rate", args.rate!,
   ]);
 }
 
-function percentile(sorted: number[], p: number): number {
+function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+/** The definitions of the workload (see the file comment). */
+function workloadDefinitions(n: number): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const type = `type.${i % EVENT_TYPES}`;
+    const other = `type.${(i * 7 + 3) % EVENT_TYPES}`;
+    const band = (i * 37) % 970;
+    const tier = TIERS[i % 3]!;
+    const country = COUNTRIES[Math.floor(i / 3) % 5]!;
+    const points = `loyalty.points >= ${band} and loyalty.points < ${band + 30}`;
+    out.push([
+      `${points} and chain(xEvent, timestamp, [C0: WHAT(eventType = "${type}") WHEN(< ${1 + (i % 12)} hours before now)])`,
+      `xEvent[eventType = "${type}" and timestamp occurs < 6 hours before now].count() >= 3`,
+      `loyalty.tier = "${tier}" and homeAddress.countryCode = "${country}" and chain(xEvent, timestamp, [C0: WHAT(eventType = "${type}") WHEN(today)])`,
+      `${points} and chain(xEvent, timestamp, [C0: WHAT(eventType = "${type}") WHEN(< 12 hours before now), C1: WHAT(eventType = "${other}") WHEN(< 12 hours before now)])`,
+      `homeAddress.countryCode = "${country}" and loyalty.points >= ${band} and loyalty.points < ${band + 50}`,
+    ][Math.floor(i / EVENT_TYPES) % 5]!);
+  }
+  return out;
+}
+
+/** Latencies and counts of one phase. */
+class Phase {
+  events = 0;
+  transitions = 0;
+  eventsWithTransitions = 0;
+  /** One entry per event that produced a transition (ms). */
+  private withTransitions: number[] = [];
+  /** One entry per request, weighted by its events when reported (ms). */
+  private requests: Array<[number, number]> = [];
+
+  record(events: number, transitions: number, eventsWithTransitions: number, ms: number): void {
+    this.events += events;
+    this.transitions += transitions;
+    this.eventsWithTransitions += eventsWithTransitions;
+    for (let i = 0; i < eventsWithTransitions; i++) this.withTransitions.push(ms);
+    this.requests.push([ms, events]);
+  }
+
+  report(label: string, seconds: number, client: ClientResult | null): void {
+    const wt = Float64Array.from(this.withTransitions).sort();
+    const all = new Float64Array(this.events);
+    let k = 0;
+    for (const [ms, n] of this.requests) for (let i = 0; i < n; i++) all[k++] = ms;
+    all.sort();
+    const eps = this.events / seconds;
+    const p99 = percentile(wt, 99);
+    console.log("");
+    console.log(`${label}`);
+    console.log(`| figure | value |`);
+    console.log(`|---|---|`);
+    console.log(`| events stored and evaluated | ${this.events} in ${seconds} s |`);
+    console.log(`| sustained events/s | ${eps.toFixed(0)} |`);
+    console.log(`| transitions | ${this.transitions} (${(this.transitions / seconds).toFixed(0)}/s, ${(this.transitions / Math.max(1, this.events)).toFixed(3)} per event) |`);
+    console.log(`| events with a transition | ${this.eventsWithTransitions} (${((100 * this.eventsWithTransitions) / Math.max(1, this.events)).toFixed(1)} %) |`);
+    console.log(`| event-to-transition p50 / p99 (events with a transition) | ${percentile(wt, 50).toFixed(1)} ms / ${p99.toFixed(1)} ms |`);
+    console.log(`| arrival-to-durable p50 / p99 (all events) | ${percentile(all, 50).toFixed(1)} ms / ${percentile(all, 99).toFixed(1)} ms |`);
+    if (client) {
+      console.log(`| request p50 / p99 (client, ${BATCH} events per request) | ${client.p50} ms / ${client.p99} ms |`);
+      console.log(`| non-2xx / errors | ${client.non2xx} / ${client.errors} |`);
+    }
+    console.log(`targets: events/s ${eps >= 10_000 ? "meets" : "MISSES"} 10,000; p99 event-to-transition ${p99 <= 50 ? "meets" : "MISSES"} 50 ms`);
+  }
+}
+
+/** Starts the inspector's CPU profiler when --cpu-profile is given; the returned function stops it and writes the profile. */
+async function startProfile(): Promise<() => Promise<void>> {
+  const file = args["cpu-profile"];
+  if (!file) return async () => {};
+  const { Session } = await import("node:inspector/promises");
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.start");
+  return async () => {
+    const { profile } = await session.post("Profiler.stop");
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+    console.log(`CPU profile of the measured phase: ${file}`);
+  };
+}
+
+function loadAverage(): string {
+  return os.loadavg().map((x) => x.toFixed(2)).join(", ");
+}
+
 async function runBench(): Promise<void> {
+  const Fastify = (await import("fastify")).default;
   const { ingestRecords } = await import("../packages/server/src/profiles/ingest.js");
-  const { validateRecord } = await import("../packages/server/src/profiles/validate.js");
   const { DefinitionCatalog } = await import("../packages/server/src/streaming/definition-catalog.js");
   const { StreamingEngine } = await import("../packages/server/src/streaming/engine.js");
   const { openRealtimeWorld } = await import("./lib/realtime.js");
 
   const ORG = "BENCHSTREAM0000000000000@AdobeOrg";
-  const world = await openRealtimeWorld(ORG, { streaming: 500 });
+  const nDefinitions = Number(args.definitions);
+  const world = await openRealtimeWorld(ORG, { streaming: Math.max(500, nDefinitions) });
   const { dir, clock, bus, meta, hub, tenant, scope } = world;
   const catalog = new DefinitionCatalog(meta, bus);
   const engine = new StreamingEngine({ catalog, hub, clock });
+  engine.start();
+  console.log(`load average at start: ${loadAverage()} (${os.cpus().length} CPUs)`);
   try {
-    const t0 = performance.now();
-    const tiers = ["gold", "silver", "bronze"];
-    const countries = ["US", "FR", "DE", "JP", "BR"];
-    const n = Number(args.definitions);
-    for (let i = 0; i < n; i++) {
-      const type = `type.${i % EVENT_TYPES}`;
-      const other = `type.${(i * 7 + 3) % EVENT_TYPES}`;
-      const pql = [
-        `chain(xEvent, timestamp, [C0: WHAT(eventType = "${type}") WHEN(< ${1 + (i % 12)} hours before now)])`,
-        `xEvent[eventType = "${type}" and timestamp occurs < 6 hours before now].count() >= ${1 + (i % 3)}`,
-        `loyalty.tier = "${tiers[i % 3]}" and chain(xEvent, timestamp, [C0: WHAT(eventType = "${type}") WHEN(today)])`,
-        `chain(xEvent, timestamp, [C0: WHAT(eventType = "${type}") WHEN(< 12 hours before now), C1: WHAT(eventType = "${other}") WHEN(< 12 hours before now)])`,
-        `homeAddress.countryCode = "${countries[i % 5]}" and loyalty.points > ${(i * 37) % 1000}`,
-      ][i % 5]!;
-      await world.define(`streaming ${i}`, pql, "continuous");
-    }
+    let t0 = performance.now();
+    for (const [i, pql] of workloadDefinitions(nDefinitions).entries()) await world.define(`streaming ${i}`, pql, "continuous");
     const set = await catalog.get(tenant, "continuous");
     console.log(`definitions: ${set.definitions.length} continuous in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
     await hub.createDataset(scope, { id: "stream-events", name: "stream events", schemaClass: "experienceevent", profileEnabled: true }, clock.now());
     await hub.createDataset(scope, { id: "crm", name: "crm", schemaClass: "profile", profileEnabled: true }, clock.now());
-    const dataset = (await hub.getDataset(scope, "stream-events"))!;
+    t0 = performance.now();
     for (let start = 0; start < PROFILES; start += 5000) {
       const records = [];
       for (let i = start; i < Math.min(PROFILES, start + 5000); i++) {
-        records.push({ index: i - start, value: { identityMap: { CRMID: [{ id: `c${i}`, primary: true }] }, homeAddress: { countryCode: countries[i % 5] }, loyalty: { tier: tiers[i % 3], points: (i * 7919) % 1000 } } });
+        records.push({
+          index: i - start,
+          value: { identityMap: { CRMID: [{ id: `c${i}`, primary: true }] }, homeAddress: { countryCode: COUNTRIES[i % 5] }, loyalty: { tier: TIERS[i % 3], points: (i * 7919) % 1000 } },
+        });
       }
       await ingestRecords(hub, scope, "crm", records, { now: clock.now() });
     }
-    console.log(`profiles: ${PROFILES} in the hub`);
+    console.log(`profiles: ${PROFILES} in the hub in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
-    const latencies: number[] = [];
-    let events = 0;
-    let transitions = 0;
-    const app = Fastify({ logger: false, bodyLimit: 10 * 1024 * 1024 });
-    // What the streaming collection path does for a batch: validate, append durably, evaluate.
-    app.post<{ Body: { messages: unknown[] } }>("/collection/batch/bench", async (request) => {
-      const arrived = performance.now();
-      const valid = [];
-      for (const [i, m] of request.body.messages.entries()) {
-        const r = validateRecord(m, i, dataset);
-        if (r.ok) valid.push(r.record);
-      }
-      await hub.append(scope, dataset.id, valid, { ingestedAt: clock.now(), maxIdentitiesPerGraph: 50 });
-      const written = await engine.onRecordsStored(tenant, valid);
+    /** What the streaming collection path does for a batch: validate + append durably, then evaluate. */
+    const ingest = async (messages: unknown[], phase: Phase | null, arrived: number): Promise<number> => {
+      const r = await ingestRecords(hub, scope, "stream-events", messages.map((value, index) => ({ index, value })), { now: clock.now() });
+      const written = await engine.onRecordsStored(tenant, r.stored);
       const ms = performance.now() - arrived;
-      events += valid.length;
-      transitions += written.length;
-      for (let i = 0; i < written.length; i++) latencies.push(ms);
-      return { accepted: valid.length, transitions: written.length };
-    });
-    const url = await app.listen({ host: "127.0.0.1", port: 0 });
+      phase?.record(r.stored.length, written.length, new Set(written.map((t) => t.profileId)).size, ms);
+      return written.length;
+    };
 
-    if (Number(args.warmup) > 0) {
-      await load(`${url}/collection/batch/bench`, args.warmup!);
-      await engine.idle();
-      console.log(`warm-up: ${events} events, ${transitions} transitions in ${args.warmup} s (not counted below)`);
-      events = 0;
-      transitions = 0;
-      latencies.length = 0;
+    // Preload: one event per profile, in order, in-process, so that every state is in memory.
+    t0 = performance.now();
+    let preloadTransitions = 0;
+    const at = new Date(clock.now() - 60_000).toISOString();
+    for (let start = 0; start < PROFILES; start += 1000) {
+      const messages = [];
+      for (let i = start; i < Math.min(PROFILES, start + 1000); i++) {
+        messages.push({ _id: `preload-${i}`, identityMap: { CRMID: [{ id: `c${i}`, primary: true }] }, eventType: `type.${i % EVENT_TYPES}`, timestamp: at });
+      }
+      preloadTransitions += await ingest(messages, null, performance.now());
     }
-    const started = performance.now();
-    const client = await load(`${url}/collection/batch/bench`);
     await engine.idle();
-    const seconds = (performance.now() - started) / 1000;
-    latencies.sort((a, b) => a - b);
-    const eps = events / Number(args.seconds);
-    console.log("");
-    console.log(`| figure | value |`);
-    console.log(`|---|---|`);
-    console.log(`| events stored and evaluated | ${events} in ${args.seconds} s of load (${seconds.toFixed(1)} s with drain) |`);
-    console.log(`| sustained events/s | ${eps.toFixed(0)} |`);
-    console.log(`| transitions written | ${transitions} |`);
-    console.log(`| event-to-transition p50 / p99 | ${percentile(latencies, 50).toFixed(1)} ms / ${percentile(latencies, 99).toFixed(1)} ms |`);
-    console.log(`| request p50 / p99 (client, ${BATCH} events per request) | ${client.p50} ms / ${client.p99} ms |`);
-    console.log(`| non-2xx / errors | ${client.non2xx} / ${client.errors} |`);
-    console.log("");
-    console.log(`targets: events/s ${eps >= 10_000 ? "meets" : "MISSES"} 10,000; p99 event-to-transition ${percentile(latencies, 99) <= 50 ? "meets" : "MISSES"} 50 ms`);
-    await app.close();
+    console.log(`preload: ${PROFILES} events (one per profile) → ${preloadTransitions} transitions, ${engine.cachedStates} states in memory, in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+
+    let phase = new Phase();
+    if (args["in-process"]) {
+      // The same load without HTTP: `connections` concurrent loops of batches.
+      const drive = async (seconds: number, p: Phase): Promise<void> => {
+        const end = performance.now() + seconds * 1000;
+        const loop = async (): Promise<void> => {
+          while (performance.now() < end) await ingest(eventBatch("in", new Date(Date.now() - 50).toISOString()).messages, p, performance.now());
+        };
+        await Promise.all(Array.from({ length: Number(args.connections) }, loop));
+        await engine.idle();
+      };
+      if (Number(args.warmup) > 0) await drive(Number(args.warmup), new Phase());
+      const stopProfile = await startProfile();
+      await drive(Number(args.seconds), phase);
+      await stopProfile();
+      phase.report(`in-process, ${args.connections} concurrent batches of ${BATCH}`, Number(args.seconds), null);
+    } else {
+      const app = Fastify({ logger: false, bodyLimit: 10 * 1024 * 1024 });
+      const arrivals = new WeakMap<object, number>();
+      app.addHook("onRequest", async (request) => {
+        arrivals.set(request, performance.now());
+      });
+      app.post<{ Body: { messages: unknown[] } }>("/collection/batch/bench", async (request) => {
+        const written = await ingest(request.body.messages, phase, arrivals.get(request) ?? performance.now());
+        return { accepted: request.body.messages.length, transitions: written };
+      });
+      const url = `${await app.listen({ host: "127.0.0.1", port: 0 })}/collection/batch/bench`;
+      if (Number(args.warmup) > 0) {
+        phase = new Phase();
+        await load(url, args.warmup!);
+        await engine.idle();
+        phase.report(`warm-up (not counted), ${args.warmup} s`, Number(args.warmup), null);
+      }
+      phase = new Phase();
+      const stopProfile = await startProfile();
+      const client = await load(url, args.seconds!);
+      await engine.idle();
+      await stopProfile();
+      phase.report(`measured, ${args.connections} connections${Number(args.rate) > 0 ? ` at ${args.rate} requests/s` : ""}, batches of ${BATCH}`, Number(args.seconds), client);
+      await app.close();
+    }
+    console.log(`sweep: ${engine.scheduled} memberships scheduled for a re-check; load average at end: ${loadAverage()}`);
   } finally {
     await engine.stop();
     catalog.close();

@@ -9,6 +9,8 @@ export const EdgeErrorCodes = {
   datastreamUnknown: "SEGMENTD-EDGE-DATASTREAM-400",
   locationUnknown: "SEGMENTD-EDGE-LOCATION-404",
   invalidEvent: "SEGMENTD-EDGE-INVALID-EVENT-400",
+  /** The hub forwarder's queue is full (backpressure); nothing was stored, the client may retry. */
+  busy: "SEGMENTD-EDGE-BUSY-503",
   datastreamInvalid: "SEGMENTD-DATASTREAM-400",
   datastreamNotFound: "SEGMENTD-DATASTREAM-404",
 } as const;

@@ -1,14 +1,39 @@
 /**
  * Every event collected at an edge location goes to the hub (architecture
  * flow 3, last step), together with the edge memberships the request decided.
- * The request is answered from the location's memory first; the forward
- * happens right after, group-committed: requests that arrive while a hub
- * write is in flight are written together by the next one, so the hub pays
- * one durable commit per group instead of one per request.
+ * As on Adobe's Edge Network, the forward is asynchronous: the interact
+ * response never waits for it, nor shares a synchronous turn with it.
  *
- * After each group: edge transitions are recorded (source edge) against the
- * hub's profile ids, the streaming engine evaluates the stored events, and the
- * hub projects the profiles to the other locations that hold them.
+ * The forwarder is a bounded FIFO queue written to the hub in large batches:
+ *
+ *  - **Rate and size.** A batch is written `flushIntervalMs` after the first
+ *    item that waits (default 25 ms), or at once (next event-loop turn) when
+ *    `maxBatch` items wait (default 2,000). One batch at a time: per tenant one
+ *    `append` per dataset with all its events, one `applyMembershipChanges`
+ *    with all the edge transitions in arrival order. So the hub pays one
+ *    durable commit per batch, not per request: when every event is of a
+ *    profile the hub knows and carries one identity (the usual case), both
+ *    calls are made in the same turn and the store group-commits them together.
+ *  - **Backpressure.** `admit()` says whether a request may be accepted: at
+ *    most `maxQueue` items wait (default 20,000, queued + in flight). The
+ *    interact service asks before it stores anything and answers 503 when the
+ *    queue is full, so memory stays bounded while the hub is slow or down.
+ *  - **Order.** Items are written in arrival order, batch after batch; a batch
+ *    that fails is retried before anything behind it, so the hub sees each
+ *    profile's events and membership changes in the order the edge decided them.
+ *  - **Failures.** A failed hub write is reported (`onError`, a
+ *    `HubForwardError`) and retried from the step that failed, with exponential
+ *    backoff, up to `maxAttempts` times; the queue keeps filling meanwhile (and
+ *    backpressure applies). After the last attempt the batch's items are
+ *    dropped and counted in `stats.dropped`, reported with `willRetry: false`,
+ *    so a poison batch cannot stop the edge from forwarding.
+ *  - **Shutdown.** `close()` writes everything still queued (without waiting
+ *    for the interval) and resolves when the queue is empty.
+ *
+ * After each batch's hub writes: the streaming engine evaluates the stored
+ * events, and the hub projects the profiles to the other locations that hold
+ * them. Failures there are reported and not retried (the hub has the data; the
+ * next event or ingestion re-runs them).
  */
 import type { MembershipChange, ProfileStore } from "../profiles/store.js";
 import type { Identity, MembershipStatus, ValidRecord } from "../profiles/types.js";
@@ -29,7 +54,20 @@ export interface ForwardItem {
   edgeChanges: ReadonlyArray<{ definitionId: string; status: MembershipStatus; at: number }>;
 }
 
-export interface HubForwarderDeps {
+export interface HubForwarderOptions {
+  /** Most items in one batch (default 2,000). */
+  maxBatch?: number;
+  /** How long the first waiting item waits for companions before its batch is written (default 25 ms). */
+  flushIntervalMs?: number;
+  /** Most items waiting (queued + in flight) before `admit()` refuses (default 20,000). */
+  maxQueue?: number;
+  /** Attempts at writing one batch to the hub before its items are dropped (default 5). */
+  maxAttempts?: number;
+  /** Delay before the first retry; doubles on each further one, at most 5 s (default 100 ms). */
+  retryDelayMs?: number;
+}
+
+export interface HubForwarderDeps extends HubForwarderOptions {
   hub: ProfileStore;
   projector: EdgeProjector;
   streaming?: StreamingEngine;
@@ -38,66 +76,295 @@ export interface HubForwarderDeps {
   onError: (err: unknown) => void;
 }
 
-const MAX_GROUP = 2000;
+export interface HubForwarderStats {
+  /** Items whose hub writes are committed. */
+  forwarded: number;
+  /** Batches written (hub write groups, one per tenant and batch). */
+  batches: number;
+  /** Failed attempts that were retried. */
+  retries: number;
+  /** Items given up after `maxAttempts` failed attempts. */
+  dropped: number;
+  /** Requests refused by `admit()` (queue full or closed). */
+  refused: number;
+}
+
+/** A hub write of the forwarder failed; `willRetry` says whether the items are still queued. */
+export class HubForwardError extends Error {
+  constructor(
+    message: string,
+    readonly items: number,
+    readonly attempt: number,
+    readonly willRetry: boolean,
+    options: { cause: unknown },
+  ) {
+    super(message, options);
+    this.name = "HubForwardError";
+  }
+}
+
+const MAX_RETRY_DELAY_MS = 5000;
+
+/** Progress of one tenant's share of a batch, so that a retry resumes at the step that failed. */
+interface GroupProgress {
+  appended: Set<string>;
+  profileIds: Array<string | null> | null;
+  membershipsWritten: boolean;
+}
 
 export class HubForwarder {
+  private readonly maxBatch: number;
+  private readonly flushIntervalMs: number;
+  private readonly maxQueue: number;
+  private readonly maxAttempts: number;
+  private readonly retryDelayMs: number;
+
   private queue: ForwardItem[] = [];
+  private inFlight = 0;
   private running: Promise<void> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private immediate: NodeJS.Immediate | null = null;
+  private waiters: Array<{ resolve: () => void; reject: (err: unknown) => void }> = [];
+  /** Errors thrown by the onError handler itself (tests throw there): the next idle() rejects with them. */
+  private handlerErrors: unknown[] = [];
+  private closed = false;
+  readonly stats: HubForwarderStats = { forwarded: 0, batches: 0, retries: 0, dropped: 0, refused: 0 };
 
-  constructor(private readonly deps: HubForwarderDeps) {}
+  constructor(private readonly deps: HubForwarderDeps) {
+    this.maxBatch = Math.max(1, deps.maxBatch ?? 2000);
+    this.flushIntervalMs = Math.max(0, deps.flushIntervalMs ?? 25);
+    this.maxQueue = Math.max(1, deps.maxQueue ?? 20_000);
+    this.maxAttempts = Math.max(1, deps.maxAttempts ?? 5);
+    this.retryDelayMs = Math.max(0, deps.retryDelayMs ?? 100);
+  }
 
+  /** Items waiting for the hub: queued + in the batch being written. */
+  get pending(): number {
+    return this.queue.length + this.inFlight;
+  }
+
+  /**
+   * Whether one more request may be accepted (call before storing anything).
+   * Requests already past this check are still enqueued, so the queue can
+   * exceed `maxQueue` by at most the number of requests in flight.
+   */
+  admit(): boolean {
+    if (this.closed || this.pending >= this.maxQueue) {
+      this.stats.refused++;
+      return false;
+    }
+    return true;
+  }
+
+  /** Queue an item; it is written to the hub later, never in the caller's synchronous turn. */
   enqueue(item: ForwardItem): void {
     this.queue.push(item);
-    this.running ??= this.drain();
+    this.kick();
   }
 
-  /** Resolves when every item enqueued so far has reached the hub (and its follow-ups ran). */
-  async flush(): Promise<void> {
-    while (this.running) await this.running;
+  /**
+   * Write everything queued now (without waiting for the interval) and resolve
+   * when the queue is empty and no batch is in flight. Rejects with an error
+   * the `onError` handler threw, if any did since the last call.
+   */
+  idle(): Promise<void> {
+    if (this.pending === 0 && this.running === null) return this.settled();
+    return new Promise<void>((resolve, reject) => {
+      this.waiters.push({ resolve, reject });
+      this.kick();
+    });
   }
 
-  get pending(): number {
-    return this.queue.length;
+  /** Stop admitting requests, write everything still queued, resolve when done. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.idle();
   }
 
-  private async drain(): Promise<void> {
+  private settled(): Promise<void> {
+    if (this.handlerErrors.length === 0) return Promise.resolve();
+    const err = this.handlerErrors[0];
+    this.handlerErrors = [];
+    return Promise.reject(err);
+  }
+
+  private report(err: unknown): void {
     try {
-      while (this.queue.length > 0) {
-        const group = this.queue.splice(0, MAX_GROUP);
-        const byTarget = new Map<string, ForwardItem[]>();
-        for (const it of group) {
-          const k = `${tenantKeyOf(it.tenant)}\u0000${it.datasetId}`;
-          const list = byTarget.get(k);
-          if (list) list.push(it);
-          else byTarget.set(k, [it]);
-        }
-        for (const items of byTarget.values()) {
-          try {
-            await this.forward(items);
-          } catch (err) {
-            this.deps.onError(err);
-          }
-        }
-      }
-    } finally {
-      this.running = null;
+      this.deps.onError(err);
+    } catch (thrown) {
+      this.handlerErrors.push(thrown);
     }
   }
 
-  private async forward(items: ForwardItem[]): Promise<void> {
-    const { tenant, datasetId } = items[0]!;
-    const scope = profileScopeOf(tenant);
-    await this.deps.hub.append(scope, datasetId, items.map((i) => i.record), {
-      ingestedAt: this.deps.now(),
-      maxIdentitiesPerGraph: this.deps.maxIdentitiesPerGraph ?? 50,
-    });
-    const profileIds = await Promise.all(items.map((i) => this.deps.hub.findProfileId(scope, i.identity)));
-    const changes: MembershipChange[] = [];
-    items.forEach((it, n) => {
-      const pid = profileIds[n];
-      if (pid) for (const c of it.edgeChanges) changes.push({ profileId: pid, definitionId: c.definitionId, status: c.status, source: "edge", at: c.at });
-    });
-    if (changes.length > 0) await this.deps.hub.applyMembershipChanges(scope, changes);
+  /** Schedule the next batch: at once when a full batch waits or someone waits for idle, else after the interval. */
+  private kick(): void {
+    if (this.running !== null || this.queue.length === 0) return;
+    const urgent = this.queue.length >= this.maxBatch || this.waiters.length > 0 || this.closed;
+    if (urgent) {
+      if (this.timer !== null) {
+        clearTimeout(this.timer);
+        this.timer = null;
+      }
+      this.immediate ??= setImmediate(() => {
+        this.immediate = null;
+        this.startBatch();
+      });
+    } else {
+      this.timer ??= setTimeout(() => {
+        this.timer = null;
+        this.startBatch();
+      }, this.flushIntervalMs);
+    }
+  }
+
+  private startBatch(): void {
+    if (this.running !== null) return;
+    if (this.queue.length === 0) {
+      this.wakeWaiters();
+      return;
+    }
+    const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
+    this.queue = batch === this.queue ? [] : this.queue.slice(this.maxBatch);
+    this.inFlight = batch.length;
+    this.running = this.writeBatch(batch)
+      .catch((err: unknown) => this.report(err))
+      .finally(() => {
+        this.running = null;
+        this.inFlight = 0;
+        if (this.queue.length === 0) this.wakeWaiters();
+        else this.kick();
+      });
+  }
+
+  private wakeWaiters(): void {
+    if (this.waiters.length === 0) return;
+    const waiters = this.waiters;
+    this.waiters = [];
+    const err = this.handlerErrors.length > 0 ? this.handlerErrors[0] : undefined;
+    this.handlerErrors = [];
+    for (const w of waiters) {
+      if (err === undefined) w.resolve();
+      else w.reject(err);
+    }
+  }
+
+  private async writeBatch(batch: ForwardItem[]): Promise<void> {
+    // Per tenant, in arrival order (a profile belongs to one tenant).
+    const byTenant = new Map<string, ForwardItem[]>();
+    for (const it of batch) {
+      const k = tenantKeyOf(it.tenant);
+      const list = byTenant.get(k);
+      if (list) list.push(it);
+      else byTenant.set(k, [it]);
+    }
+    for (const items of byTenant.values()) {
+      const profileIds = await this.writeWithRetry(items);
+      if (profileIds === null) continue;
+      try {
+        await this.followUps(items, profileIds);
+      } catch (err) {
+        this.report(err);
+      }
+    }
+  }
+
+  /** The hub writes of one tenant's items, retried from the failed step; null when given up. */
+  private async writeWithRetry(items: ForwardItem[]): Promise<Array<string | null> | null> {
+    const progress: GroupProgress = { appended: new Set(), profileIds: null, membershipsWritten: false };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.writeToHub(items, progress);
+        this.stats.forwarded += items.length;
+        this.stats.batches++;
+        return progress.profileIds;
+      } catch (err) {
+        const willRetry = attempt < this.maxAttempts;
+        const what = `${items.length} edge event(s)`;
+        this.report(new HubForwardError(
+          willRetry ? `hub write of ${what} failed (attempt ${attempt} of ${this.maxAttempts}); retrying` : `hub write of ${what} failed ${attempt} time(s); the events are dropped`,
+          items.length,
+          attempt,
+          willRetry,
+          { cause: err },
+        ));
+        if (!willRetry) {
+          this.stats.dropped += items.length;
+          return null;
+        }
+        this.stats.retries++;
+        await sleep(Math.min(this.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS));
+      }
+    }
+  }
+
+  private readProfileIds(items: readonly ForwardItem[]): Promise<Array<string | null>> {
+    const hub = this.deps.hub;
+    const scope = profileScopeOf(items[0]!.tenant);
+    const reads = new Map<string, Promise<string | null>>();
+    return Promise.all(items.map((it) => {
+      const k = `${it.identity.namespace}\u0000${it.identity.id}`;
+      let p = reads.get(k);
+      if (!p) reads.set(k, (p = hub.findProfileId(scope, it.identity)));
+      return p;
+    }));
+  }
+
+  private writeToHub(items: ForwardItem[], progress: GroupProgress): Promise<void> {
+    return progress.appended.size === 0 && !progress.membershipsWritten && items.every((it) => it.record.identities.length === 1)
+      ? this.writeTogether(items, progress)
+      : this.writeInSteps(items, progress);
+  }
+
+  /**
+   * The common case (every event of a known profile, carrying one identity, so the append
+   * cannot create or merge graphs and the profile ids are known before it): the events and
+   * the transitions are handed to the store in the same event-loop turn, which commits them
+   * in one transaction (one fsync) instead of two. Otherwise, or for what failed, the steps.
+   */
+  private async writeTogether(items: ForwardItem[], progress: GroupProgress): Promise<void> {
+    const datasetId = items[0]!.datasetId;
+    if (items.some((it) => it.datasetId !== datasetId)) return this.writeInSteps(items, progress);
+    const before = await this.readProfileIds(items);
+    if (before.some((pid) => pid === null)) return this.writeInSteps(items, progress);
+    const scope = profileScopeOf(items[0]!.tenant);
+    const changes = changesOf(items, before);
+    const appended = this.deps.hub.append(scope, datasetId, items.map((i) => i.record), { ingestedAt: this.deps.now(), maxIdentitiesPerGraph: this.deps.maxIdentitiesPerGraph ?? 50 });
+    const applied = changes.length > 0 ? this.deps.hub.applyMembershipChanges(scope, changes) : Promise.resolve([]);
+    const [a, m] = await Promise.allSettled([appended, applied]);
+    if (a.status === "fulfilled") progress.appended.add(datasetId);
+    if (m.status === "fulfilled") progress.membershipsWritten = true;
+    if (a.status === "rejected") throw a.reason;
+    if (m.status === "rejected") throw m.reason;
+    progress.profileIds = before;
+  }
+
+  private async writeInSteps(items: ForwardItem[], progress: GroupProgress): Promise<void> {
+    const hub = this.deps.hub;
+    const scope = profileScopeOf(items[0]!.tenant);
+    // 1. Events: one append per dataset (usually one), in arrival order.
+    const byDataset = new Map<string, ValidRecord[]>();
+    for (const it of items) {
+      if (progress.appended.has(it.datasetId)) continue;
+      const list = byDataset.get(it.datasetId);
+      if (list) list.push(it.record);
+      else byDataset.set(it.datasetId, [it.record]);
+    }
+    for (const [datasetId, records] of byDataset) {
+      await hub.append(scope, datasetId, records, { ingestedAt: this.deps.now(), maxIdentitiesPerGraph: this.deps.maxIdentitiesPerGraph ?? 50 });
+      progress.appended.add(datasetId);
+    }
+    // 2. The hub's profile ids, read after the append (an event can create or link graphs).
+    const profileIds = progress.profileIds ?? (progress.profileIds = await this.readProfileIds(items));
+    // 3. Edge transitions, all in one call, in the order the edge decided them.
+    if (!progress.membershipsWritten) {
+      const changes = changesOf(items, profileIds);
+      if (changes.length > 0) await hub.applyMembershipChanges(scope, changes);
+      progress.membershipsWritten = true;
+    }
+  }
+
+  private async followUps(items: ForwardItem[], profileIds: ReadonlyArray<string | null>): Promise<void> {
+    const tenant = items[0]!.tenant;
     const streamed = this.deps.streaming ? await this.deps.streaming.onRecordsStored(tenant, items.map((i) => i.record)) : [];
     // Projection goes to every location holding the profile. The collecting location is
     // skipped when it already held the profile (earlier projections, its own events and its
@@ -115,4 +382,24 @@ export class HubForwarder {
     });
     for (const [skip, pids] of bySkip) await this.deps.projector.project(tenant, pids, skip === "" ? new Set() : new Set([skip]));
   }
+}
+
+/**
+ * The edge transitions of these items, in the order the edge decided them. No `from`: the
+ * edge does not know the hub's previous status for sure (other locations, the streaming and
+ * batch engines and the data lifecycle write the same memberships), and a wrong one would
+ * record a false transition; the store reads it (one indexed read per change).
+ */
+function changesOf(items: readonly ForwardItem[], profileIds: ReadonlyArray<string | null>): MembershipChange[] {
+  const changes: MembershipChange[] = [];
+  for (let n = 0; n < items.length; n++) {
+    const pid = profileIds[n];
+    if (!pid) continue;
+    for (const c of items[n]!.edgeChanges) changes.push({ profileId: pid, definitionId: c.definitionId, status: c.status, source: "edge", at: c.at });
+  }
+  return changes;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

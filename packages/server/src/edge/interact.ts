@@ -6,7 +6,9 @@
  * profile (projected attributes + batch/streaming memberships for inSegment)
  * and its recent events plus the incoming one. The answer comes from memory;
  * the event and the edge membership changes are then stored at the location
- * and forwarded to the hub.
+ * and queued for the hub (hub-forwarder.ts: written later in batches, never in
+ * the request's turn). When that queue is full the request is refused with a
+ * 503 before anything is stored (backpressure).
  *
  * Segment of segments: once a profile qualifies at the edge it stays in; only
  * the 24-hourly disqualification pass (disqualification.ts) takes it out.
@@ -17,12 +19,13 @@ import type { ProfileStore } from "../profiles/store.js";
 import type { Dataset, JsonObject, MembershipStatus } from "../profiles/types.js";
 import { validateRecord } from "../profiles/validate.js";
 import { ApiError } from "../services/errors.js";
-import type { TenantContext, TenantDirectory } from "../services/tenancy.js";
+import { scopeOf, type TenantContext, type TenantDirectory } from "../services/tenancy.js";
+import type { DefinitionRepository, TenantScope } from "../stores/types.js";
 import type { DefinitionCatalog, LiveDefinition } from "../streaming/definition-catalog.js";
 import type { MembershipEntry } from "../streaming/profile-state.js";
-import { eventsFor, groupEventsByType } from "../streaming/reverse-index.js";
 import type { Datastream, DatastreamService } from "./datastreams.js";
 import { EdgeErrorCodes } from "./errors.js";
+import { EdgePlans, type EdgeDecision, type EdgePlan } from "./evaluation-plan.js";
 import type { HubForwarder } from "./hub-forwarder.js";
 import type { EdgeProfile } from "./location-store.js";
 import { tenantKeyOf, type EdgeLocations } from "./locations.js";
@@ -48,6 +51,8 @@ export interface EdgeInteractDeps {
   datastreams: DatastreamService;
   tenants: TenantDirectory;
   catalog: DefinitionCatalog;
+  /** Where the edge definitions' queries are read, once per definition set (evaluation-plan.ts). */
+  definitions: DefinitionRepository;
   locations: EdgeLocations;
   forwarder: HubForwarder;
   hub: ProfileStore;
@@ -85,18 +90,58 @@ function cachedEvaluationProfile(p: EdgeProfile | undefined): ReturnType<typeof 
   return view;
 }
 
+/** What a request needs of its datastream, resolved once per datastream version (not per request). */
+interface DatastreamContext {
+  /** The repository object this was built from: a PUT replaces it, which invalidates the context. */
+  ds: Datastream;
+  tenant: TenantContext;
+  tenantKey: string;
+  /** The metadata scope of the tenant (the plan reads the definitions' queries there). */
+  scope: TenantScope;
+  /** The event dataset, read from the hub on the first request. */
+  dataset: Dataset | null;
+}
+
+// Response parts that do not change between requests, built once (read-only: only serialized).
+const segmentCache = new WeakMap<LiveDefinition, InteractSegment>();
+
+function segmentOf(d: LiveDefinition): InteractSegment {
+  let s = segmentCache.get(d);
+  if (s === undefined) segmentCache.set(d, (s = { id: d.id, namespace: "ups" }));
+  return s;
+}
+
+const hintCache = new Map<string, InteractHandle>();
+
+function locationHint(location: string): InteractHandle {
+  let h = hintCache.get(location);
+  if (h === undefined) hintCache.set(location, (h = { type: "locationHint:result", payload: [{ scope: "EdgeNetwork", hint: location, ttlSeconds: LOCATION_HINT_TTL_SECONDS }] }));
+  return h;
+}
+
 export class EdgeInteractService {
-  private readonly datasets = new Map<string, Dataset>();
+  private readonly contexts = new Map<string, DatastreamContext>();
+  private readonly plans: EdgePlans;
 
-  constructor(private readonly deps: EdgeInteractDeps) {}
+  constructor(private readonly deps: EdgeInteractDeps) {
+    this.plans = new EdgePlans(deps.definitions);
+  }
 
-  private async eventDataset(tenant: TenantContext, ds: Datastream): Promise<Dataset> {
-    const k = `${ds.id}\u0000${ds.eventDatasetId}`;
-    const cached = this.datasets.get(k);
-    if (cached) return cached;
+  private context(ds: Datastream): DatastreamContext {
+    const hit = this.contexts.get(ds.id);
+    if (hit !== undefined && hit.ds === ds) return hit;
+    const tenant = this.deps.tenants.resolve(ds.imsOrgId, ds.sandboxName);
+    if (!tenant) throw bad(`Datastream '${ds.id}' belongs to a sandbox that is not configured`, EdgeErrorCodes.datastreamUnknown);
+    const ctx: DatastreamContext = { ds, tenant, tenantKey: tenantKeyOf(tenant), scope: scopeOf(tenant), dataset: null };
+    this.contexts.set(ds.id, ctx);
+    return ctx;
+  }
+
+  private async eventDataset(ctx: DatastreamContext): Promise<Dataset> {
+    const { ds, tenant } = ctx;
     const d = await this.deps.hub.getDataset({ orgId: tenant.orgId, sandboxName: tenant.sandbox.sandboxName }, ds.eventDatasetId);
     if (!d) throw bad(`Datastream '${ds.id}' sends events to dataset '${ds.eventDatasetId}', which no longer exists`, EdgeErrorCodes.datastreamUnknown);
-    this.datasets.set(k, d);
+    ctx.dataset = d;
     return d;
   }
 
@@ -108,8 +153,8 @@ export class EdgeInteractService {
     const location = locationName ?? this.deps.locations.defaultLocation;
     const store = this.deps.locations.get(location);
     if (!store) throw new ApiError(404, EdgeErrorCodes.locationUnknown, `Unknown edge location '${location.slice(0, 100)}'; configured: ${this.deps.locations.names().join(", ")}`);
-    const tenant = this.deps.tenants.resolve(ds.imsOrgId, ds.sandboxName);
-    if (!tenant) throw bad(`Datastream '${ds.id}' belongs to a sandbox that is not configured`, EdgeErrorCodes.datastreamUnknown);
+    const ctx = this.context(ds);
+    const tenant = ctx.tenant;
     const xdm = isObject(body) && isObject(body["event"]) ? body["event"]["xdm"] : undefined;
     if (!isObject(xdm)) throw bad("The body must be {event: {xdm: {identityMap, eventType, timestamp, ...}}}");
     const identity = primaryIdentityOf(xdm["identityMap"]);
@@ -117,36 +162,39 @@ export class EdgeInteractService {
     const eventBody: JsonObject = { ...(xdm as JsonObject) };
     if (typeof eventBody["_id"] !== "string" || eventBody["_id"] === "") eventBody["_id"] = randomUUID();
     if (eventBody["timestamp"] === undefined) eventBody["timestamp"] = new Date(now).toISOString();
-    const dataset = await this.eventDataset(tenant, ds);
+    const dataset = ctx.dataset ?? (await this.eventDataset(ctx));
     const validated = validateRecord(eventBody, 0, dataset);
     if (!validated.ok) {
       throw new ApiError(400, EdgeErrorCodes.invalidEvent, `The event is not valid: ${validated.errors.map((e) => e.message).join("; ")}`, validated.errors.map((e) => ({ code: e.code, message: e.message, ...(e.path ? { field: e.path } : {}) })));
     }
     const record = validated.record;
+    // Backpressure: when the hub forwarder's queue is full, refuse before storing anything.
+    if (!this.deps.forwarder.admit()) {
+      throw new ApiError(503, EdgeErrorCodes.busy, "The edge is forwarding a backlog of events to the hub; retry shortly");
+    }
 
     // 2. Evaluate from the location's memory.
-    const tk = tenantKeyOf(tenant);
+    const tk = ctx.tenantKey;
     const held = await store.lookup(tk, identity);
     const segments: InteractSegment[] = [];
     const changes: Array<{ definitionId: string; status: MembershipStatus; at: number }> = [];
+    let carry: { plan: EdgePlan; revision: number; changes: EdgeDecision["changes"] } | null = null;
     if (ds.edgeSegmentation) {
       const set = await this.deps.catalog.get(tenant, "synchronous");
       if (set.definitions.length > 0) {
-        const { profile, ups } = cachedEvaluationProfile(held);
-        const events: Record<string, unknown>[] = held ? held.events.map((e) => e.body) : [];
+        const plan = await this.plans.get(set, ctx.scope);
+        const view = cachedEvaluationProfile(held);
+        const events: Record<string, unknown>[] = [];
+        if (held) for (const e of held.events) events.push(e.body);
         events.push(record.body);
-        const byType = groupEventsByType(events);
-        const optedOut = held?.optedOut ?? false;
-        for (const d of set.definitions) {
-          const was = ups[d.id]?.status === "realized";
-          const qualifies = this.qualifies(d, profile, eventsFor(d.footprint, events, byType), now, optedOut, was);
-          if (qualifies) segments.push({ id: d.id, namespace: "ups" });
-          if (qualifies !== was) changes.push({ definitionId: d.id, status: qualifies ? "realized" : "exited", at: now });
-        }
+        const decision = plan.decide(held ?? null, view, held?.optedOut ?? false, events, now);
+        for (const d of decision.qualifying) segments.push(segmentOf(d));
+        for (const c of decision.changes) changes.push({ definitionId: c.definition.id, status: c.qualifies ? "realized" : "exited", at: now });
+        if (held && decision.changes.length > 0) carry = { plan, revision: held.revision, changes: decision.changes };
       }
     }
 
-    // 3. Store at the location, then forward to the hub (asynchronously, group-committed).
+    // 3. Store at the location, then queue the forward to the hub (written later, in batches).
     await store.collect(tk, identity, { id: record.eventId ?? (eventBody["_id"] as string), ts: record.timestamp ?? now, body: record.body }, now);
     if (changes.length > 0) {
       const iso = new Date(now).toISOString();
@@ -154,6 +202,8 @@ export class EdgeInteractService {
         definitionId: c.definitionId,
         entry: { status: c.status, lastQualificationTime: c.status === "realized" ? iso : (held?.edgeMemberships.get(c.definitionId)?.lastQualificationTime ?? held?.hubMemberships[c.definitionId]?.lastQualificationTime ?? iso) },
       })));
+      // The profile's cached results survive its own changes (not a projection in between).
+      if (carry && held) carry.plan.carryForward(held, carry.revision, carry.changes);
     }
     this.deps.forwarder.enqueue({ tenant, datasetId: ds.eventDatasetId, record, identity, location, newAtLocation: held === undefined, edgeChanges: changes });
 
@@ -166,15 +216,9 @@ export class EdgeInteractService {
           // Adobe returns an empty payload when nothing applies to the profile.
           payload: segments.length === 0 ? [] : [{ type: "profileLookup", destinationId: ds.id, alias: ds.name, attributes: {}, segments }],
         },
-        { type: "locationHint:result", payload: [{ scope: "EdgeNetwork", hint: location, ttlSeconds: LOCATION_HINT_TTL_SECONDS }] },
+        locationHint(location),
       ],
     };
   }
 
-  private qualifies(d: LiveDefinition, profile: Record<string, unknown>, events: readonly Record<string, unknown>[], now: number, optedOut: boolean, was: boolean): boolean {
-    if (d.excludeOptOut && optedOut) return false;
-    // Segment of segments: disqualified only by the 24-hourly pass, never by a request.
-    if (was && d.queryType === "segment-of-segments") return true;
-    return d.predicate({ profile, events, now });
-  }
 }

@@ -21,7 +21,7 @@ import { AudienceMetricsService } from "../metrics/audience-metrics.js";
 import { metricsRoutes } from "../metrics/routes.js";
 import { DatastreamService, FileDatastreams, InMemoryDatastreams, type DatastreamRepository } from "./datastreams.js";
 import { SegmentOfSegmentsPass } from "./disqualification.js";
-import { HubForwarder } from "./hub-forwarder.js";
+import { HubForwarder, type HubForwarderOptions } from "./hub-forwarder.js";
 import { EdgeInteractService } from "./interact.js";
 import { EdgeLocations, type EdgeLocationsConfig } from "./locations.js";
 import { EdgeProjector } from "./projector.js";
@@ -38,6 +38,8 @@ export interface RealtimeDeps {
   edge?: EdgeLocationsConfig;
   /** Streaming sweep period (default 30 s: exits land within 30 s of a window closing). */
   sweepIntervalMs?: number;
+  /** Hub forwarding queue: batch size and interval, queue limit (backpressure), retries. */
+  forwarder?: HubForwarderOptions;
   onError?: (err: unknown) => void;
 }
 
@@ -53,7 +55,7 @@ export interface Realtime {
   metrics: AudienceMetricsService;
   /** Start the streaming sweep and the 24-hourly disqualification timers. */
   start(): void;
-  /** Wait for pending hub forwards and streaming writes. */
+  /** Write the queued hub forwards now and wait for them and for the streaming writes. */
   flush(): Promise<void>;
   close(): Promise<void>;
 }
@@ -64,10 +66,10 @@ export function createRealtime(deps: RealtimeDeps): Realtime {
   const streaming = new StreamingEngine({ catalog, hub: deps.hub, clock: deps.clock, sweepIntervalMs: deps.sweepIntervalMs, onError });
   const locations = new EdgeLocations(deps.edge);
   const projector = new EdgeProjector(deps.hub, deps.meta, locations, deps.clock);
-  const forwarder = new HubForwarder({ hub: deps.hub, projector, streaming, now: () => deps.clock.now(), onError });
+  const forwarder = new HubForwarder({ ...deps.forwarder, hub: deps.hub, projector, streaming, now: () => deps.clock.now(), onError });
   const repo: DatastreamRepository = deps.dataDir ? new FileDatastreams(deps.dataDir) : new InMemoryDatastreams();
   const datastreams = new DatastreamService(repo, deps.hub, deps.clock);
-  const interact = new EdgeInteractService({ datastreams, tenants: deps.tenants, catalog, locations, forwarder, hub: deps.hub, clock: deps.clock });
+  const interact = new EdgeInteractService({ datastreams, tenants: deps.tenants, catalog, definitions: deps.meta.definitions, locations, forwarder, hub: deps.hub, clock: deps.clock });
   const disqualification = new SegmentOfSegmentsPass({ tenants: deps.tenants, catalog, locations, hub: deps.hub, clock: deps.clock, onError });
   const metrics = new AudienceMetricsService(deps.meta, deps.hub, deps.clock);
   return {
@@ -85,14 +87,18 @@ export function createRealtime(deps: RealtimeDeps): Realtime {
       disqualification.start();
     },
     async flush() {
-      await forwarder.flush();
+      await forwarder.idle();
       await streaming.idle();
     },
     async close() {
       disqualification.stop();
-      await forwarder.flush();
-      await streaming.stop();
-      catalog.close();
+      try {
+        // Drains the queue: every event collected so far reaches the hub.
+        await forwarder.close();
+      } finally {
+        await streaming.stop();
+        catalog.close();
+      }
     },
   };
 }

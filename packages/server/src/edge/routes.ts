@@ -11,6 +11,7 @@ import type { FastifyInstance } from "fastify";
 import { registerTenantHooks, type AuthDeps } from "../http/auth.js";
 import { tenantOf } from "../http/request-context.js";
 import { authHeaders, commonErrorResponses, idParam } from "../http/schemas.js";
+import { ApiError } from "../services/errors.js";
 import type { DatastreamInput, DatastreamService } from "./datastreams.js";
 import type { EdgeInteractService } from "./interact.js";
 
@@ -21,15 +22,74 @@ const interactQuery = {
   properties: { dataStreamId: { type: "string", maxLength: 256 } },
 } as const;
 
+/**
+ * The 200 body, declared so that Fastify serializes it with a compiled
+ * serializer (fast-json-stringify) instead of JSON.stringify, and so that
+ * /openapi.json documents it. Handle payload items are of two kinds
+ * (profileLookup, locationHint); one object schema lists the fields of both.
+ */
+const interactResponse = {
+  type: "object",
+  properties: {
+    requestId: { type: "string" },
+    handle: {
+      type: "array",
+      items: {
+        type: "object",
+        properties: {
+          type: { type: "string" },
+          eventIndex: { type: "integer" },
+          payload: {
+            type: "array",
+            items: {
+              type: "object",
+              properties: {
+                type: { type: "string" },
+                destinationId: { type: "string" },
+                alias: { type: "string" },
+                attributes: { type: "object", additionalProperties: true },
+                segments: {
+                  type: "array",
+                  items: { type: "object", properties: { id: { type: "string" }, namespace: { type: "string" } }, required: ["id", "namespace"] },
+                },
+                scope: { type: "string" },
+                hint: { type: "string" },
+                ttlSeconds: { type: "integer" },
+              },
+            },
+          },
+        },
+        required: ["type", "payload"],
+      },
+    },
+  },
+  required: ["requestId", "handle"],
+} as const;
+
 export async function interactRoutes(app: FastifyInstance, opts: { interact: EdgeInteractService }): Promise<void> {
   const tags = ["Edge"];
   type Req = { Querystring: { dataStreamId?: string }; Params: { location?: string }; Body: unknown };
+  const response = { 200: interactResponse };
+  // Per-request info logs ("incoming request", "request completed") are off on this hot path
+  // when the app logs at info; errors are still logged, and a debug/trace level keeps them.
+  const quiet = app.log.level === "info" ? { logLevel: "warn" as const } : {};
+  const handle = async (location: string | undefined, request: { query: { dataStreamId?: string }; body: unknown; id: string }, reply: { header(name: string, value: string): unknown }) => {
+    try {
+      return await opts.interact.interact(location, request.query.dataStreamId, request.body, request.id);
+    } catch (err) {
+      // Backpressure: the hub forwarder's queue is full; the client may retry shortly.
+      if (err instanceof ApiError && err.status === 503) reply.header("retry-after", "1");
+      throw err;
+    }
+  };
   app.post<Req>("/ee/v2/interact", {
-    schema: { tags, summary: "Edge interact at the default location", querystring: interactQuery },
-  }, async (request) => opts.interact.interact(undefined, request.query.dataStreamId, request.body, request.id));
+    ...quiet,
+    schema: { tags, summary: "Edge interact at the default location", querystring: interactQuery, response },
+  }, async (request, reply) => handle(undefined, request, reply));
   app.post<Req>("/ee/:location/v2/interact", {
-    schema: { tags, summary: "Edge interact at a named location", querystring: interactQuery, params: idParam("location") },
-  }, async (request) => opts.interact.interact(request.params.location, request.query.dataStreamId, request.body, request.id));
+    ...quiet,
+    schema: { tags, summary: "Edge interact at a named location", querystring: interactQuery, params: idParam("location"), response },
+  }, async (request, reply) => handle(request.params.location, request, reply));
 }
 
 const datastreamSchema = {

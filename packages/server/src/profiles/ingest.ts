@@ -4,7 +4,7 @@
 // streaming collection endpoint alike.
 import type { RefusedLinkReport } from "./append-plan.js";
 import { StoreError, type ProfileStore } from "./store.js";
-import type { RecordError, SchemaClass, TenantScope, ValidRecord } from "./types.js";
+import type { Dataset, RecordError, SchemaClass, TenantScope, ValidRecord } from "./types.js";
 import { DEFAULT_LIMITS, validateRecord, type ValidationLimits } from "./validate.js";
 
 export interface IngestOptions {
@@ -33,11 +33,31 @@ export interface IngestResult {
   stored: ValidRecord[];
 }
 
-export async function ingestRecords(store: ProfileStore, scope: TenantScope, datasetId: string,
-  records: ReadonlyArray<{ index: number; value: unknown }>, opts: IngestOptions): Promise<IngestResult> {
+export interface StageResult {
+  received: number;
+  /** Valid records kept with the batch; they reach profiles when the batch completes. */
+  staged: number;
+  failed: RecordError[];
+}
+
+/**
+ * Batch file upload: validates every record and stages the good ones with the
+ * batch (durably, before returning); nothing reaches profiles until the batch is
+ * completed, and an aborted batch's records never do.
+ */
+export async function stageRecords(store: ProfileStore, scope: TenantScope, datasetId: string, batch: { id: string; file?: string },
+  records: ReadonlyArray<{ index: number; value: unknown }>, opts: Omit<IngestOptions, "batch">): Promise<StageResult> {
   const dataset = await store.getDataset(scope, datasetId);
   if (dataset === null) throw new StoreError("DATASET_NOT_FOUND", `dataset ${datasetId} does not exist in sandbox ${scope.sandboxName}`);
   const limits: ValidationLimits = { ...DEFAULT_LIMITS, ...opts.limits };
+  const { valid, failed } = validateAll(records, dataset, limits, opts);
+  const read = records.length + (opts.extraRead ?? 0);
+  const r = await store.stageBatchRecords(scope, batch.id, valid, { read, failed, now: opts.now, ...(batch.file === undefined ? {} : { file: batch.file }) });
+  return { received: read, staged: r.staged, failed };
+}
+
+function validateAll(records: ReadonlyArray<{ index: number; value: unknown }>, dataset: Dataset, limits: ValidationLimits,
+  opts: Pick<IngestOptions, "declaredClass" | "priorErrors">): { valid: ValidRecord[]; failed: RecordError[] } {
   const valid: ValidRecord[] = [];
   const failed: RecordError[] = [...(opts.priorErrors ?? [])];
   for (const { index, value } of records) {
@@ -46,6 +66,15 @@ export async function ingestRecords(store: ProfileStore, scope: TenantScope, dat
     else failed.push(...r.errors);
   }
   failed.sort((a, b) => a.index - b.index);
+  return { valid, failed };
+}
+
+export async function ingestRecords(store: ProfileStore, scope: TenantScope, datasetId: string,
+  records: ReadonlyArray<{ index: number; value: unknown }>, opts: IngestOptions): Promise<IngestResult> {
+  const dataset = await store.getDataset(scope, datasetId);
+  if (dataset === null) throw new StoreError("DATASET_NOT_FOUND", `dataset ${datasetId} does not exist in sandbox ${scope.sandboxName}`);
+  const limits: ValidationLimits = { ...DEFAULT_LIMITS, ...opts.limits };
+  const { valid, failed } = validateAll(records, dataset, limits, opts);
   const read = records.length + (opts.extraRead ?? 0);
   const appendOpts = {
     ingestedAt: opts.now,

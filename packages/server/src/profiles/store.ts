@@ -90,6 +90,13 @@ export interface MembershipChange {
   source: MembershipSource;
   /** Epoch ms. */
   at: number;
+  /**
+   * The caller's knowledge of the previous status (null = no membership). When present the
+   * store does not read it (bulk fast path); a transition is recorded when it differs from
+   * `status`. Within one call a later change of the same profile and definition starts from
+   * the status the earlier change set, whatever its `from` says.
+   */
+  from?: MembershipStatus | null;
 }
 
 export interface TransitionQuery {
@@ -142,6 +149,26 @@ export interface IngestBatch {
 
 export const MAX_BATCH_ERRORS = 1000;
 
+export interface StageOptions {
+  /** Records read from the file (valid, invalid and unparsable). */
+  read: number;
+  failed: RecordError[];
+  file?: string;
+  now: number;
+}
+
+export interface CompleteOptions {
+  /** Ingestion time (epoch ms) of the applied records. */
+  ingestedAt: number;
+  maxIdentitiesPerGraph: number;
+}
+
+export interface CompletedBatch {
+  batch: IngestBatch;
+  /** Identity links refused by the per-graph guardrail (the first MAX_BATCH_ERRORS). */
+  refusedLinks: RefusedLinkReport[];
+}
+
 export class StoreError extends Error {
   constructor(readonly code: "DATASET_NOT_FOUND" | "DATASET_EXISTS" | "BATCH_NOT_FOUND" | "BATCH_NOT_OPEN" | "INVALID_CURSOR", message: string) {
     super(message);
@@ -167,6 +194,20 @@ export interface ProfileStore {
   getBatch(scope: TenantScope, id: string): Promise<IngestBatch | null>;
   listBatches(scope: TenantScope, opts?: { datasetId?: string; limit?: number }): Promise<IngestBatch[]>;
   setBatchStatus(scope: TenantScope, id: string, status: IngestBatchStatus, now: number): Promise<IngestBatch>;
+  /**
+   * Keeps a file's valid records with a loading batch, not yet in profiles (AEP: a
+   * batch's data is visible only once the batch succeeded), and accounts the file's
+   * read records and failures. BATCH_NOT_FOUND / BATCH_NOT_OPEN otherwise.
+   */
+  stageBatchRecords(scope: TenantScope, batchId: string, records: readonly ValidRecord[], opts: StageOptions): Promise<{ staged: number }>;
+  /**
+   * Applies every staged record of a loading batch in one transaction (stitching,
+   * guardrail and _id dedup exactly as append) and closes it: success when any
+   * record was written or none failed, else failed.
+   */
+  completeBatch(scope: TenantScope, batchId: string, opts: CompleteOptions): Promise<CompletedBatch>;
+  /** Drops the staged records of a loading batch and marks it aborted; nothing reaches profiles. */
+  abortBatch(scope: TenantScope, batchId: string, now: number): Promise<IngestBatch>;
 
   // Identities and profiles
   findProfileId(scope: TenantScope, identity: Identity): Promise<string | null>;
@@ -184,6 +225,12 @@ export interface ProfileStore {
   listMembers(scope: TenantScope, definitionId: string, opts?: { status?: MembershipStatus; limit?: number; afterProfileId?: string }): Promise<Membership[]>;
   countMembers(scope: TenantScope, definitionId: string): Promise<{ realized: number; exited: number }>;
   listTransitions(scope: TenantScope, query?: TransitionQuery): Promise<MembershipTransition[]>;
+  /** All profile ids with that status for a definition, in one query (ascending numeric order). */
+  listMemberIds(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<string[]>;
+
+  // Change feed (in memory; batch engine's resident snapshot)
+  /** Profiles whose data (identities, fragments, events) changed since `since` (a version from an earlier call), including removed ones (graphs merged away, deleted). profileIds null = cannot tell (since is null, older than what is kept, or from before a restart): the caller re-reads everything. Membership writes do not count. */
+  changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null };
 
   // Data lifecycle (hygiene)
   /** Deletes records whose primary identity is given, in the listed datasets or all ("ALL" also unlinks the identities from their graphs). */

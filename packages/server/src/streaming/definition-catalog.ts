@@ -30,7 +30,16 @@ export interface LiveDefinition {
   footprint: DefinitionFootprint;
   /** Longest event window in ms (null when the definition has no event condition). */
   windowMs: number | null;
+  /** Every distinct event window in ms (empty when the definition has no event condition): when an event leaves any of them the result can change. */
+  windowsMs: number[];
   excludeOptOut: boolean;
+  /**
+   * True when no evaluation method other than streaming writes this definition's
+   * memberships (continuous only: batch and edge disabled). Only then does the
+   * streaming engine's state know the hub's membership status well enough to pass
+   * it as `from` (see engine.ts, "The `from` rule").
+   */
+  streamingOnly: boolean;
 }
 
 export interface LiveSet {
@@ -68,11 +77,13 @@ export function liveDefinition(record: DefinitionRecord, policy: MergePolicyReco
     mergePolicyId: d.mergePolicyId,
     policy: policySpec(policy),
     queryType: d.classification.queryType,
-    // The compiled query only reads the events; the copy-free cast keeps the hot path allocation-free.
-    predicate: (ctx) => run(ctx as { profile: Record<string, unknown>; events: Record<string, unknown>[]; now: number }),
+    // The compiled query only reads the events: it is the predicate itself (no wrapper call, no copy).
+    predicate: run as (ctx: PredicateContext) => boolean,
     footprint: footprintOf(query),
     windowMs: windows.length === 0 ? null : Math.max(...windows),
+    windowsMs: [...new Set(windows)].sort((a, b) => a - b),
     excludeOptOut: d.dataGovernancePolicy.excludeOptOut,
+    streamingOnly: d.evaluationInfo.continuous.enabled && !d.evaluationInfo.batch.enabled && !d.evaluationInfo.synchronous.enabled,
   };
 }
 

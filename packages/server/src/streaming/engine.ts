@@ -14,17 +14,46 @@
  * runs the sweep every `sweepIntervalMs` (default 30 s, so an exit is written
  * within 30 s of the window closing); tests call `sweep()` after moving a
  * ManualClock.
+ *
+ * The `from` rule. The profile store trusts a change's `from` (the previous
+ * status, null = no membership) and then skips its read; a wrong `from` would
+ * be recorded as a wrong transition. So the engine sets `from` — the status its
+ * state holds — only where that state is authoritative:
+ * - the definition is streaming-only (continuous enabled, batch and edge
+ *   disabled), so no other evaluator writes its memberships; for every other
+ *   definition `from` is left out and the store reads the stored status, so a
+ *   membership changed behind the engine's back cannot give a wrong transition;
+ * - the state was loaded from the hub and has since changed only through this
+ *   engine's committed writes (a write that fails, even one that may have been
+ *   committed, drops the profile's states: they are reloaded from the hub);
+ *   lifecycle changes come through `onProfilesChanged`, which reloads them;
+ * - this is the only engine evaluating the sandbox (`passFrom: false` otherwise);
+ * - the change comes from a record or `onProfilesChanged`, not from the sweep:
+ *   the sweep's exits are few, and a vanished profile's state is stale between
+ *   the lifecycle job's exits and `onProfilesChanged`.
+ * Not covered: a batch job that names a streaming-only definition explicitly
+ * writes its memberships without telling the engine.
  */
 import type { Clock } from "../platform/clock.js";
 import type { MembershipChange, ProfileStore } from "../profiles/store.js";
 import type { Identity, JsonObject, MembershipTransition, TenantScope as ProfileScope } from "../profiles/types.js";
 import type { TenantContext } from "../services/tenancy.js";
-import type { DefinitionCatalog, LiveDefinition, LiveSet } from "./definition-catalog.js";
+import type { DefinitionCatalog, LiveDefinition, LiveSet, PredicateContext } from "./definition-catalog.js";
 import { KeyedQueue } from "./keyed-queue.js";
 import { MembershipWriter } from "./membership-writer.js";
-import { addEvent, loadProfileState, LruMap, syncMembershipField, trimEvents, type ProfileState } from "./profile-state.js";
-import { eventsFor, groupEventsByType } from "./reverse-index.js";
-import { nextWindowChange, SweepSchedule } from "./sweep-schedule.js";
+import {
+  addEvent,
+  eventsByType,
+  loadProfileState,
+  LruMap,
+  setMembership,
+  syncMembershipField,
+  trimEvents,
+  type MembershipEntry,
+  type ProfileState,
+} from "./profile-state.js";
+import type { DefinitionFootprint } from "./reverse-index.js";
+import { nextWindowChangeOf, SweepSchedule } from "./sweep-schedule.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -38,6 +67,7 @@ export interface StoredRecord {
   eventId: string | null;
 }
 
+
 export interface StreamingEngineOptions {
   catalog: DefinitionCatalog;
   hub: ProfileStore;
@@ -45,6 +75,13 @@ export interface StreamingEngineOptions {
   /** Profiles kept in memory (default 200,000). */
   maxCachedProfiles?: number;
   sweepIntervalMs?: number;
+  /**
+   * Pass the state's previous status as `from` (default true; see "The `from`
+   * rule"). Set false when another process may also evaluate this sandbox's
+   * continuous definitions against the same hub (its writes would make this
+   * engine's states stale): the store then reads every previous status.
+   */
+  passFrom?: boolean;
   onError?: (err: unknown) => void;
 }
 
@@ -65,15 +102,44 @@ function eventTypeOf(body: JsonObject): string | null {
   return typeof t === "string" ? t : null;
 }
 
+const NO_EVENTS: Record<string, unknown>[] = [];
+
+/**
+ * The events of a state a definition needs to see (see `eventsFor` in
+ * reverse-index.ts): only the events of its mapped types, in time order.
+ */
+function eventsOf(footprint: DefinitionFootprint, state: ProfileState): readonly Record<string, unknown>[] {
+  const types = footprint.eventTypes;
+  if (types === "any") return state.eventBodies;
+  if (types.size === 0) return NO_EVENTS;
+  const byType = eventsByType(state);
+  if (types.size === 1) {
+    for (const t of types) return byType.get(t) ?? NO_EVENTS;
+  }
+  let total = 0;
+  for (const t of types) total += byType.get(t)?.length ?? 0;
+  if (total === 0) return NO_EVENTS;
+  // Several types: one pass over the state keeps the time order without a sort.
+  const picked: Record<string, unknown>[] = [];
+  const bodies = state.eventBodies;
+  const keys = state.eventTypes;
+  for (let i = 0; i < bodies.length; i++) if (types.has(keys[i]!)) picked.push(bodies[i]!);
+  return picked;
+}
+
 export class StreamingEngine {
   private readonly states: LruMap<ProfileState>;
   private readonly queue = new KeyedQueue();
   private readonly writer: MembershipWriter;
   private readonly schedule = new SweepSchedule();
-  private readonly tenants = new Map<string, TenantContext>();
+  private readonly tenants = new Map<string, { tenant: TenantContext; scope: ProfileScope }>();
+  /** One context object reused for every predicate call (predicates are synchronous and keep nothing). */
+  private readonly ctx: PredicateContext = { profile: {}, events: NO_EVENTS, now: 0 };
+  private readonly passFrom: boolean;
   private timer: NodeJS.Timeout | null = null;
 
   constructor(private readonly opts: StreamingEngineOptions) {
+    this.passFrom = opts.passFrom ?? true;
     this.states = new LruMap(opts.maxCachedProfiles ?? 200_000);
     this.writer = new MembershipWriter(opts.hub);
   }
@@ -103,23 +169,28 @@ export class StreamingEngine {
     return this.schedule.size;
   }
 
+  /** Profile states held in memory (for tests and metrics). */
+  get cachedStates(): number {
+    return this.states.size;
+  }
+
   /**
    * Evaluate the continuous definitions these stored records can affect.
    * Resolves with the transitions written (already durable).
    */
   async onRecordsStored(tenant: TenantContext, records: readonly StoredRecord[]): Promise<MembershipTransition[]> {
     const set = await this.opts.catalog.get(tenant, "continuous");
-    if (set.definitions.length === 0) return [];
-    this.tenants.set(tenantKeyOf(tenant), tenant);
-    const scope = profileScopeOf(tenant);
+    if (set.definitions.length === 0 || records.length === 0) return [];
+    const tk = this.remember(tenant);
+    const scope = this.tenants.get(tk)!.scope;
     const results = await Promise.all(
       records.map(async (record) => {
         const profileId = await this.opts.hub.findProfileId(scope, record.primary);
-        if (profileId === null) return [];
-        return this.queue.run(`${tenantKeyOf(tenant)}\u0000${profileId}`, () => this.processRecord(tenant, set, profileId, record));
+        if (profileId === null) return NO_TRANSITIONS;
+        return this.queue.run(`${tk}\u0000${profileId}`, () => this.processRecord(tk, set, profileId, record));
       }),
     );
-    return results.flat();
+    return flatten(results);
   }
 
   /**
@@ -130,31 +201,29 @@ export class StreamingEngine {
   async onProfilesChanged(tenant: TenantContext, profileIds: readonly string[]): Promise<MembershipTransition[]> {
     const set = await this.opts.catalog.get(tenant, "continuous");
     if (set.definitions.length === 0) return [];
-    this.tenants.set(tenantKeyOf(tenant), tenant);
-    const scope = profileScopeOf(tenant);
+    const tk = this.remember(tenant);
+    const scope = this.tenants.get(tk)!.scope;
     const out: MembershipTransition[] = [];
     for (const profileId of profileIds) {
       const identities = await this.opts.hub.graphIdentities(scope, profileId);
       const identity = identities[0];
-      const qk = `${tenantKeyOf(tenant)}\u0000${profileId}`;
-      out.push(
-        ...(await this.queue.run(qk, async () => {
-          const changes: MembershipChange[] = [];
-          const now = this.opts.clock.now();
-          for (const group of groupByPolicy(set.definitions)) {
-            const key = this.stateKey(tenant, group[0]!, profileId);
-            this.states.delete(key);
-            // A profile deleted from the hub exits everything it was in.
-            const state = identity ? await this.stateFor(tenant, set, group[0]!, profileId, identity) : null;
-            for (const d of group) {
-              const inNow = state ? this.holds(d, state, now) : false;
-              const was = state?.memberships.get(d.id)?.status === "realized";
-              if (inNow !== was && state) changes.push(this.change(state, d, inNow, now));
-            }
+      const written = await this.queue.run(`${tk}\u0000${profileId}`, async () => {
+        const changes: MembershipChange[] = [];
+        const now = this.opts.clock.now();
+        for (const group of policyGroups(set)) {
+          this.states.delete(this.stateKey(tk, group[0]!, profileId));
+          // A profile deleted from the hub has no state: the lifecycle job has written its exits.
+          const state = identity ? await this.stateFor(tk, set, group[0]!, profileId, identity) : null;
+          if (!state) continue;
+          for (const d of group) {
+            const inNow = this.holds(d, state, now);
+            const prev = state.memberships.get(d.id);
+            if (inNow !== (prev?.status === "realized")) changes.push(this.change(state, d, inNow, now, prev));
           }
-          return this.commit(tenant, set, changes, now);
-        })),
-      );
+        }
+        return this.commit(tk, set, changes, now);
+      });
+      for (const t of written) out.push(t);
     }
     return out;
   }
@@ -165,90 +234,115 @@ export class StreamingEngine {
     const out: MembershipTransition[] = [];
     await Promise.all(
       due.map((entry) => {
-        const tenant = this.tenants.get(entry.tenantKey);
-        if (!tenant) return Promise.resolve();
-        return this.queue.run(`${entry.tenantKey}\u0000${entry.profileId}`, async () => {
-          const set = await this.opts.catalog.get(tenant, "continuous");
+        const known = this.tenants.get(entry.tenantKey);
+        if (!known) return Promise.resolve();
+        const tk = entry.tenantKey;
+        return this.queue.run(`${tk}\u0000${entry.profileId}`, async () => {
+          const set = await this.opts.catalog.get(known.tenant, "continuous");
           const d = set.byId.get(entry.definitionId);
           if (!d) return;
-          const key = this.stateKey(tenant, d, entry.profileId);
-          let state = this.states.get(key);
+          let state = this.states.get(this.stateKey(tk, d, entry.profileId));
           if (!state) {
-            const identities = await this.opts.hub.graphIdentities(profileScopeOf(tenant), entry.profileId);
-            if (identities[0]) state = (await this.stateFor(tenant, set, d, entry.profileId, identities[0])) ?? undefined;
+            const identities = await this.opts.hub.graphIdentities(known.scope, entry.profileId);
+            if (identities[0]) state = (await this.stateFor(tk, set, d, entry.profileId, identities[0])) ?? undefined;
           }
-          if (!state || state.memberships.get(d.id)?.status !== "realized") return;
+          const prev = state?.memberships.get(d.id);
+          if (!state || prev?.status !== "realized") return;
           trimEvents(state, now - retentionOf(set));
           if (this.holds(d, state, now)) {
-            this.scheduleCheck(tenant, state, d, now);
+            this.scheduleCheck(tk, state, d, now);
             return;
           }
-          out.push(...(await this.commit(tenant, set, [this.change(state, d, false, now)], now)));
+          // No `from` for the sweep's exits: they are few, and the state may be one that a lifecycle job made
+          // stale (a vanished profile's exits are written before onProfilesChanged drops its state).
+          for (const t of await this.commit(tk, set, [this.change(state, d, false, now, prev, false)], now)) out.push(t);
         });
       }),
     );
     return out;
   }
 
-  private stateKey(tenant: TenantContext, d: LiveDefinition, profileId: string): string {
-    return `${tenantKeyOf(tenant)}\u0000${policyKey(d)}\u0000${profileId}`;
+  /** Records the tenant (for the sweep) and its profile scope; returns its key. */
+  private remember(tenant: TenantContext): string {
+    const tk = tenantKeyOf(tenant);
+    const known = this.tenants.get(tk);
+    if (known === undefined || known.tenant !== tenant) this.tenants.set(tk, { tenant, scope: profileScopeOf(tenant) });
+    return tk;
   }
 
-  private async stateFor(tenant: TenantContext, set: LiveSet, d: LiveDefinition, profileId: string, identity: Identity): Promise<ProfileState | null> {
-    const key = this.stateKey(tenant, d, profileId);
+  private stateKey(tk: string, d: LiveDefinition, profileId: string): string {
+    return `${tk}\u0000${policyKey(d)}\u0000${profileId}`;
+  }
+
+  private async stateFor(tk: string, set: LiveSet, d: LiveDefinition, profileId: string, identity: Identity): Promise<ProfileState | null> {
+    const key = this.stateKey(tk, d, profileId);
     const cached = this.states.get(key);
     if (cached) return cached;
     const now = this.opts.clock.now();
-    const loaded = await loadProfileState(this.opts.hub, profileScopeOf(tenant), identity, d.policy, now - retentionOf(set));
+    const loaded = await loadProfileState(this.opts.hub, this.tenants.get(tk)!.scope, identity, d.policy, now - retentionOf(set));
     if (loaded) this.states.set(key, loaded);
     return loaded;
   }
 
   private holds(d: LiveDefinition, state: ProfileState, now: number): boolean {
     if (d.excludeOptOut && state.optedOut) return false;
-    state.byType ??= groupEventsByType(state.eventBodies);
-    return d.predicate({ profile: state.entity, events: eventsFor(d.footprint, state.eventBodies, state.byType), now });
+    const ctx = this.ctx;
+    ctx.profile = state.entity;
+    ctx.events = eventsOf(d.footprint, state);
+    ctx.now = now;
+    const r = d.predicate(ctx);
+    ctx.events = NO_EVENTS;
+    return r;
   }
 
-  private change(state: ProfileState, d: LiveDefinition, qualifies: boolean, now: number): MembershipChange {
-    return { profileId: state.profileId, definitionId: d.id, status: qualifies ? "realized" : "exited", source: "streaming", at: now };
+  /** A change of `d` for this profile; `prev` is the state's membership (for `from`, see the rule above; `mayPassFrom` false for the sweep). */
+  private change(state: ProfileState, d: LiveDefinition, qualifies: boolean, now: number, prev: MembershipEntry | undefined, mayPassFrom = true): MembershipChange {
+    const c: MembershipChange = { profileId: state.profileId, definitionId: d.id, status: qualifies ? "realized" : "exited", source: "streaming", at: now };
+    if (mayPassFrom && d.streamingOnly && this.passFrom) c.from = prev?.status ?? null;
+    return c;
   }
 
-  private async processRecord(tenant: TenantContext, set: LiveSet, profileId: string, record: StoredRecord): Promise<MembershipTransition[]> {
+  private async processRecord(tk: string, set: LiveSet, profileId: string, record: StoredRecord): Promise<MembershipTransition[]> {
     const now = this.opts.clock.now();
     const isEvent = record.kind === "experienceevent";
     const candidates = isEvent ? set.index.forEvent(eventTypeOf(record.body)) : set.index.forProfileKeys(Object.keys(record.body));
-    const groups = groupByPolicy(set.definitions);
-    const changes: MembershipChange[] = [];
+    const groups = policyGroups(set);
+    const since = now - retentionOf(set);
+    let changes: MembershipChange[] | null = null;
     for (const group of groups) {
-      const key = this.stateKey(tenant, group[0]!, profileId);
-      let state = this.states.get(key);
+      const first = group[0]!;
+      let state = this.states.get(this.stateKey(tk, first, profileId));
       if (state) {
         // A cached state learns the record; a freshly loaded one already holds it (the append was durable first).
         if (isEvent) addEvent(state, { ts: record.timestamp ?? now, id: record.eventId, body: record.body });
-        else await this.reloadAttributes(tenant, state, group[0]!);
-        trimEvents(state, now - retentionOf(set));
+        else await this.reloadAttributes(tk, state, first);
+        trimEvents(state, since);
       }
-      const mine = candidates.filter((d) => policyKey(d) === policyKey(group[0]!));
+      const mine = groups.length === 1 ? candidates : candidates.filter((d) => policyKey(d) === policyKey(first));
       if (mine.length === 0) continue;
-      state ??= (await this.stateFor(tenant, set, group[0]!, profileId, record.primary)) ?? undefined;
+      state ??= (await this.stateFor(tk, set, first, profileId, record.primary)) ?? undefined;
       if (!state) continue;
       for (const d of mine) {
         const inNow = this.holds(d, state, now);
-        const was = state.memberships.get(d.id)?.status === "realized";
-        if (inNow !== was) changes.push(this.change(state, d, inNow, now));
-        else if (inNow && d.windowMs !== null) this.scheduleCheck(tenant, state, d, now);
+        const prev = state.memberships.get(d.id);
+        if (inNow !== (prev?.status === "realized")) (changes ??= []).push(this.change(state, d, inNow, now, prev));
+        else if (inNow && d.windowMs !== null) this.scheduleCheck(tk, state, d, now);
       }
     }
-    return this.commit(tenant, set, changes, now);
+    return changes === null ? NO_TRANSITIONS : this.commit(tk, set, changes, now);
   }
 
-  private async reloadAttributes(tenant: TenantContext, state: ProfileState, d: LiveDefinition): Promise<void> {
-    const p = await this.opts.hub.getProfile(profileScopeOf(tenant), state.identity, d.policy);
+  private async reloadAttributes(tk: string, state: ProfileState, d: LiveDefinition): Promise<void> {
+    const p = await this.opts.hub.getProfile(this.tenants.get(tk)!.scope, state.identity, d.policy);
     if (!p) return;
     state.entity = { ...p.entity };
     state.optedOut = p.optedOut;
     syncMembershipField(state);
+  }
+
+  /** Forget a profile's cached states (every policy): the next use reloads them from the hub. */
+  private forget(tk: string, set: LiveSet, profileId: string): void {
+    for (const group of policyGroups(set)) this.states.delete(this.stateKey(tk, group[0]!, profileId));
   }
 
   /**
@@ -256,36 +350,54 @@ export class StreamingEngine {
    * definitions that reference a changed one through inSegment (a change can
    * cascade; the depth is bounded by the number of definitions).
    */
-  private async commit(tenant: TenantContext, set: LiveSet, first: MembershipChange[], now: number): Promise<MembershipTransition[]> {
-    const out: MembershipTransition[] = [];
+  private async commit(tk: string, set: LiveSet, first: MembershipChange[], now: number): Promise<MembershipTransition[]> {
+    if (first.length === 0) return NO_TRANSITIONS;
+    const scope = this.tenants.get(tk)!.scope;
+    const groups = policyGroups(set);
+    let out: MembershipTransition[] = NO_TRANSITIONS;
     let changes = first;
+    let isoAt = NaN;
+    let iso = "";
     for (let round = 0; changes.length > 0 && round <= set.definitions.length; round++) {
-      out.push(...(await this.writer.write(profileScopeOf(tenant), changes)));
+      let written: MembershipTransition[];
+      try {
+        written = await this.writer.write(scope, changes);
+      } catch (err) {
+        // The hub's state of these memberships is unknown now: reload it next time instead of trusting the cache.
+        for (const c of changes) this.forget(tk, set, c.profileId);
+        throw err;
+      }
+      if (written.length > 0) out = out.length === 0 ? written : out.concat(written);
+      for (const c of changes) {
+        if (c.at !== isoAt) {
+          isoAt = c.at;
+          iso = new Date(c.at).toISOString();
+        }
+        const d0 = set.byId.get(c.definitionId);
+        for (const group of groups) {
+          const d = group[0]!;
+          const st = this.states.get(this.stateKey(tk, d, c.profileId));
+          if (!st) continue;
+          const prev = st.memberships.get(c.definitionId);
+          setMembership(st, c.definitionId, { status: c.status, lastQualificationTime: c.status === "realized" ? iso : (prev?.lastQualificationTime ?? iso) });
+          if (d0 && c.status === "realized" && d0.windowMs !== null && policyKey(d0) === policyKey(d)) this.scheduleCheck(tk, st, d0, now);
+        }
+      }
+      if (!set.index.hasDependents) break;
       const next: MembershipChange[] = [];
       const touched = new Map<string, Set<string>>();
       for (const c of changes) {
-        const iso = new Date(c.at).toISOString();
-        for (const group of groupByPolicy(set.definitions)) {
-          const d = group[0]!;
-          const st = this.states.get(this.stateKey(tenant, d, c.profileId));
-          if (!st) continue;
-          const prev = st.memberships.get(c.definitionId);
-          st.memberships.set(c.definitionId, { status: c.status, lastQualificationTime: c.status === "realized" ? iso : (prev?.lastQualificationTime ?? iso) });
-          syncMembershipField(st);
-          const d0 = set.byId.get(c.definitionId);
-          if (d0 && c.status === "realized" && d0.windowMs !== null && policyKey(d0) === policyKey(d)) this.scheduleCheck(tenant, st, d0, now);
-        }
-        let s = touched.get(c.profileId);
-        if (!s) touched.set(c.profileId, (s = new Set()));
-        s.add(c.definitionId);
+        let ids = touched.get(c.profileId);
+        if (!ids) touched.set(c.profileId, (ids = new Set()));
+        ids.add(c.definitionId);
       }
       for (const [profileId, ids] of touched) {
         for (const d of set.index.dependentsOf(ids)) {
-          const st = this.states.get(this.stateKey(tenant, d, profileId));
+          const st = this.states.get(this.stateKey(tk, d, profileId));
           if (!st) continue;
           const inNow = this.holds(d, st, now);
-          const was = st.memberships.get(d.id)?.status === "realized";
-          if (inNow !== was) next.push(this.change(st, d, inNow, now));
+          const prev = st.memberships.get(d.id);
+          if (inNow !== (prev?.status === "realized")) next.push(this.change(st, d, inNow, now, prev));
         }
       }
       changes = next;
@@ -293,15 +405,23 @@ export class StreamingEngine {
     return out;
   }
 
-  private scheduleCheck(tenant: TenantContext, state: ProfileState, d: LiveDefinition, now: number): void {
+  /** Schedule the sweep's re-check of a realized membership for when one of its events leaves a window (or midnight). */
+  private scheduleCheck(tk: string, state: ProfileState, d: LiveDefinition, now: number): void {
     if (d.windowMs === null) return;
-    this.schedule.add({
-      due: nextWindowChange(now, state.events.map((e) => e.ts), d.windowMs),
-      tenantKey: tenantKeyOf(tenant),
-      profileId: state.profileId,
-      definitionId: d.id,
-    });
+    const due = nextWindowChangeOf(now, state.events, state.eventTypes, d.footprint.eventTypes, d.windowsMs);
+    this.schedule.schedule(due, tk, state.profileId, d.id);
   }
+}
+
+const NO_TRANSITIONS: MembershipTransition[] = [];
+
+function flatten(lists: MembershipTransition[][]): MembershipTransition[] {
+  let n = 0;
+  for (const l of lists) n += l.length;
+  if (n === 0) return [];
+  const out: MembershipTransition[] = [];
+  for (const l of lists) for (const t of l) out.push(t);
+  return out;
 }
 
 function retentionOf(set: LiveSet): number {
@@ -309,20 +429,20 @@ function retentionOf(set: LiveSet): number {
   return Math.max(DAY_MS, set.maxWindowMs) + 60 * 60 * 1000;
 }
 
-const groupCache = new WeakMap<readonly LiveDefinition[], LiveDefinition[][]>();
+const groupCache = new WeakMap<LiveSet, LiveDefinition[][]>();
 
 /** Definitions by merge policy (each policy has its own merged view of a profile); computed once per set. */
-function groupByPolicy(definitions: readonly LiveDefinition[]): LiveDefinition[][] {
-  const cached = groupCache.get(definitions);
+function policyGroups(set: LiveSet): LiveDefinition[][] {
+  const cached = groupCache.get(set);
   if (cached) return cached;
   const m = new Map<string, LiveDefinition[]>();
-  for (const d of definitions) {
+  for (const d of set.definitions) {
     const k = policyKey(d);
     const g = m.get(k);
     if (g) g.push(d);
     else m.set(k, [d]);
   }
   const groups = [...m.values()];
-  groupCache.set(definitions, groups);
+  groupCache.set(set, groups);
   return groups;
 }

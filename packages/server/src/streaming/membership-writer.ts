@@ -4,6 +4,9 @@
  * transitions alone would cap streaming at a few hundred events per second.
  * Changes that arrive while a write is in flight are written together by the
  * next one, so latency stays at about one commit and throughput grows with load.
+ * Each drain sends everything pending for a sandbox as ONE array (the profile
+ * store writes large arrays with multi-row statements), and hands each caller
+ * back its own transitions by key, in one pass.
  */
 import type { MembershipChange, ProfileStore } from "../profiles/store.js";
 import type { MembershipTransition, TenantScope } from "../profiles/types.js";
@@ -52,10 +55,7 @@ export class MembershipWriter {
         for (const { scope, batch } of entries) {
           try {
             const transitions = await this.hub.applyMembershipChanges(scope, batch.changes);
-            for (const w of batch.waiters) {
-              const mine = new Set(batch.changes.slice(w.from, w.to).map((c) => `${c.profileId}\u0000${c.definitionId}`));
-              w.resolve(transitions.filter((t) => mine.has(`${t.profileId}\u0000${t.definitionId}`)));
-            }
+            settle(batch, transitions);
           } catch (err) {
             for (const w of batch.waiters) w.reject(err);
           }
@@ -65,4 +65,35 @@ export class MembershipWriter {
       this.writing = null;
     }
   }
+}
+
+/** Resolve each waiter with the transitions of its own changes (a change without a transition was a no-op). */
+function settle(batch: Pending, transitions: readonly MembershipTransition[]): void {
+  const results: MembershipTransition[][] = batch.waiters.map(() => []);
+  if (transitions.length > 0) {
+    if (batch.waiters.length === 1) {
+      results[0] = transitions.slice();
+    } else {
+      // Which waiter wrote each (profile, definition); a key written twice in one batch goes to its waiters in order.
+      const owner = new Map<string, number | number[]>();
+      batch.waiters.forEach((w, i) => {
+        for (let j = w.from; j < w.to; j++) {
+          const c = batch.changes[j]!;
+          const k = `${c.profileId}\u0000${c.definitionId}`;
+          const o = owner.get(k);
+          if (o === undefined) owner.set(k, i);
+          else if (typeof o === "number") owner.set(k, [o, i]);
+          else o.push(i);
+        }
+      });
+      for (const t of transitions) {
+        const k = `${t.profileId}\u0000${t.definitionId}`;
+        const o = owner.get(k);
+        if (o === undefined) continue;
+        if (typeof o === "number") results[o]!.push(t);
+        else results[(o.length > 1 ? o.shift() : o[0])!]!.push(t);
+      }
+    }
+  }
+  batch.waiters.forEach((w, i) => w.resolve(results[i]!));
 }

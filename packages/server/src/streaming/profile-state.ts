@@ -27,10 +27,14 @@ export interface ProfileState {
   events: StateEvent[];
   /** The event bodies as PQL's xEvent sees them (kept in step with `events`). */
   eventBodies: Record<string, unknown>[];
-  /** eventBodies grouped by type; rebuilt lazily after the events change. */
+  /** Lower-cased eventType of each event ("" when it has none), kept in step with `events`. */
+  eventTypes: string[];
+  /** eventBodies grouped by type, in time order; extended in place when an event arrives in order, else rebuilt lazily. */
   byType: Map<string, Record<string, unknown>[]> | null;
   optedOut: boolean;
   memberships: Map<string, MembershipEntry>;
+  /** The object at `entity.segmentMembership.ups` (what inSegment reads), updated in place with `memberships`. */
+  ups: Record<string, MembershipEntry>;
 }
 
 /** Hard cap of events loaded per profile from the hub (one page). */
@@ -49,29 +53,76 @@ export async function loadProfileState(
     hub.getEvents(scope, identity, policy, { startTime: since, order: "asc", limit: MAX_LOADED_EVENTS }),
     hub.getMemberships(scope, profile.profileId),
   ]);
-  const state: ProfileState = {
+  const events = page.events.map((e): StateEvent => ({ ts: e.timestamp, id: e.eventId, body: e.body }));
+  return newProfileState({
     profileId: profile.profileId,
     identity,
-    entity: { ...profile.entity },
-    events: page.events.map((e) => ({ ts: e.timestamp, id: e.eventId, body: e.body })),
-    eventBodies: [],
-    byType: null,
+    entity: profile.entity,
+    events,
     optedOut: profile.optedOut,
-    memberships: new Map(memberships.map((m) => [m.definitionId, { status: m.status, lastQualificationTime: m.lastQualificationTime }])),
+    memberships: memberships.map((m): [string, MembershipEntry] => [m.definitionId, { status: m.status, lastQualificationTime: m.lastQualificationTime }]),
+  });
+}
+
+/** A state from its parts (events in time order); copies the entity, owns everything it returns. */
+export function newProfileState(p: {
+  profileId: string;
+  identity: Identity;
+  entity: Record<string, unknown>;
+  events: StateEvent[];
+  optedOut: boolean;
+  memberships: Iterable<[string, MembershipEntry]>;
+}): ProfileState {
+  const state: ProfileState = {
+    profileId: p.profileId,
+    identity: p.identity,
+    entity: { ...p.entity },
+    events: p.events,
+    eventBodies: p.events.map((e) => e.body),
+    eventTypes: p.events.map((e) => typeKeyOf(e.body)),
+    byType: null,
+    optedOut: p.optedOut,
+    memberships: new Map(p.memberships),
+    ups: {},
   };
-  state.eventBodies = state.events.map((e) => e.body);
   syncMembershipField(state);
   return state;
 }
 
+/** The key an event body is grouped under: its lower-cased eventType, "" when it has no string type. */
+export function typeKeyOf(body: Record<string, unknown>): string {
+  const t = body["eventType"];
+  return typeof t === "string" ? t.toLowerCase() : "";
+}
+
 /** Adds an event in time order; false when the state already holds it (a retry). */
 export function addEvent(state: ProfileState, event: StateEvent): boolean {
-  if (event.id !== null && state.events.some((e) => e.id === event.id)) return false;
-  let i = state.events.length;
+  if (event.id !== null) {
+    // A scan from the newest end (a retry is recent): cheaper than a Set per profile, which costs
+    // more to grow and to garbage-collect than it saves on a few dozen events.
+    const events = state.events;
+    for (let j = events.length - 1; j >= 0; j--) if (events[j]!.id === event.id) return false;
+  }
+  const type = typeKeyOf(event.body);
+  const n = state.events.length;
+  let i = n;
   while (i > 0 && state.events[i - 1]!.ts > event.ts) i--;
-  state.events.splice(i, 0, event);
-  state.eventBodies.splice(i, 0, event.body);
-  state.byType = null;
+  if (i === n) {
+    // The common case: the newest event. Every list stays in time order by appending.
+    state.events.push(event);
+    state.eventBodies.push(event.body);
+    state.eventTypes.push(type);
+    if (state.byType !== null) {
+      const list = state.byType.get(type);
+      if (list) list.push(event.body);
+      else state.byType.set(type, [event.body]);
+    }
+  } else {
+    state.events.splice(i, 0, event);
+    state.eventBodies.splice(i, 0, event.body);
+    state.eventTypes.splice(i, 0, type);
+    state.byType = null;
+  }
   return true;
 }
 
@@ -82,22 +133,57 @@ export function trimEvents(state: ProfileState, since: number): void {
   if (n > 0) {
     state.events.splice(0, n);
     state.eventBodies.splice(0, n);
+    state.eventTypes.splice(0, n);
     state.byType = null;
   }
 }
 
-/** Mirrors the memberships into `segmentMembership.ups`, which PQL's inSegment reads. */
+/** eventBodies grouped by type (built on first use after a change). */
+export function eventsByType(state: ProfileState): Map<string, Record<string, unknown>[]> {
+  let m = state.byType;
+  if (m === null) {
+    m = new Map();
+    const bodies = state.eventBodies;
+    const types = state.eventTypes;
+    for (let i = 0; i < bodies.length; i++) {
+      const list = m.get(types[i]!);
+      if (list) list.push(bodies[i]!);
+      else m.set(types[i]!, [bodies[i]!]);
+    }
+    state.byType = m;
+  }
+  return m;
+}
+
+/** Records a membership in the state and in the `segmentMembership.ups` mirror (in place, no copy). */
+export function setMembership(state: ProfileState, definitionId: string, entry: MembershipEntry): void {
+  state.memberships.set(definitionId, entry);
+  state.ups[definitionId] = entry;
+}
+
+/**
+ * Mirrors the memberships into `segmentMembership.ups`, which PQL's inSegment
+ * reads: a fresh object owned by the state (after a load, or after the entity
+ * was replaced), which `setMembership` then keeps up to date.
+ */
 export function syncMembershipField(state: ProfileState): void {
   const ups: Record<string, MembershipEntry> = {};
-  for (const [id, m] of state.memberships) ups[id] = { status: m.status, lastQualificationTime: m.lastQualificationTime };
+  for (const [id, m] of state.memberships) ups[id] = m;
   const sm = state.entity["segmentMembership"];
   const other = typeof sm === "object" && sm !== null && !Array.isArray(sm) ? (sm as Record<string, unknown>) : {};
   state.entity["segmentMembership"] = { ...other, ups };
+  state.ups = ups;
 }
 
-/** A size-bounded map that forgets the least recently used entry first. */
+/**
+ * A size-bounded map that forgets a least recently used entry first — the
+ * "second chance" (CLOCK) approximation of LRU: a read only marks its entry;
+ * eviction takes the oldest entry, giving a marked one another round at the
+ * young end instead. A read is one lookup, not a delete and a re-insert of a
+ * map of 100,000s of entries.
+ */
 export class LruMap<V> {
-  private readonly map = new Map<string, V>();
+  private readonly map = new Map<string, { value: V; used: boolean }>();
 
   constructor(private readonly capacity: number) {}
 
@@ -106,18 +192,29 @@ export class LruMap<V> {
   }
 
   get(key: string): V | undefined {
-    const v = this.map.get(key);
-    if (v !== undefined) {
-      this.map.delete(key);
-      this.map.set(key, v);
-    }
-    return v;
+    const e = this.map.get(key);
+    if (e === undefined) return undefined;
+    e.used = true;
+    return e.value;
   }
 
   set(key: string, value: V): void {
-    this.map.delete(key);
-    this.map.set(key, value);
-    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value!);
+    const e = this.map.get(key);
+    if (e !== undefined) {
+      e.value = value;
+      e.used = true;
+      return;
+    }
+    // New entries start marked, so that one is never the next to go right after it arrives.
+    this.map.set(key, { value, used: true });
+    while (this.map.size > this.capacity) {
+      const [k, oldest] = this.map.entries().next().value!;
+      this.map.delete(k);
+      if (oldest.used) {
+        oldest.used = false;
+        this.map.set(k, oldest);
+      }
+    }
   }
 
   delete(key: string): void {

@@ -137,6 +137,8 @@ export class ReverseIndex<D extends { id: string; footprint: DefinitionFootprint
   private readonly anyEvent: D[] = [];
   private readonly byField = new Map<string, D[]>();
   private readonly byRef = new Map<string, D[]>();
+  /** True when some definition references another through inSegment (a change can cascade). */
+  readonly hasDependents: boolean;
 
   constructor(readonly definitions: readonly D[]) {
     for (const d of definitions) {
@@ -146,14 +148,17 @@ export class ReverseIndex<D extends { id: string; footprint: DefinitionFootprint
       for (const name of f.fieldNames) push(this.byField, name, d);
       for (const id of f.segmentRefs) push(this.byRef, id, d);
     }
+    // Each mapped type's list already holds the "any event" definitions (computed once here, not per event).
+    if (this.anyEvent.length > 0) {
+      for (const [t, pinned] of this.byEventType) this.byEventType.set(t, [...new Set([...pinned, ...this.anyEvent])]);
+    }
+    this.hasDependents = this.byRef.size > 0;
   }
 
-  /** Definitions an event of this type can affect. */
+  /** Definitions an event of this type can affect (a shared array: do not modify). */
   forEvent(eventType: string | null): D[] {
-    const pinned = eventType === null ? [] : (this.byEventType.get(eventType.toLowerCase()) ?? []);
-    if (this.anyEvent.length === 0) return pinned;
-    if (pinned.length === 0) return this.anyEvent;
-    return [...new Set([...pinned, ...this.anyEvent])];
+    if (eventType === null) return this.anyEvent;
+    return this.byEventType.get(eventType.toLowerCase()) ?? this.anyEvent;
   }
 
   /** Definitions a profile record with these top-level keys can affect. */
@@ -206,13 +211,14 @@ export function eventsFor(footprint: DefinitionFootprint, all: readonly Record<s
   if (types.size === 1) {
     for (const t of types) return byType.get(t) ?? NO_EVENTS;
   }
+  // Several types: one pass over all events keeps their (time) order without a sort.
+  let total = 0;
+  for (const t of types) total += byType.get(t)?.length ?? 0;
+  if (total === 0) return NO_EVENTS;
   const picked: Record<string, unknown>[] = [];
-  for (const t of types) {
-    const list = byType.get(t);
-    if (list) picked.push(...list);
+  for (const e of all) {
+    const t = e["eventType"];
+    if (types.has(typeof t === "string" ? t.toLowerCase() : "")) picked.push(e);
   }
-  if (picked.length < 2) return picked;
-  // Restore the original (time) order across types.
-  const order = new Map(all.map((e, i) => [e, i]));
-  return picked.sort((a, b) => order.get(a)! - order.get(b)!);
+  return picked;
 }

@@ -16,16 +16,32 @@ export class SweepSchedule {
   private readonly heap: SweepEntry[] = [];
   private readonly latest = new Map<string, number>();
 
+  /** Memberships awaiting a re-check. */
   get size(): number {
-    return this.heap.length;
+    return this.latest.size;
   }
 
   add(entry: SweepEntry): void {
-    const k = `${entry.tenantKey}\u0000${entry.profileId}\u0000${entry.definitionId}`;
-    // Only the newest due time of a membership counts; older heap entries are skipped when popped.
-    this.latest.set(k, entry.due);
-    this.heap.push(entry);
+    this.schedule(entry.due, entry.tenantKey, entry.profileId, entry.definitionId);
+  }
+
+  /**
+   * Schedules a re-check of one membership at `due`. Only the newest due time of
+   * a membership counts (older heap entries are skipped when popped); scheduling
+   * the time already scheduled is a no-op, so re-checking memberships on every
+   * event does not grow the heap.
+   */
+  schedule(due: number, tenantKey: string, profileId: string, definitionId: string): void {
+    const k = `${tenantKey}\u0000${profileId}\u0000${definitionId}`;
+    if (this.latest.get(k) === due) return;
+    this.latest.set(k, due);
+    this.heap.push({ due, tenantKey, profileId, definitionId });
     this.up(this.heap.length - 1);
+  }
+
+  /** Entries in the heap, current or superseded (for tests and metrics). */
+  get heapSize(): number {
+    return this.heap.length;
   }
 
   /** Removes and returns every current entry due at or before `now`. */
@@ -78,13 +94,41 @@ export class SweepSchedule {
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-/** The next instant after `now` at which an event (of these timestamps) leaves a window of `windowMs`, or the next UTC midnight. */
-export function nextWindowChange(now: number, eventTimes: readonly number[], windowMs: number): number {
+/** The next instant after `now` at which an event (of these timestamps) leaves a window of `windowMs` (or of any of several windows), or the next UTC midnight. */
+export function nextWindowChange(now: number, eventTimes: readonly number[], windowMs: number | readonly number[]): number {
+  const windows = typeof windowMs === "number" ? [windowMs] : windowMs;
   let due = (Math.floor(now / DAY_MS) + 1) * DAY_MS;
   for (const t of eventTimes) {
-    // +1 ms: a window written with `<=` still holds the event at exactly t + window.
-    const leaves = t + windowMs + 1;
-    if (leaves > now && leaves < due) due = leaves;
+    for (const w of windows) {
+      // +1 ms: a window written with `<=` still holds the event at exactly t + window.
+      const leaves = t + w + 1;
+      if (leaves > now && leaves < due) due = leaves;
+    }
+  }
+  return due;
+}
+
+/**
+ * `nextWindowChange` over the events of a profile state whose (lower-cased) type
+ * is in `types` ("any": every event), without building the list of times. Only
+ * those events can change the definition's result (the reverse index's
+ * guarantee), so only their leaving a window needs a re-check.
+ */
+export function nextWindowChangeOf(
+  now: number,
+  events: ReadonlyArray<{ ts: number }>,
+  eventTypes: readonly string[],
+  types: ReadonlySet<string> | "any",
+  windows: readonly number[],
+): number {
+  let due = (Math.floor(now / DAY_MS) + 1) * DAY_MS;
+  for (let i = 0; i < events.length; i++) {
+    if (types !== "any" && !types.has(eventTypes[i]!)) continue;
+    const t = events[i]!.ts;
+    for (let j = 0; j < windows.length; j++) {
+      const leaves = t + windows[j]! + 1;
+      if (leaves > now && leaves < due) due = leaves;
+    }
   }
   return due;
 }

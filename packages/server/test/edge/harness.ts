@@ -8,6 +8,7 @@ import { installBodyParsing } from "../../src/http/body-parsing.js";
 import { installErrorHandling } from "../../src/http/errors.js";
 import { registerRealtime, type Realtime } from "../../src/edge/register.js";
 import type { EdgeLocationsConfig } from "../../src/edge/locations.js";
+import type { HubForwarderOptions } from "../../src/edge/hub-forwarder.js";
 import { Authenticator } from "../../src/services/auth/authenticator.js";
 import { TenantDirectory } from "../../src/services/tenancy.js";
 import { DEFAULT_LIMITS } from "../../src/platform/config.js";
@@ -24,12 +25,18 @@ export interface EdgeHarness {
   url: string;
   /** Tenant-API headers (org of the fixture, sandbox prod). */
   headers(org?: string): Record<string, string>;
-  post(path: string, body: unknown, headers?: Record<string, string>): Promise<{ status: number; json: unknown }>;
-  get(path: string, headers?: Record<string, string>): Promise<{ status: number; json: unknown }>;
+  post(path: string, body: unknown, headers?: Record<string, string>): Promise<HarnessResponse>;
+  get(path: string, headers?: Record<string, string>): Promise<HarnessResponse>;
   close(): Promise<void>;
 }
 
-export async function startEdgeHarness(start: number, edge?: EdgeLocationsConfig): Promise<EdgeHarness> {
+export interface HarnessResponse {
+  status: number;
+  json: unknown;
+  headers: Headers;
+}
+
+export async function startEdgeHarness(start: number, edge?: EdgeLocationsConfig, opts: { forwarder?: HubForwarderOptions } = {}): Promise<EdgeHarness> {
   const f = await openFixture(start);
   const auth = { jwtOrgClaim: "org", staticTokens: [{ token: TOKEN, orgs: [ORG, OTHER_ORG] }], apiKeys: [API_KEY], operatorTokens: [] };
   const tenants = new TenantDirectory({
@@ -50,6 +57,7 @@ export async function startEdgeHarness(start: number, edge?: EdgeLocationsConfig
     clock: f.clock,
     bus: f.bus,
     ...(edge ? { edge } : {}),
+    ...(opts.forwarder ? { forwarder: opts.forwarder } : {}),
     onError: (err) => {
       throw err;
     },
@@ -59,7 +67,7 @@ export async function startEdgeHarness(start: number, edge?: EdgeLocationsConfig
   const call = async (method: string, path: string, body: unknown, h: Record<string, string>) => {
     const r = await fetch(url + path, { method, headers: { "content-type": "application/json", ...h }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
     const text = await r.text();
-    return { status: r.status, json: text === "" ? undefined : (JSON.parse(text) as unknown) };
+    return { status: r.status, json: text === "" ? undefined : (JSON.parse(text) as unknown), headers: r.headers };
   };
   return {
     f,

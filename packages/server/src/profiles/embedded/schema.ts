@@ -2,6 +2,9 @@
 // integer (tid) so that every index row carries 8 bytes instead of two strings.
 // Profile ids (pid) come from one AUTOINCREMENT sequence so an id is never reused
 // after its graph is deleted (memberships are keyed by it).
+// batch_records holds the valid records of a loading ingestion batch (staged, not
+// in profiles) until the batch completes or is aborted; added in place with
+// CREATE ... IF NOT EXISTS, so older data directories open unchanged.
 export const SQLITE_SCHEMA = `
 CREATE TABLE IF NOT EXISTS tenants (tid INTEGER PRIMARY KEY, org TEXT NOT NULL, sandbox TEXT NOT NULL, UNIQUE (org, sandbox));
 CREATE TABLE IF NOT EXISTS datasets (
@@ -30,9 +33,13 @@ CREATE INDEX IF NOT EXISTS memberships_def ON memberships (tid, def, status, pid
 CREATE TABLE IF NOT EXISTS transitions (seq INTEGER PRIMARY KEY, tid INTEGER NOT NULL, pid INTEGER NOT NULL, def TEXT NOT NULL,
   from_status TEXT, to_status TEXT NOT NULL, source TEXT NOT NULL, at INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS transitions_def_at ON transitions (tid, def, at);
-CREATE INDEX IF NOT EXISTS transitions_at ON transitions (tid, at);
+-- One transitions index: the engines' transition queries all name a definition (one without scans
+-- the table); each index costs ~0.2 µs per transition in bulk membership writes.
+DROP INDEX IF EXISTS transitions_at;
 CREATE TABLE IF NOT EXISTS batches (tid INTEGER NOT NULL, id TEXT NOT NULL, ds TEXT NOT NULL, status TEXT NOT NULL,
   created INTEGER NOT NULL, updated INTEGER NOT NULL, completed INTEGER, records_read INTEGER NOT NULL DEFAULT 0,
   records_written INTEGER NOT NULL DEFAULT 0, records_failed INTEGER NOT NULL DEFAULT 0, files TEXT NOT NULL DEFAULT '[]',
   errors TEXT NOT NULL DEFAULT '[]', PRIMARY KEY (tid, id));
+CREATE TABLE IF NOT EXISTS batch_records (seq INTEGER PRIMARY KEY, tid INTEGER NOT NULL, batch TEXT NOT NULL, meta TEXT NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS batch_records_batch ON batch_records (tid, batch, seq);
 `;

@@ -17,13 +17,17 @@
 import { settleGroup, type WriteOutcome } from "../group-commit.js";
 import Database from "better-sqlite3";
 import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
+import { ChangeFeed, tenantKey } from "../change-feed.js";
+import { decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
-import { assembleGraph, decodeCursor, encodeCursor, lookupProfile, parseBody, toMembership, type GraphRows, type MembershipRow } from "../scan-assembly.js";
+import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, parseBody, planMembershipChanges, toMembership, type GraphRows, type MembershipRow, type StoredStatuses } from "../scan-assembly.js";
 import {
   MAX_BATCH_ERRORS,
   StoreError,
   type AppendOptions,
   type AppendResult,
+  type CompletedBatch,
+  type CompleteOptions,
   type DeleteCounts,
   type EventPage,
   type EventQuery,
@@ -34,6 +38,7 @@ import {
   type ProfileStore,
   type ScanOptions,
   type ScannedProfile,
+  type StageOptions,
   type TransitionQuery,
 } from "../store.js";
 import type {
@@ -60,7 +65,11 @@ export interface EmbeddedStoreOptions {
   path: string;
   /** "full" (default) fsyncs every commit; "normal" survives process crashes but not power loss. */
   synchronous?: "full" | "normal";
-  /** Page cache in MiB (default 256). */
+  /**
+   * Page cache in MiB (default: SEGMENTD_PROFILE_CACHE_MIB, else 1024). An upper bound, allocated
+   * as pages are read: the identity and event indexes of a 1M-profile / 10M-event store need
+   * ~0.5 GiB, and once they outgrow the cache every random index insert becomes a read.
+   */
   cacheMiB?: number;
 }
 
@@ -69,9 +78,41 @@ interface BatchRow { id: string; ds: string; status: string; created: number; up
 interface FragmentRow { pid: number; ds: string; ns: string; idv: string; ts: number; body: string }
 interface EventRow { seq: number; pid: number; ds: string; eid: string; ns: string; idv: string; ts: number; body: string }
 
-interface QueuedWrite { run: () => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }
+/** solo: commits in a transaction of its own, without a savepoint (bulk writes: see flush). */
+interface QueuedWrite { run: () => unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void; solo: boolean }
 
 const NO_TENANT = -1;
+
+/** Events per INSERT statement (8 parameters each, far below SQLite's 32766). */
+const EVENT_ROWS = 100;
+
+const eventsSql = new Map<number, string>();
+function insertEventsSql(rows: number): string {
+  let sql = eventsSql.get(rows);
+  if (sql === undefined) {
+    sql = `INSERT INTO events (tid, ds, eid, ns, idv, pid, ts, body) VALUES ${Array.from({ length: rows }, () => "(?, ?, ?, ?, ?, ?, ?, ?)").join(", ")} ON CONFLICT DO NOTHING`;
+    eventsSql.set(rows, sql);
+  }
+  return sql;
+}
+
+function defaultCacheMiB(): number {
+  const env = Number(process.env["SEGMENTD_PROFILE_CACHE_MIB"]);
+  return Number.isFinite(env) && env > 0 ? env : 1024;
+}
+/** Rows per multi-row membership statement (5–7 parameters each, far below SQLite's 32766). */
+const MEMBERSHIP_WRITE_CHUNK = 256;
+const MEMBERSHIP_READ_CHUNK = 500;
+/** Dense windows of at least this many profile ids are read with range scans (smaller ones with point lookups). */
+const MIN_RANGE_READ = 32;
+/** Membership writes of at least this many changes (batch jobs) commit alone, without a savepoint. */
+const SOLO_MEMBERSHIP_CHANGES = 1000;
+
+/** "(?, ?), (?, ?)…": n rows of `width` placeholders, each after `lead` (literal values). */
+function rowsSql(n: number, width: number, lead = ""): string {
+  const row = `(${lead}${Array.from({ length: width }, () => "?").join(", ")})`;
+  return Array.from({ length: n }, () => row).join(", ");
+}
 
 export class EmbeddedProfileStore implements ProfileStore {
   readonly kind = "embedded" as const;
@@ -80,12 +121,17 @@ export class EmbeddedProfileStore implements ProfileStore {
   private queue: QueuedWrite[] = [];
   private flushScheduled = false;
   private closed = false;
+  /** Change feed (changesSince): fed after each group's commit with the profiles its writes touched. */
+  private readonly feed = new ChangeFeed();
+  private readonly tidKeys = new Map<number, string>();
+  /** Profiles touched by the write job running now (tid → pids); null outside write jobs. */
+  private touching: Map<number, Set<number>> | null = null;
 
   constructor(opts: EmbeddedStoreOptions) {
     this.db = new Database(opts.path);
     this.db.pragma("journal_mode = WAL");
     this.db.pragma(`synchronous = ${opts.synchronous === "normal" ? "NORMAL" : "FULL"}`);
-    this.db.pragma(`cache_size = -${(opts.cacheMiB ?? 256) * 1024}`);
+    this.db.pragma(`cache_size = -${Math.round((opts.cacheMiB ?? defaultCacheMiB()) * 1024)}`);
     this.db.pragma("temp_store = MEMORY");
     this.db.pragma("busy_timeout = 5000");
     this.db.exec(SQLITE_SCHEMA);
@@ -108,10 +154,10 @@ export class EmbeddedProfileStore implements ProfileStore {
     return this.tid(scope, true);
   }
 
-  private write<T>(run: () => T): Promise<T> {
+  private write<T>(run: () => T, solo = false): Promise<T> {
     if (this.closed) return Promise.reject(new Error("profile store is closed"));
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ run, resolve: resolve as (v: unknown) => void, reject });
+      this.queue.push({ run, resolve: resolve as (v: unknown) => void, reject, solo });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(() => this.flush());
@@ -124,15 +170,54 @@ export class EmbeddedProfileStore implements ProfileStore {
     if (this.closed || this.queue.length === 0) return;
     const jobs = this.queue;
     this.queue = [];
+    // Solo writes commit alone, in queue order with the groups around them.
+    let group: QueuedWrite[] = [];
+    for (const job of jobs) {
+      if (!job.solo) {
+        group.push(job);
+        continue;
+      }
+      if (group.length > 0) this.commitGroup(group);
+      group = [];
+      this.commitGroup([job]);
+    }
+    if (group.length > 0) this.commitGroup(group);
+  }
+
+  /**
+   * Commits writes in one transaction, each in its own savepoint. A lone write needs no
+   * savepoint (it rolls back with the transaction), and a bulk write must not have one: under an
+   * open savepoint SQLite journals the pages its statements modify to the sub-journal, which
+   * made a million-change membership write (bench/memberships.ts) three times slower.
+   */
+  private commitGroup(jobs: QueuedWrite[]): void {
     const outcomes: WriteOutcome[] = [];
+    const touched = new Map<number, Set<number>>();
     try {
       this.db.transaction(() => {
+        if (jobs.length === 1) {
+          this.touching = touched;
+          try {
+            outcomes.push({ ok: true, value: jobs[0]!.run() });
+          } finally {
+            this.touching = null;
+          }
+          return;
+        }
         for (const job of jobs) {
+          this.touching = new Map();
           try {
             // A nested transaction is a savepoint: a failing job rolls back alone.
             outcomes.push({ ok: true, value: this.db.transaction(job.run)() });
+            for (const [tid, pids] of this.touching) {
+              const all = touched.get(tid);
+              if (all === undefined) touched.set(tid, pids);
+              else for (const p of pids) all.add(p);
+            }
           } catch (error) {
             outcomes.push({ ok: false, error });
+          } finally {
+            this.touching = null;
           }
         }
       })();
@@ -140,7 +225,8 @@ export class EmbeddedProfileStore implements ProfileStore {
       settleGroup(jobs, outcomes, { error });
       return;
     }
-    // Resolve only now: the outer COMMIT (and its fsync) has returned.
+    // Only now (after COMMIT and its fsync): the change feed, then the writers' promises.
+    this.recordFeed(touched);
     settleGroup(jobs, outcomes);
   }
 
@@ -151,13 +237,43 @@ export class EmbeddedProfileStore implements ProfileStore {
     const row = this.db.prepare("SELECT tid FROM tenants WHERE org = ? AND sandbox = ?").get(scope.orgId, scope.sandboxName) as { tid: number } | undefined;
     if (row !== undefined) {
       this.tids.set(key, row.tid);
+      this.tidKeys.set(row.tid, tenantKey(scope));
       return row.tid;
     }
     if (!create) return NO_TENANT;
     const info = this.db.prepare("INSERT INTO tenants (org, sandbox) VALUES (?, ?)").run(scope.orgId, scope.sandboxName);
     const tid = Number(info.lastInsertRowid);
     this.tids.set(key, tid);
+    this.tidKeys.set(tid, tenantKey(scope));
     return tid;
+  }
+
+  // ---- change feed ------------------------------------------------------------
+
+  /** Notes profiles whose data the running write job changes (kept only if its savepoint and the group commit). */
+  private touch(tid: number, pids: Iterable<number>): void {
+    if (this.touching === null) return;
+    let set = this.touching.get(tid);
+    if (set === undefined) {
+      set = new Set();
+      this.touching.set(tid, set);
+    }
+    for (const p of pids) set.add(p);
+  }
+
+  private recordFeed(touched: ReadonlyMap<number, ReadonlySet<number>>): void {
+    if (touched.size === 0) return;
+    const byTenant = new Map<string, Set<string>>();
+    for (const [tid, pids] of touched) {
+      const key = this.tidKeys.get(tid);
+      if (key === undefined) continue;
+      byTenant.set(key, new Set([...pids].map(String)));
+    }
+    this.feed.record(byTenant);
+  }
+
+  changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
+    return this.feed.changesSince(tenantKey(scope), since);
   }
 
   private stmtCache = new Map<string, Database.Statement>();
@@ -283,18 +399,28 @@ export class EmbeddedProfileStore implements ProfileStore {
       ON CONFLICT (tid, ds, ns, idv) DO UPDATE SET pid = excluded.pid, ts = excluded.ts, ingested = excluded.ingested, body = excluded.body`);
     for (const f of w.fragments) upFrag.run(tid, ds, f.primary.namespace, f.primary.id, f.graph, f.timestamp, opts.ingestedAt, JSON.stringify(f.body));
     result.fragments += records.filter((r) => r.kind === "profile").length;
-    const insEvent = this.stmt("INSERT INTO events (tid, ds, eid, ns, idv, pid, ts, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING");
-    for (const e of w.events) {
-      const info = insEvent.run(tid, ds, e.eventId, e.primary.namespace, e.primary.id, e.graph, e.timestamp, e.json);
-      if (info.changes === 0) result.duplicates++;
-      else result.events++;
+    // Multi-row inserts: one native call per EVENT_ROWS events. A duplicate _id (stored
+    // before, or earlier in this statement) is skipped by ON CONFLICT and counted.
+    const evs = w.events;
+    for (let i = 0; i < evs.length; i += EVENT_ROWS) {
+      const n = Math.min(EVENT_ROWS, evs.length - i);
+      const params: Array<string | number> = [];
+      for (let j = i; j < i + n; j++) {
+        const e = evs[j]!;
+        params.push(tid, ds, e.eventId, e.primary.namespace, e.primary.id, e.graph, e.timestamp, e.json);
+      }
+      const inserted = this.stmt(insertEventsSql(n)).run(...params).changes;
+      result.events += inserted;
+      result.duplicates += n - inserted;
     }
     result.refusedLinks.push(...w.refused);
-    result.profileIds.push(...w.touchedGraphs.map(String));
+    for (const g of w.touchedGraphs) result.profileIds.push(String(g));
+    this.touch(tid, w.touchedGraphs);
   }
 
   /** Re-points every row of graph `from` to graph `into` (graphs merged). */
   private moveGraph(tid: number, from: number, into: number): void {
+    this.touch(tid, [from, into]);
     this.stmt("UPDATE identities SET pid = ? WHERE tid = ? AND pid = ?").run(into, tid, from);
     this.stmt("UPDATE fragments SET pid = ? WHERE tid = ? AND pid = ?").run(into, tid, from);
     this.stmt("UPDATE events SET pid = ? WHERE tid = ? AND pid = ?").run(into, tid, from);
@@ -359,6 +485,73 @@ export class EmbeddedProfileStore implements ProfileStore {
         .run(status, now, done ? 1 : 0, now, tid, id);
       if (info.changes === 0) throw new StoreError("BATCH_NOT_FOUND", `batch ${id} does not exist in sandbox ${scope.sandboxName}`);
       return this.batchFromRow(this.stmt("SELECT * FROM batches WHERE tid = ? AND id = ?").get(tid, id) as BatchRow);
+    });
+  }
+
+  /** The batch row, which must exist and be loading (inside a write). */
+  private openBatch(tid: number, scope: TenantScope, id: string, action: string): BatchRow {
+    const row = this.stmt("SELECT * FROM batches WHERE tid = ? AND id = ?").get(tid, id) as BatchRow | undefined;
+    if (row === undefined) throw new StoreError("BATCH_NOT_FOUND", `batch ${id} does not exist in sandbox ${scope.sandboxName}`);
+    if (row.status !== "loading") throw new StoreError("BATCH_NOT_OPEN", `batch ${id} is ${row.status}; only a loading batch can be ${action}`);
+    return row;
+  }
+
+  stageBatchRecords(scope: TenantScope, batchId: string, records: readonly ValidRecord[], opts: StageOptions): Promise<{ staged: number }> {
+    const tid = this.tid(scope, false);
+    return this.write(() => {
+      const row = this.openBatch(tid, scope, batchId, "added to");
+      const dataset = this.requireDataset(tid, scope, row.ds);
+      for (const r of records) {
+        if (r.kind !== dataset.schemaClass) throw new Error(`record ${r.index} is ${r.kind} but dataset ${row.ds} holds ${dataset.schemaClass}`);
+      }
+      const ins = this.stmt("INSERT INTO batch_records (tid, batch, meta, body) VALUES (?, ?, ?, ?)");
+      for (const r of records) {
+        const e = encodeStaged(r);
+        ins.run(tid, batchId, e.meta, e.body);
+      }
+      this.accountBatch(tid, scope, { id: batchId, read: opts.read, failed: opts.failed, ...(opts.file === undefined ? {} : { file: opts.file }) }, 0, opts.now);
+      return { staged: records.length };
+    });
+  }
+
+  completeBatch(scope: TenantScope, batchId: string, opts: CompleteOptions): Promise<CompletedBatch> {
+    const tid = this.tid(scope, false);
+    return this.write(() => {
+      const row = this.openBatch(tid, scope, batchId, "completed");
+      const dataset = this.requireDataset(tid, scope, row.ds);
+      const appendOpts: AppendOptions = { ingestedAt: opts.ingestedAt, maxIdentitiesPerGraph: opts.maxIdentitiesPerGraph };
+      const refusedLinks: CompletedBatch["refusedLinks"] = [];
+      let written = 0;
+      let after = 0;
+      // One transaction for the whole batch (all or nothing), applied chunk by chunk.
+      const next = this.stmt("SELECT seq, meta, body FROM batch_records WHERE tid = ? AND batch = ? AND seq > ? ORDER BY seq LIMIT ?");
+      for (;;) {
+        const rows = next.all(tid, batchId, after, STAGED_CHUNK) as Array<{ seq: number; meta: string; body: string }>;
+        if (rows.length === 0) break;
+        after = rows[rows.length - 1]!.seq;
+        const records = rows.map((r) => decodeStaged(r.meta, r.body, dataset.schemaClass));
+        const result: AppendResult = { fragments: 0, events: 0, duplicates: 0, lakeOnly: 0, refusedLinks: [], profileIds: [] };
+        if (!dataset.profileEnabled) this.appendLake(tid, row.ds, records, appendOpts, result);
+        else this.appendProfile(tid, row.ds, records, appendOpts, result);
+        written += result.fragments + result.events + result.lakeOnly + result.duplicates;
+        for (const l of result.refusedLinks) if (refusedLinks.length < MAX_BATCH_ERRORS) refusedLinks.push(l);
+      }
+      this.stmt("DELETE FROM batch_records WHERE tid = ? AND batch = ?").run(tid, batchId);
+      // Partial ingestion: the batch succeeds when any record was written or none failed.
+      const status: IngestBatchStatus = row.records_written + written > 0 || row.records_failed === 0 ? "success" : "failed";
+      this.stmt("UPDATE batches SET status = ?, records_written = records_written + ?, updated = ?, completed = ? WHERE tid = ? AND id = ?")
+        .run(status, written, opts.ingestedAt, opts.ingestedAt, tid, batchId);
+      return { batch: this.batchFromRow(this.stmt("SELECT * FROM batches WHERE tid = ? AND id = ?").get(tid, batchId) as BatchRow), refusedLinks };
+    });
+  }
+
+  abortBatch(scope: TenantScope, batchId: string, now: number): Promise<IngestBatch> {
+    const tid = this.tid(scope, false);
+    return this.write(() => {
+      this.openBatch(tid, scope, batchId, "aborted");
+      this.stmt("DELETE FROM batch_records WHERE tid = ? AND batch = ?").run(tid, batchId);
+      this.stmt("UPDATE batches SET status = 'aborted', updated = ?, completed = ? WHERE tid = ? AND id = ?").run(now, now, tid, batchId);
+      return this.batchFromRow(this.stmt("SELECT * FROM batches WHERE tid = ? AND id = ?").get(tid, batchId) as BatchRow);
     });
   }
 
@@ -470,21 +663,97 @@ export class EmbeddedProfileStore implements ProfileStore {
   applyMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]> {
     const tid = this.tenantForWrite(scope);
     return this.write(() => {
-      const get = this.stmt("SELECT status FROM memberships WHERE tid = ? AND pid = ? AND def = ?");
-      const put = this.stmt("INSERT INTO memberships (tid, pid, def, status, lqt) VALUES (?, ?, ?, ?, ?) ON CONFLICT (tid, pid, def) DO UPDATE SET status = excluded.status, lqt = excluded.lqt");
-      const log = this.stmt("INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at) VALUES (?, ?, ?, ?, ?, ?, ?)");
-      const out: MembershipTransition[] = [];
-      for (const c of changes) {
-        const pid = Number(c.profileId);
-        const prev = (get.get(tid, pid, c.definitionId) as { status: MembershipStatus } | undefined)?.status ?? null;
-        if (prev === c.status || (prev === null && c.status === "exited")) continue;
-        const at = new Date(c.at).toISOString();
-        put.run(tid, pid, c.definitionId, c.status, at);
-        log.run(tid, pid, c.definitionId, prev, c.status, c.source, c.at);
-        out.push({ profileId: c.profileId, definitionId: c.definitionId, from: prev, to: c.status, source: c.source, at });
+      if (changes.length === 0) return [];
+      const plan = planMembershipChanges(changes, this.readStoredStatuses(tid, changes));
+      const t = plan.transitions;
+      // The tenant id is part of the statement text (an integer): one parameter less per row.
+      this.bulk(plan.upserts.length, MEMBERSHIP_WRITE_CHUNK, 4,
+        (n) => `INSERT INTO memberships (tid, pid, def, status, lqt) VALUES ${rowsSql(n, 4, `${tid}, `)} ON CONFLICT (tid, pid, def) DO UPDATE SET status = excluded.status, lqt = excluded.lqt`,
+        (i, args) => { const k = plan.upserts[i]!; const x = t[k]!; args.push(plan.pids[k]!, x.definitionId, x.to, x.at); },
+        (st, args) => { st.run(args); });
+      this.bulk(t.length, MEMBERSHIP_WRITE_CHUNK, 6,
+        (n) => `INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at) VALUES ${rowsSql(n, 6, `${tid}, `)}`,
+        (i, args) => { const x = t[i]!; args.push(plan.pids[i]!, x.definitionId, x.from, x.to, x.source, plan.ats[i]!); },
+        (st, args) => { st.run(args); });
+      return t;
+    }, changes.length >= SOLO_MEMBERSHIP_CHANGES);
+  }
+
+  /**
+   * The stored status of each (profile, definition) of the changes without `from` (read only for
+   * those). Per definition, in windows of up to MEMBERSHIP_READ_CHUNK profile ids in ascending
+   * order: a dense window of at least MIN_RANGE_READ ids (they span at most twice their number, as
+   * a batch job's changes do) is read with one covering range scan of memberships_def per status
+   * (several times cheaper per change than point lookups); other ids with one primary-key search
+   * each. May return more statuses than asked for (members of the range that did not change); the
+   * planner only reads the ones it needs.
+   */
+  private readStoredStatuses(tid: number, changes: readonly MembershipChange[]): StoredStatuses {
+    const stored: StoredStatuses = new Map();
+    const byDef = new Map<string, number[]>();
+    const sparse: Array<[number, string]> = [];
+    for (const c of changes) {
+      if (c.from !== undefined) continue;
+      const pid = Number(c.profileId);
+      // Not an id the store could hold (NaN would end a range): looked up alone, found nowhere.
+      if (!Number.isSafeInteger(pid)) {
+        sparse.push([pid, c.definitionId]);
+        continue;
       }
-      return out;
-    });
+      let pids = byDef.get(c.definitionId);
+      if (pids === undefined) {
+        pids = [];
+        byDef.set(c.definitionId, pids);
+      }
+      pids.push(pid);
+    }
+    const range = this.stmt("SELECT pid, status FROM memberships WHERE tid = ? AND def = ? AND status IN ('realized', 'exited') AND pid BETWEEN ? AND ?");
+    for (const [def, list] of byDef) {
+      const pids = Float64Array.from(list).sort();
+      for (let i = 0; i < pids.length;) {
+        // The window grows while it stays dense, up to MEMBERSHIP_READ_CHUNK distinct ids.
+        let j = i, distinct = 0, prev = Number.NaN;
+        while (j < pids.length && distinct < MEMBERSHIP_READ_CHUNK) {
+          if (pids[j] !== prev) {
+            if (distinct > 0 && pids[j]! - pids[i]! + 1 > 2 * (distinct + 1)) break;
+            distinct++;
+            prev = pids[j]!;
+          }
+          j++;
+        }
+        const lo = pids[i]!, hi = pids[j - 1]!;
+        if (distinct >= MIN_RANGE_READ) {
+          for (const r of range.all(tid, def, lo, hi) as Array<{ pid: number; status: MembershipStatus }>) addStoredStatus(stored, r.pid, def, r.status);
+        } else {
+          for (let k = i; k < j; k++) sparse.push([pids[k]!, def]);
+        }
+        i = j;
+      }
+    }
+    this.bulk(sparse.length, MEMBERSHIP_READ_CHUNK, 2,
+      // CROSS JOIN keeps SQLite from scanning the tenant's memberships: one primary-key search per row.
+      (n) => `SELECT m.pid, m.def, m.status FROM (VALUES ${rowsSql(n, 2)}) AS v CROSS JOIN memberships m ON m.tid = ${tid} AND m.pid = v.column1 AND m.def = v.column2`,
+      (i, args) => { const u = sparse[i]!; args.push(u[0], u[1]); },
+      (st, args) => { for (const r of st.all(args) as Array<{ pid: number; def: string; status: MembershipStatus }>) addStoredStatus(stored, r.pid, r.def, r.status); });
+    return stored;
+  }
+
+  /**
+   * Runs a statement over `count` rows in chunks of `chunk` rows of `width` parameters: the
+   * full-size statement is prepared once (cached), the last partial chunk separately.
+   */
+  private bulk(count: number, chunk: number, width: number, sql: (rows: number) => string, bind: (i: number, args: unknown[]) => void,
+    exec: (st: Database.Statement, args: unknown[]) => void): void {
+    const args: unknown[] = [];
+    let full: Database.Statement | undefined;
+    for (let start = 0; start < count; start += chunk) {
+      const n = Math.min(chunk, count - start);
+      const st = n === chunk ? (full ??= this.stmt(sql(n))) : this.db.prepare(sql(n));
+      args.length = 0;
+      for (let i = start; i < start + n; i++) bind(i, args);
+      if (args.length !== n * width) throw new Error(`bulk statement expects ${n * width} parameters, got ${args.length}`);
+      exec(st, args);
+    }
   }
 
   async getMemberships(scope: TenantScope, profileId: string): Promise<Membership[]> {
@@ -496,6 +765,11 @@ export class EmbeddedProfileStore implements ProfileStore {
     const rows = this.stmt(`SELECT pid, def, status, lqt FROM memberships WHERE tid = ? AND def = ? AND status = ? AND pid > ? ORDER BY pid LIMIT ?`)
       .all(this.tid(scope, false), definitionId, opts.status ?? "realized", Number(opts.afterProfileId ?? 0), opts.limit ?? 1000) as MembershipRow[];
     return rows.map(toMembership);
+  }
+
+  async listMemberIds(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<string[]> {
+    const rows = this.stmt("SELECT pid FROM memberships WHERE tid = ? AND def = ? AND status = ? ORDER BY pid").raw(true).all(this.tid(scope, false), definitionId, status) as Array<[number]>;
+    return rows.map((r) => String(r[0]));
   }
 
   async countMembers(scope: TenantScope, definitionId: string): Promise<{ realized: number; exited: number }> {
@@ -547,6 +821,7 @@ export class EmbeddedProfileStore implements ProfileStore {
         counts.lakeRecords += delLake.run(tid, i.namespace, i.id, ...dsList).changes;
       }
       counts.profileIds = [...touched].sort((a, b) => a - b).map(String);
+      this.touch(tid, touched);
       return counts;
     });
   }
@@ -558,6 +833,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     const fragments = this.stmt("DELETE FROM fragments WHERE tid = ? AND ds = ?").run(tid, ds).changes;
     const events = this.stmt("DELETE FROM events WHERE tid = ? AND ds = ?").run(tid, ds).changes;
     const lakeRecords = this.stmt("DELETE FROM lake_records WHERE tid = ? AND ds = ?").run(tid, ds).changes;
+    this.touch(tid, pids);
     return { fragments, events, lakeRecords, identities: 0, profileIds: [...pids].sort((a, b) => a - b).map(String) };
   }
 
@@ -605,6 +881,7 @@ export class EmbeddedProfileStore implements ProfileStore {
           }
         }
       }
+      this.touch(tid, touched);
       return { updated, profileIds: [...touched].sort((a, b) => a - b).map(String) };
     });
   }

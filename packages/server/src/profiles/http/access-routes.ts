@@ -1,18 +1,74 @@
 // Profile access (/data/core/ups/access/entities, profile.yaml): a merged
 // profile by identity under a merge policy, and the experience events of a
-// profile (time range, order, paging).
+// profile (time range, order, paging); several profiles in one request (POST);
+// deleting an entity by identity (DELETE).
 import type { FastifyInstance } from "fastify";
 import { registerTenantHooks } from "../../http/auth.js";
 import { tenantOf } from "../../http/request-context.js";
-import { badRequest, notFound } from "../../services/errors.js";
+import { ApiError, badRequest, ErrorCodes, notFound } from "../../services/errors.js";
 import { normalizeNamespace } from "../validate.js";
-import type { JsonObject } from "../types.js";
+import type { Identity, JsonObject, MergedProfile } from "../types.js";
 import { getPath, setPath } from "../xdm-object.js";
 import { mapStoreErrors, profileScope, type ProfileRoutesOptions } from "./context.js";
 
 export const PROFILE_SCHEMA = "_xdm.context.profile";
 export const EVENT_SCHEMA = "_xdm.context.experienceevent";
 const DEFAULT_EVENT_LIMIT = 1000;
+/** Identities per POST /access/entities request. */
+export const MAX_BULK_ENTITIES = 100;
+
+interface EntitiesBody {
+  schema: { name: string };
+  identities: Array<{ entityId: string; entityIdNS: { code: string } }>;
+  fields?: string[];
+  mergePolicyId?: string;
+  timeFilter?: { startTime?: number; endTime?: number };
+  limit?: number;
+  orderBy?: string;
+}
+
+const bodySchema = {
+  type: "object",
+  required: ["schema", "identities"],
+  properties: {
+    schema: { type: "object", required: ["name"], properties: { name: { type: "string" } } },
+    identities: {
+      type: "array",
+      description: `The identities to look up (1 to ${MAX_BULK_ENTITIES}); each found profile appears once, keyed by its entity id, with the requestedIdentity that found it.`,
+      items: {
+        type: "object",
+        required: ["entityId", "entityIdNS"],
+        properties: {
+          entityId: { type: "string", minLength: 1 },
+          entityIdNS: { type: "object", required: ["code"], properties: { code: { type: "string", minLength: 1 } } },
+        },
+      },
+    },
+    fields: { type: "array", items: { type: "string" } },
+    mergePolicyId: { type: "string", minLength: 1 },
+    timeFilter: { type: "object", description: "For time-series objects only: accepted and ignored for profiles.", properties: { startTime: { type: "number", minimum: 0 }, endTime: { type: "number", minimum: 0 } } },
+    limit: { type: "number", minimum: 1, maximum: 1000, description: "For ExperienceEvents only: accepted and ignored for profiles." },
+    orderBy: { type: "string", enum: ["timestamp", "+timestamp", "-timestamp"], description: "For ExperienceEvents only: accepted and ignored for profiles." },
+  },
+} as const;
+
+interface DeleteQuery {
+  "schema.name": string;
+  entityId: string;
+  entityIdNS?: string;
+  mergePolicyId?: string;
+}
+
+const deleteQuerySchema = {
+  type: "object",
+  required: ["schema.name", "entityId"],
+  properties: {
+    "schema.name": { type: "string" },
+    entityId: { type: "string", minLength: 1 },
+    entityIdNS: { type: "string", minLength: 1 },
+    mergePolicyId: { type: "string", minLength: 1 },
+  },
+} as const;
 
 interface EntitiesQuery {
   "schema.name": string;
@@ -61,28 +117,79 @@ export function pickFields(entity: JsonObject, fields: string | undefined): Json
   return out;
 }
 
+/** A merged profile as the entities API shows it (GET and POST). */
+function entityView(p: MergedProfile, policyId: string | undefined, fields: string | undefined): JsonObject {
+  const view: JsonObject = { entityId: p.profileId };
+  if (policyId !== undefined) view["mergePolicy"] = { id: policyId };
+  view["sources"] = p.sources;
+  view["entity"] = pickFields({ identities: p.identities.map((i) => ({ id: i.id, namespace: { code: i.namespace } })), ...p.entity }, fields);
+  if (p.lastModifiedAt !== null) view["lastModifiedAt"] = new Date(p.lastModifiedAt).toISOString();
+  view["optedOut"] = p.optedOut;
+  return view;
+}
+
 export async function accessRoutes(app: FastifyInstance, opts: ProfileRoutesOptions): Promise<void> {
   registerTenantHooks(app, opts);
   const tags = ["Profile access"];
+
+  app.post<{ Body: EntitiesBody }>("/access/entities", {
+    schema: { tags, summary: `Several merged profiles in one request (at most ${MAX_BULK_ENTITIES} identities)`, body: bodySchema },
+  }, async (request) => {
+    const b = request.body;
+    if (b.schema.name !== PROFILE_SCHEMA) throw badRequest(`schema.name must be ${PROFILE_SCHEMA}: only profiles can be read in bulk`);
+    if (b.identities.length === 0) throw badRequest("identities must list at least one identity");
+    if (b.identities.length > MAX_BULK_ENTITIES) {
+      throw new ApiError(400, ErrorCodes.limit, `At most ${MAX_BULK_ENTITIES} identities can be read in one request; got ${b.identities.length}`);
+    }
+    const t = b.timeFilter;
+    if (t?.startTime !== undefined && t.endTime !== undefined && t.startTime > t.endTime) throw badRequest("timeFilter.startTime must not be after timeFilter.endTime");
+    const scope = profileScope(request);
+    const policy = await opts.policies.resolve(tenantOf(request), b.mergePolicyId);
+    const fields = b.fields === undefined ? undefined : b.fields.join(",");
+    const out: Record<string, JsonObject> = {};
+    const asked = new Set<string>();
+    for (const item of b.identities) {
+      const identity: Identity = { namespace: normalizeNamespace(item.entityIdNS.code), id: item.entityId };
+      // An identity listed twice is looked up (and answered) once.
+      const ik = `${identity.namespace}\u0000${identity.id}`;
+      if (asked.has(ik)) continue;
+      asked.add(ik);
+      const p = await opts.profiles.getProfile(scope, identity, policy);
+      if (p === null) continue;
+      // Under a pdg policy two identities of one graph are one entity (listed once, for the
+      // first identity that found it); without stitching each identity is its own entity.
+      const key = out[p.profileId] === undefined || policy.identityGraph.type === "pdg" ? p.profileId : `${p.profileId}:${identity.namespace}:${identity.id}`;
+      if (out[key] !== undefined) continue;
+      out[key] = { requestedIdentity: { entityId: item.entityId, entityIdNS: { code: item.entityIdNS.code } }, ...entityView(p, policy.id, fields) };
+    }
+    return out;
+  });
+
+  app.delete<{ Querystring: DeleteQuery }>("/access/entities", {
+    schema: { tags, summary: "Delete an entity by identity: its records in every dataset, and the identity from its graph", querystring: deleteQuerySchema },
+  }, async (request, reply) => {
+    const q = request.query;
+    if (q["schema.name"] !== PROFILE_SCHEMA) throw badRequest(`schema.name must be ${PROFILE_SCHEMA} to delete an entity`);
+    if (q.entityIdNS === undefined) throw badRequest("entityIdNS is required: entities are deleted by identity (ID:NS)");
+    const scope = profileScope(request);
+    // An unknown merge policy is refused before anything is deleted.
+    if (q.mergePolicyId !== undefined) await opts.policies.resolve(tenantOf(request), q.mergePolicyId);
+    const identity: Identity = { namespace: normalizeNamespace(q.entityIdNS), id: q.entityId };
+    if ((await opts.profiles.findProfileId(scope, identity)) === null) throw notFound("Profile", `${q.entityIdNS}:${q.entityId}`);
+    await mapStoreErrors(() => opts.profiles.deleteByIdentities(scope, [identity], "ALL"));
+    return reply.code(202).send();
+  });
 
   app.get<{ Querystring: EntitiesQuery }>("/access/entities", { schema: { tags, summary: "A merged profile, or the events of a profile", querystring: querySchema } }, async (request) => {
     const q = request.query;
     const scope = profileScope(request);
     const policy = await opts.policies.resolve(tenantOf(request), q.mergePolicyId);
-    const policyRef = policy.id === undefined ? {} : { mergePolicy: { id: policy.id } };
     if (q["schema.name"] === PROFILE_SCHEMA) {
       if (q.entityId === undefined || q.entityIdNS === undefined) throw badRequest("entityId and entityIdNS are required to look up a profile");
       const identity = { namespace: normalizeNamespace(q.entityIdNS), id: q.entityId };
       const p = await opts.profiles.getProfile(scope, identity, policy);
       if (p === null) throw notFound("Profile", `${q.entityIdNS}:${q.entityId}`);
-      return {
-        [p.profileId]: {
-          entityId: p.profileId, ...policyRef, sources: p.sources,
-          entity: pickFields({ identities: p.identities.map((i) => ({ id: i.id, namespace: { code: i.namespace } })), ...p.entity }, q.fields),
-          ...(p.lastModifiedAt === null ? {} : { lastModifiedAt: new Date(p.lastModifiedAt).toISOString() }),
-          optedOut: p.optedOut,
-        },
-      };
+      return { [p.profileId]: entityView(p, policy.id, q.fields) };
     }
     if (q["schema.name"] === EVENT_SCHEMA) {
       const id = q.relatedEntityId ?? q.entityId;

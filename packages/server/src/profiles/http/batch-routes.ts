@@ -1,13 +1,16 @@
 // Batch ingestion (/data/foundation/import): create a batch for a dataset,
-// upload JSON or NDJSON files into it, complete it. Each file is validated
-// record by record and its good records are stored durably before the upload
-// is answered; bad records are listed in the batch status, never blocking the
-// good ones (AEP's "partial ingestion", always on).
+// upload JSON or NDJSON files into it, complete or abort it. Each file is
+// validated record by record and its good records are staged durably with the
+// batch before the upload is answered; bad records are listed in the batch
+// status, never blocking the good ones (AEP's "partial ingestion", always on).
+// As in AEP, a batch's data is not visible before the batch succeeded: COMPLETE
+// applies the staged records in one transaction, ABORT drops them.
 import type { FastifyInstance } from "fastify";
 import { registerTenantHooks } from "../../http/auth.js";
 import { badRequest, notFound } from "../../services/errors.js";
-import { ingestRecords } from "../ingest.js";
+import { stageRecords } from "../ingest.js";
 import { detectRecordFileFormat, parseRecordFile } from "../record-files.js";
+import { DEFAULT_LIMITS } from "../validate.js";
 import { renderBatch } from "./catalog-routes.js";
 import { mapStoreErrors, profileScope, type ProfileRoutesOptions } from "./context.js";
 
@@ -50,29 +53,38 @@ export async function batchRoutes(app: FastifyInstance, opts: ProfileRoutesOptio
     // A client that sent Content-Type: application/json got its body parsed already.
     const text = typeof request.body === "string" ? request.body : request.body === undefined ? "" : JSON.stringify(request.body);
     const parsed = parseRecordFile(text, detectRecordFileFormat(text));
-    const r = await mapStoreErrors(() => ingestRecords(opts.profiles, scope, datasetId, parsed.records, {
-      now: opts.clock.now(), batch: { id: batchId, file }, priorErrors: parsed.errors,
+    // The good records are staged with the batch: they reach profiles on COMPLETE, never if the batch is aborted.
+    const r = await mapStoreErrors(() => stageRecords(opts.profiles, scope, datasetId, { id: batchId, file }, parsed.records, {
+      now: opts.clock.now(), priorErrors: parsed.errors,
       extraRead: parsed.errors.filter((e) => e.index >= 0).length,
       ...(opts.limits === undefined ? {} : { limits: opts.limits }),
     }));
-    return { file, recordsRead: r.received, recordsWritten: r.accepted, failedRecordCount: new Set(r.failed.map((e) => e.index)).size,
-      errors: r.failed.slice(0, 100).map((e) => ({ code: e.code, description: e.message, recordIndex: e.index, ...(e.path === undefined ? {} : { path: e.path }) })),
-      refusedIdentityLinks: r.refusedLinks };
+    return { file, recordsRead: r.received, recordsStaged: r.staged, failedRecordCount: new Set(r.failed.map((e) => e.index)).size,
+      errors: r.failed.slice(0, 100).map((e) => ({ code: e.code, description: e.message, recordIndex: e.index, ...(e.path === undefined ? {} : { path: e.path }) })) };
   });
 
   app.post<{ Params: { batchId: string }; Querystring: { action?: string } }>("/batches/:batchId", {
-    schema: { tags, summary: "Complete a batch (?action=COMPLETE)", querystring: { type: "object", properties: { action: { type: "string" } } } },
+    schema: { tags, summary: "Complete (?action=COMPLETE) or abort (?action=ABORT) a batch", querystring: { type: "object", properties: { action: { type: "string" } } } },
   }, async (request) => {
     const scope = profileScope(request);
     const action = (request.query.action ?? "").toUpperCase();
-    if (action !== "COMPLETE") throw badRequest(`Unsupported batch action ${JSON.stringify(request.query.action ?? "")}: use action=COMPLETE`);
+    if (action !== "COMPLETE" && action !== "ABORT") {
+      throw badRequest(`Unsupported batch action ${JSON.stringify(request.query.action ?? "")}: use action=COMPLETE or action=ABORT`);
+    }
     const b = await opts.profiles.getBatch(scope, request.params.batchId);
     if (b === null) throw notFound("Batch", request.params.batchId);
     if (b.status !== "loading") throw badRequest(`Batch ${b.id} is already ${b.status}`);
-    // Partial ingestion: the batch succeeds when any record was written or none failed.
-    const status = b.recordsWritten > 0 || b.recordsFailed === 0 ? "success" : "failed";
-    const done = await mapStoreErrors(() => opts.profiles.setBatchStatus(scope, b.id, status, opts.clock.now()));
-    return renderBatch(done, scope.orgId);
+    if (action === "ABORT") {
+      // The staged records are dropped: nothing of the batch reaches profiles.
+      const aborted = await mapStoreErrors(() => opts.profiles.abortBatch(scope, b.id, opts.clock.now()));
+      return renderBatch(aborted, scope.orgId);
+    }
+    // Applies the staged records in one transaction; partial ingestion: success when any
+    // record was written or none failed.
+    const done = await mapStoreErrors(() => opts.profiles.completeBatch(scope, b.id, {
+      ingestedAt: opts.clock.now(), maxIdentitiesPerGraph: opts.limits?.maxIdentitiesPerGraph ?? DEFAULT_LIMITS.maxIdentitiesPerGraph,
+    }));
+    return { ...renderBatch(done.batch, scope.orgId), refusedIdentityLinks: done.refusedLinks };
   });
 
   app.get<{ Params: { batchId: string } }>("/batches/:batchId", { schema: { tags, summary: "Batch status" } }, async (request) => {

@@ -7,13 +7,17 @@ import { settleGroup, type WriteOutcome } from "../group-commit.js";
 import { withDefaultUser } from "../../platform/pg-url.js";
 import pg from "pg";
 import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
+import { ChangeFeed, tenantKey } from "../change-feed.js";
+import { decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
-import { assembleGraph, decodeCursor, encodeCursor, lookupProfile, toMembership, type GraphRows, type MembershipRow } from "../scan-assembly.js";
+import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, planMembershipChanges, toMembership, type GraphRows, type MembershipRow, type StoredStatuses } from "../scan-assembly.js";
 import {
   MAX_BATCH_ERRORS,
   StoreError,
   type AppendOptions,
   type AppendResult,
+  type CompletedBatch,
+  type CompleteOptions,
   type DeleteCounts,
   type EventPage,
   type EventQuery,
@@ -24,6 +28,7 @@ import {
   type ProfileStore,
   type ScanOptions,
   type ScannedProfile,
+  type StageOptions,
   type TransitionQuery,
 } from "../store.js";
 import type {
@@ -69,6 +74,8 @@ interface BatchRow { id: string; ds: string; status: string; created: number; up
 interface EventRow { seq: number; pid: number; ds: string; eid: string; ns: string; idv: string; ts: number; body: JsonObject }
 
 const NO_TENANT = -1;
+/** Rows per membership statement (unnest arrays): bounds one statement's size for million-change calls. */
+const MEMBERSHIP_CHUNK = 20_000;
 /** Writes per group commit: bounds how long one transaction holds the tenant locks. */
 const MAX_GROUP = 256;
 
@@ -89,6 +96,14 @@ export class PostgresProfileStore implements ProfileStore {
   private readonly pool: pg.Pool;
   private readonly tids = new Map<string, number>();
   private readonly ready: Promise<void>;
+  /**
+   * Change feed (changesSince), fed after each group's commit with the profiles its writes
+   * touched. In memory: it sees this process's writes only.
+   */
+  private readonly feed = new ChangeFeed();
+  private readonly tidKeys = new Map<number, string>();
+  /** Profiles touched by the write job running now (tid → pids); null outside write jobs. */
+  private touching: Map<number, Set<number>> | null = null;
 
   constructor(opts: PostgresStoreOptions) {
     const schema = quoteIdent(opts.schema ?? "segmentd_profiles");
@@ -150,7 +165,36 @@ export class PostgresProfileStore implements ProfileStore {
     }
     const tid = rows[0]!.tid;
     this.tids.set(key, tid);
+    this.tidKeys.set(tid, tenantKey(scope));
     return tid;
+  }
+
+  // ---- change feed ------------------------------------------------------------
+
+  /** Notes profiles whose data the running write job changes (kept only if its savepoint and the group commit). */
+  private touch(tid: number, pids: Iterable<number>): void {
+    if (this.touching === null) return;
+    let set = this.touching.get(tid);
+    if (set === undefined) {
+      set = new Set();
+      this.touching.set(tid, set);
+    }
+    for (const p of pids) set.add(p);
+  }
+
+  private recordFeed(touched: ReadonlyMap<number, ReadonlySet<number>>): void {
+    if (touched.size === 0) return;
+    const byTenant = new Map<string, Set<string>>();
+    for (const [tid, pids] of touched) {
+      const key = this.tidKeys.get(tid);
+      if (key === undefined) continue;
+      byTenant.set(key, new Set([...pids].map(String)));
+    }
+    this.feed.record(byTenant);
+  }
+
+  changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
+    return this.feed.changesSince(tenantKey(scope), since);
   }
 
   /** Opens a write transaction for a tenant, serialized against other writers of that tenant. */
@@ -185,6 +229,7 @@ export class PostgresProfileStore implements ProfileStore {
 
   private async commitGroup(jobs: PendingWrite[]): Promise<void> {
     const outcomes: WriteOutcome[] = [];
+    const touched = new Map<number, Set<number>>();
     try {
       await this.tx(async (c) => {
         // Locks in id order, so two processes committing groups cannot deadlock.
@@ -193,13 +238,21 @@ export class PostgresProfileStore implements ProfileStore {
         }
         for (const job of jobs) {
           await c.query("SAVEPOINT write");
+          this.touching = new Map();
           try {
             const value = await job.run(c, job.tid);
             await c.query("RELEASE SAVEPOINT write");
             outcomes.push({ ok: true, value });
+            for (const [tid, pids] of this.touching) {
+              const all = touched.get(tid);
+              if (all === undefined) touched.set(tid, pids);
+              else for (const p of pids) all.add(p);
+            }
           } catch (error) {
             await c.query("ROLLBACK TO SAVEPOINT write");
             outcomes.push({ ok: false, error });
+          } finally {
+            this.touching = null;
           }
         }
       });
@@ -207,6 +260,8 @@ export class PostgresProfileStore implements ProfileStore {
       settleGroup(jobs, outcomes, { error });
       return;
     }
+    // Only now (after COMMIT): the change feed, then the writers' promises.
+    this.recordFeed(touched);
     settleGroup(jobs, outcomes);
   }
 
@@ -340,9 +395,11 @@ export class PostgresProfileStore implements ProfileStore {
     }
     result.refusedLinks.push(...w.refused);
     result.profileIds.push(...w.touchedGraphs.map(String));
+    this.touch(tid, w.touchedGraphs);
   }
 
   private async moveGraph(c: pg.PoolClient, tid: number, from: number, into: number): Promise<void> {
+    this.touch(tid, [from, into]);
     await c.query("UPDATE identities SET pid = $1 WHERE tid = $2 AND pid = $3", [into, tid, from]);
     await c.query("UPDATE fragments SET pid = $1 WHERE tid = $2 AND pid = $3", [into, tid, from]);
     await c.query("UPDATE events SET pid = $1 WHERE tid = $2 AND pid = $3", [into, tid, from]);
@@ -405,6 +462,71 @@ export class PostgresProfileStore implements ProfileStore {
         [status, now, done, tid, id]);
       if (rows.length === 0) throw new StoreError("BATCH_NOT_FOUND", `batch ${id} does not exist in sandbox ${scope.sandboxName}`);
       return this.batchFromRow(rows[0]!);
+    });
+  }
+
+  /** The batch row, locked, which must exist and be loading (inside a write). */
+  private async openBatch(c: pg.PoolClient, tid: number, scope: TenantScope, id: string, action: string): Promise<BatchRow> {
+    const row = (await this.q<BatchRow>(c, "SELECT * FROM batches WHERE tid = $1 AND id = $2 FOR UPDATE", [tid, id]))[0];
+    if (row === undefined) throw new StoreError("BATCH_NOT_FOUND", `batch ${id} does not exist in sandbox ${scope.sandboxName}`);
+    if (row.status !== "loading") throw new StoreError("BATCH_NOT_OPEN", `batch ${id} is ${row.status}; only a loading batch can be ${action}`);
+    return row;
+  }
+
+  stageBatchRecords(scope: TenantScope, batchId: string, records: readonly ValidRecord[], opts: StageOptions): Promise<{ staged: number }> {
+    return this.write(scope, async (c, tid) => {
+      const row = await this.openBatch(c, tid, scope, batchId, "added to");
+      const dataset = await this.requireDataset(c, tid, scope, row.ds);
+      for (const r of records) {
+        if (r.kind !== dataset.schemaClass) throw new Error(`record ${r.index} is ${r.kind} but dataset ${row.ds} holds ${dataset.schemaClass}`);
+      }
+      for (let i = 0; i < records.length; i += STAGED_CHUNK) {
+        const part = records.slice(i, i + STAGED_CHUNK).map(encodeStaged);
+        await c.query(`INSERT INTO batch_records (tid, batch, meta, body)
+          SELECT $1, $2, u.meta, u.body FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(meta, body, ord) ORDER BY u.ord`,
+        [tid, batchId, part.map((e) => e.meta), part.map((e) => e.body)]);
+      }
+      await this.accountBatch(c, tid, scope, { id: batchId, read: opts.read, failed: opts.failed, ...(opts.file === undefined ? {} : { file: opts.file }) }, 0, opts.now);
+      return { staged: records.length };
+    });
+  }
+
+  completeBatch(scope: TenantScope, batchId: string, opts: CompleteOptions): Promise<CompletedBatch> {
+    return this.write(scope, async (c, tid) => {
+      const row = await this.openBatch(c, tid, scope, batchId, "completed");
+      const dataset = await this.requireDataset(c, tid, scope, row.ds);
+      const appendOpts: AppendOptions = { ingestedAt: opts.ingestedAt, maxIdentitiesPerGraph: opts.maxIdentitiesPerGraph };
+      const refusedLinks: CompletedBatch["refusedLinks"] = [];
+      let written = 0;
+      let after = 0;
+      // One transaction for the whole batch (all or nothing), applied chunk by chunk.
+      for (;;) {
+        const rows = await this.q<{ seq: number; meta: string; body: string }>(c,
+          "SELECT seq, meta, body FROM batch_records WHERE tid = $1 AND batch = $2 AND seq > $3 ORDER BY seq LIMIT $4", [tid, batchId, after, STAGED_CHUNK]);
+        if (rows.length === 0) break;
+        after = rows[rows.length - 1]!.seq;
+        const records = rows.map((r) => decodeStaged(r.meta, r.body, dataset.schemaClass));
+        const result: AppendResult = { fragments: 0, events: 0, duplicates: 0, lakeOnly: 0, refusedLinks: [], profileIds: [] };
+        if (!dataset.profileEnabled) await this.appendLake(c, tid, row.ds, records, appendOpts, result);
+        else await this.appendProfile(c, tid, row.ds, records, appendOpts, result);
+        written += result.fragments + result.events + result.lakeOnly + result.duplicates;
+        for (const l of result.refusedLinks) if (refusedLinks.length < MAX_BATCH_ERRORS) refusedLinks.push(l);
+      }
+      await c.query("DELETE FROM batch_records WHERE tid = $1 AND batch = $2", [tid, batchId]);
+      // Partial ingestion: the batch succeeds when any record was written or none failed.
+      const status: IngestBatchStatus = row.records_written + written > 0 || row.records_failed === 0 ? "success" : "failed";
+      const done = await this.q<BatchRow>(c, "UPDATE batches SET status = $1, records_written = records_written + $2, updated = $3, completed = $3 WHERE tid = $4 AND id = $5 RETURNING *",
+        [status, written, opts.ingestedAt, tid, batchId]);
+      return { batch: this.batchFromRow(done[0]!), refusedLinks };
+    });
+  }
+
+  abortBatch(scope: TenantScope, batchId: string, now: number): Promise<IngestBatch> {
+    return this.write(scope, async (c, tid) => {
+      await this.openBatch(c, tid, scope, batchId, "aborted");
+      await c.query("DELETE FROM batch_records WHERE tid = $1 AND batch = $2", [tid, batchId]);
+      const done = await this.q<BatchRow>(c, "UPDATE batches SET status = 'aborted', updated = $1, completed = $1 WHERE tid = $2 AND id = $3 RETURNING *", [now, tid, batchId]);
+      return this.batchFromRow(done[0]!);
     });
   }
 
@@ -515,29 +637,33 @@ export class PostgresProfileStore implements ProfileStore {
 
   applyMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]> {
     return this.write(scope, async (c, tid) => {
-      const out: MembershipTransition[] = [];
-      if (changes.length === 0) return out;
-      const prevRows = await this.q<{ pid: number; def: string; status: MembershipStatus }>(c, `SELECT pid, def, status FROM memberships
-        WHERE tid = $1 AND (pid, def) IN (SELECT * FROM unnest($2::int8[], $3::text[]))`, [tid, changes.map((ch) => Number(ch.profileId)), changes.map((ch) => ch.definitionId)]);
-      const prev = new Map(prevRows.map((r) => [`${r.pid}\u0000${r.def}`, r.status]));
-      for (const ch of changes) {
-        const k = `${Number(ch.profileId)}\u0000${ch.definitionId}`;
-        const from = prev.get(k) ?? null;
-        if (from === ch.status || (from === null && ch.status === "exited")) continue;
-        prev.set(k, ch.status);
-        out.push({ profileId: ch.profileId, definitionId: ch.definitionId, from, to: ch.status, source: ch.source, at: new Date(ch.at).toISOString() });
+      if (changes.length === 0) return [];
+      // Previous statuses are read only for changes without the caller's `from`, in chunks.
+      const stored: StoredStatuses = new Map();
+      const unknown = changes.filter((ch) => ch.from === undefined);
+      for (let i = 0; i < unknown.length; i += MEMBERSHIP_CHUNK) {
+        const part = unknown.slice(i, i + MEMBERSHIP_CHUNK);
+        const rows = await this.q<{ pid: number; def: string; status: MembershipStatus }>(c, `SELECT m.pid, m.def, m.status FROM memberships m
+          JOIN unnest($2::int8[], $3::text[]) AS u(pid, def) ON m.pid = u.pid AND m.def = u.def WHERE m.tid = $1`,
+        [tid, part.map((ch) => Number(ch.profileId)), part.map((ch) => ch.definitionId)]);
+        for (const r of rows) addStoredStatus(stored, r.pid, r.def, r.status);
       }
-      const byKey = new Map(out.map((t) => [`${Number(t.profileId)}\u0000${t.definitionId}`, t]));
-      const last = [...byKey.values()];
-      if (last.length > 0) {
+      const plan = planMembershipChanges(changes, stored);
+      const t = plan.transitions;
+      for (let i = 0; i < plan.upserts.length; i += MEMBERSHIP_CHUNK) {
+        const part = plan.upserts.slice(i, i + MEMBERSHIP_CHUNK);
         await c.query(`INSERT INTO memberships (tid, pid, def, status, lqt) SELECT $1, u.pid, u.def, u.status, u.lqt FROM unnest($2::int8[], $3::text[], $4::text[], $5::text[]) AS u(pid, def, status, lqt)
           ON CONFLICT (tid, pid, def) DO UPDATE SET status = EXCLUDED.status, lqt = EXCLUDED.lqt`,
-        [tid, last.map((t) => Number(t.profileId)), last.map((t) => t.definitionId), last.map((t) => t.to), last.map((t) => t.at)]);
+        [tid, part.map((k) => plan.pids[k]!), part.map((k) => t[k]!.definitionId), part.map((k) => t[k]!.to), part.map((k) => t[k]!.at)]);
+      }
+      for (let i = 0; i < t.length; i += MEMBERSHIP_CHUNK) {
+        const end = Math.min(t.length, i + MEMBERSHIP_CHUNK);
+        const part = t.slice(i, end);
         await c.query(`INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at)
           SELECT $1, u.pid, u.def, u.f, u.t, u.s, u.at FROM unnest($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[]) WITH ORDINALITY AS u(pid, def, f, t, s, at, ord) ORDER BY u.ord`,
-        [tid, out.map((t) => Number(t.profileId)), out.map((t) => t.definitionId), out.map((t) => t.from), out.map((t) => t.to), out.map((t) => t.source), out.map((t) => Date.parse(t.at))]);
+        [tid, plan.pids.slice(i, end), part.map((x) => x.definitionId), part.map((x) => x.from), part.map((x) => x.to), part.map((x) => x.source), plan.ats.slice(i, end)]);
       }
-      return out;
+      return t;
     });
   }
 
@@ -551,6 +677,13 @@ export class PostgresProfileStore implements ProfileStore {
     const rows = await this.q<MembershipRow>(this.pool, "SELECT pid, def, status, lqt FROM memberships WHERE tid = $1 AND def = $2 AND status = $3 AND pid > $4 ORDER BY pid LIMIT $5",
       [await this.tid(this.pool, scope, false), definitionId, opts.status ?? "realized", Number(opts.afterProfileId ?? 0), opts.limit ?? 1000]);
     return rows.map(toMembership);
+  }
+
+  async listMemberIds(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<string[]> {
+    const rows = await this.q<{ pid: string }>(this.pool, // ORDER BY m.pid (the int8 column), not the text output column of the same name.
+      "SELECT m.pid::text AS pid FROM memberships m WHERE m.tid = $1 AND m.def = $2 AND m.status = $3 ORDER BY m.pid",
+      [await this.tid(this.pool, scope, false), definitionId, status]);
+    return rows.map((r) => r.pid);
   }
 
   async countMembers(scope: TenantScope, definitionId: string): Promise<{ realized: number; exited: number }> {
@@ -596,6 +729,7 @@ export class PostgresProfileStore implements ProfileStore {
         counts.lakeRecords += (await c.query("DELETE FROM lake_records WHERE tid = $1 AND ns = $2 AND idv = $3 AND ($4::text[] IS NULL OR ds = ANY($4))", [tid, i.namespace, i.id, dsArr])).rowCount ?? 0;
       }
       counts.profileIds = [...touched].sort((a, b) => a - b).map(String);
+      this.touch(tid, touched);
       return counts;
     });
   }
@@ -605,6 +739,7 @@ export class PostgresProfileStore implements ProfileStore {
     const fragments = (await c.query("DELETE FROM fragments WHERE tid = $1 AND ds = $2", [tid, ds])).rowCount ?? 0;
     const events = (await c.query("DELETE FROM events WHERE tid = $1 AND ds = $2", [tid, ds])).rowCount ?? 0;
     const lakeRecords = (await c.query("DELETE FROM lake_records WHERE tid = $1 AND ds = $2", [tid, ds])).rowCount ?? 0;
+    this.touch(tid, pids.map((r) => r.pid));
     return { fragments, events, lakeRecords, identities: 0, profileIds: pids.map((r) => String(r.pid)) };
   }
 
@@ -642,6 +777,7 @@ export class PostgresProfileStore implements ProfileStore {
           }
         }
       }
+      this.touch(tid, touched);
       return { updated, profileIds: [...touched].sort((a, b) => a - b).map(String) };
     });
   }

@@ -32,4 +32,6 @@ CREATE TABLE IF NOT EXISTS batches (tid int NOT NULL, id text NOT NULL, ds text 
   created int8 NOT NULL, updated int8 NOT NULL, completed int8, records_read int8 NOT NULL DEFAULT 0,
   records_written int8 NOT NULL DEFAULT 0, records_failed int8 NOT NULL DEFAULT 0, files jsonb NOT NULL DEFAULT '[]',
   errors jsonb NOT NULL DEFAULT '[]', PRIMARY KEY (tid, id));
+CREATE TABLE IF NOT EXISTS batch_records (seq bigserial PRIMARY KEY, tid int NOT NULL, batch text NOT NULL, meta text NOT NULL, body text NOT NULL);
+CREATE INDEX IF NOT EXISTS batch_records_batch ON batch_records (tid, batch, seq);
 `;

@@ -1,0 +1,195 @@
+/**
+ * The streaming engine's in-memory bookkeeping, without a store: profile state
+ * (events by type kept in step incrementally, duplicates, trimming, the
+ * inSegment mirror updated in place), the sweep schedule (re-scheduling the
+ * same instant does not grow the heap; several windows), and the membership
+ * writer (one store call per drain, each caller gets its own transitions).
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import fc from "fast-check";
+import type { MembershipChange, ProfileStore } from "../../src/profiles/store.js";
+import type { JsonObject, MembershipTransition, TenantScope } from "../../src/profiles/types.js";
+import { MembershipWriter } from "../../src/streaming/membership-writer.js";
+import { addEvent, eventsByType, LruMap, newProfileState, setMembership, trimEvents, type ProfileState } from "../../src/streaming/profile-state.js";
+import { groupEventsByType, ReverseIndex, footprintOf } from "../../src/streaming/reverse-index.js";
+import { nextWindowChange, nextWindowChangeOf, SweepSchedule } from "../../src/streaming/sweep-schedule.js";
+import { parse } from "@segmentd/pql";
+
+const T = Date.parse("2026-04-01T12:00:00Z");
+
+function state(): ProfileState {
+  return newProfileState({
+    profileId: "1",
+    identity: { namespace: "crmid", id: "x" },
+    entity: { segmentMembership: { other: { keep: true } } },
+    events: [],
+    optedOut: false,
+    memberships: [["d0", { status: "realized", lastQualificationTime: "2026-04-01T00:00:00.000Z" }]],
+  });
+}
+
+describe("profile state", () => {
+  it("keeps events by type equal to a regrouping, for any order of arrivals, duplicates and trims", () => {
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant("add" as const), id: fc.integer({ min: 0, max: 30 }), ago: fc.integer({ min: 0, max: 50 }), type: fc.constantFrom("A", "a", "b", "c", null) }),
+      fc.record({ kind: fc.constant("trim" as const), ago: fc.integer({ min: 0, max: 50 }) }),
+      fc.record({ kind: fc.constant("read" as const) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 40 }), (ops) => {
+        const s = state();
+        const ids = new Set<string>();
+        for (const o of ops) {
+          if (o.kind === "add") {
+            const body: JsonObject = { _id: `e${o.id}` };
+            if (o.type !== null) body["eventType"] = o.type;
+            const added = addEvent(s, { ts: T - o.ago * 1000, id: `e${o.id}`, body });
+            assert.equal(added, !ids.has(`e${o.id}`), "a duplicate id is refused");
+            ids.add(`e${o.id}`);
+          } else if (o.kind === "trim") {
+            trimEvents(s, T - o.ago * 1000);
+            for (const id of [...ids]) if (!s.events.some((e) => e.id === id)) ids.delete(id);
+          } else {
+            eventsByType(s);
+          }
+          // Invariants after every step.
+          assert.deepEqual(s.events.map((e) => e.ts), [...s.events.map((e) => e.ts)].sort((x, y) => x - y));
+          assert.deepEqual(s.eventBodies, s.events.map((e) => e.body));
+          assert.equal(s.eventTypes.length, s.events.length);
+          assert.deepEqual(eventsByType(s), groupEventsByType(s.eventBodies));
+          assert.equal(new Set(s.events.map((e) => e.id)).size, s.events.length, "no event twice");
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("mirrors memberships into segmentMembership.ups in place, keeping other namespaces", () => {
+    const s = state();
+    const ups = (s.entity["segmentMembership"] as { ups: Record<string, unknown> }).ups;
+    assert.deepEqual(Object.keys(ups), ["d0"]);
+    setMembership(s, "d1", { status: "realized", lastQualificationTime: "2026-04-01T12:00:00.000Z" });
+    setMembership(s, "d0", { status: "exited", lastQualificationTime: "2026-04-01T00:00:00.000Z" });
+    const sm = s.entity["segmentMembership"] as { ups: Record<string, { status: string }>; other: unknown };
+    assert.equal(sm.ups, ups, "the same object, updated in place");
+    assert.deepEqual(Object.fromEntries(Object.entries(sm.ups).map(([k, v]) => [k, v.status])), { d0: "exited", d1: "realized" });
+    assert.deepEqual(sm.other, { keep: true });
+    assert.equal(s.memberships.get("d1")?.status, "realized");
+  });
+});
+
+describe("LruMap", () => {
+  it("keeps its capacity and evicts an entry not read since the last round first", () => {
+    const m = new LruMap<number>(3);
+    m.set("a", 1);
+    m.set("b", 2);
+    m.set("c", 3);
+    m.set("d", 4); // every entry was fresh: one round clears the marks, the oldest goes
+    assert.equal(m.size, 3);
+    assert.equal(m.get("a"), undefined);
+    assert.equal(m.get("b"), 2); // read: b gets another round
+    m.set("e", 5);
+    assert.equal(m.size, 3);
+    assert.equal(m.get("c"), undefined, "c was not read since the last round");
+    assert.deepEqual([m.get("b"), m.get("d"), m.get("e")], [2, 4, 5]);
+    m.set("b", 20);
+    assert.equal(m.get("b"), 20);
+    m.delete("b");
+    assert.equal(m.get("b"), undefined);
+    assert.equal(m.size, 2);
+  });
+
+  it("never holds more than its capacity, keeps what was just set, and returns the latest values", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.integer({ min: 0, max: 20 }), fc.boolean()), { maxLength: 200 }), (ops) => {
+        const m = new LruMap<number>(5);
+        const latest = new Map<string, number>();
+        ops.forEach(([k, read], i) => {
+          if (read) {
+            const v = m.get(`k${k}`);
+            if (v !== undefined) assert.equal(v, latest.get(`k${k}`));
+            return;
+          }
+          m.set(`k${k}`, i);
+          latest.set(`k${k}`, i);
+          assert.equal(m.get(`k${k}`), i);
+          assert.ok(m.size <= 5);
+        });
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
+
+describe("reverse index: forEvent", () => {
+  it("includes the any-event definitions with every mapped type, once, and for unmapped types", () => {
+    const defs = [
+      { id: "buy", footprint: footprintOf(parse('chain(xEvent, timestamp, [C0: WHAT(eventType = "buy") WHEN(today)])')) },
+      { id: "both", footprint: footprintOf(parse('xEvent[eventType in ["buy", "view"]].count() > 1')) },
+      { id: "any", footprint: footprintOf(parse("xEvent.count() > 2")) },
+    ];
+    const idx = new ReverseIndex(defs);
+    assert.deepEqual(idx.forEvent("Buy").map((d) => d.id).sort(), ["any", "both", "buy"]);
+    assert.deepEqual(idx.forEvent("view").map((d) => d.id).sort(), ["any", "both"]);
+    assert.deepEqual(idx.forEvent("other").map((d) => d.id), ["any"]);
+    assert.deepEqual(idx.forEvent(null).map((d) => d.id), ["any"]);
+    assert.equal(idx.hasDependents, false);
+  });
+});
+
+describe("sweep schedule", () => {
+  it("scheduling the instant already scheduled does not grow the heap; only the newest due time counts", () => {
+    const s = new SweepSchedule();
+    for (let i = 0; i < 100; i++) s.schedule(T + 1000, "t", "p", "d");
+    assert.equal(s.heapSize, 1);
+    s.schedule(T + 5000, "t", "p", "d");
+    s.schedule(T + 2000, "t", "p", "e");
+    assert.equal(s.size, 2);
+    assert.deepEqual(s.popDue(T + 1500), [], "the superseded entry is skipped");
+    assert.deepEqual(s.popDue(T + 5000).map((e) => [e.definitionId, e.due]), [["e", T + 2000], ["d", T + 5000]]);
+    assert.equal(s.size, 0);
+    s.schedule(T + 5000, "t", "p", "d");
+    assert.equal(s.size, 1, "a popped membership can be scheduled again at the same instant");
+  });
+
+  it("picks the first instant an event leaves any of the windows, or midnight", () => {
+    const H = 3_600_000;
+    assert.equal(nextWindowChange(T, [T - 10 * 60_000], [H, 12 * H]), T - 10 * 60_000 + H + 1);
+    // 10:00 + 1 hour is past; 10:00 + 12 hours is before midnight.
+    assert.equal(nextWindowChange(T, [T - 2 * H], [H, 12 * H]), T - 2 * H + 12 * H + 1);
+    assert.equal(nextWindowChange(T, [], 3 * H), Date.parse("2026-04-02T00:00:00Z"));
+    const events = [{ ts: T - 30 * 60_000 }, { ts: T - 50 * 60_000 }];
+    // Only the events of the definition's types count.
+    assert.equal(nextWindowChangeOf(T, events, ["a", "b"], new Set(["a"]), [H]), T - 30 * 60_000 + H + 1);
+    assert.equal(nextWindowChangeOf(T, events, ["a", "b"], "any", [H]), T - 50 * 60_000 + H + 1);
+    assert.equal(nextWindowChangeOf(T, events, ["a", "b"], new Set(["c"]), [H]), Date.parse("2026-04-02T00:00:00Z"));
+  });
+});
+
+describe("membership writer", () => {
+  const scope: TenantScope = { orgId: "o", sandboxName: "s" };
+
+  it("sends everything pending as one call and hands each caller its own transitions", async () => {
+    const calls: MembershipChange[][] = [];
+    const hub = {
+      async applyMembershipChanges(_s: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]> {
+        calls.push([...changes]);
+        // Reversed, to show that callers are matched by key, not by position; "skip" changes are no-ops.
+        return changes
+          .filter((c) => c.definitionId !== "skip")
+          .map((c) => ({ profileId: c.profileId, definitionId: c.definitionId, from: c.from ?? null, to: c.status, source: c.source, at: new Date(c.at).toISOString() }))
+          .reverse();
+      },
+    } as unknown as ProfileStore;
+    const w = new MembershipWriter(hub);
+    const ch = (p: string, d: string): MembershipChange => ({ profileId: p, definitionId: d, status: "realized", source: "streaming", at: T, from: null });
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => w.write(scope, [ch(String(i), "d1"), ch(String(i), "d2"), ch(String(i), "skip")])),
+    );
+    assert.equal(calls.length, 1, "one store call");
+    assert.equal(calls[0]!.length, 600);
+    assert.ok(calls[0]!.every((c) => c.from === null), "from is passed through");
+    results.forEach((r, i) => assert.deepEqual(r.map((t) => `${t.profileId}/${t.definitionId}`).sort(), [`${i}/d1`, `${i}/d2`]));
+  });
+});
