@@ -98,7 +98,7 @@ export function registerJobsCommands(program: Command, deps: JobsCommandDeps = {
     .option("--all", "every batch-enabled definition of the sandbox")
     .option("--org <id>", "organization (default: the first configured, or the development tenant)")
     .option("--sandbox <name>", "sandbox (default: the organization's default sandbox)")
-    .option("--backend <sql|js>", "evaluation back end (default sql: SQL where covered, in-memory otherwise)")
+    .option("--backend <columnar|sql|js>", "evaluation back end (default columnar: the columnar snapshot; sql: SQL where covered, in-memory otherwise; js: in-memory over a full scan)")
     .option("-c, --config <file>", "config file (env SEGMENTD_CONFIG)")
     .option("-d, --data-dir <dir>", "data directory (env SEGMENTD_DATA_DIR)")
     .option("--database-url <url>", "PostgreSQL URL (env SEGMENTD_DATABASE_URL)")
@@ -106,7 +106,7 @@ export function registerJobsCommands(program: Command, deps: JobsCommandDeps = {
       const write = deps.write ?? ((s: string) => process.stdout.write(s + "\n"));
       if (o.all === true && ids.length > 0) throw new Error("pass either --all or definition ids, not both");
       if (o.all !== true && ids.length === 0) throw new Error("pass definition ids, or --all");
-      if (o.backend !== undefined && o.backend !== "sql" && o.backend !== "js") throw new Error("--backend must be sql or js");
+      if (o.backend !== undefined && o.backend !== "columnar" && o.backend !== "sql" && o.backend !== "js") throw new Error("--backend must be columnar, sql or js");
       const config = loadConfig({
         configFile: o.config,
         overrides: { ...(o.dataDir === undefined ? {} : { dataDir: o.dataDir }), ...(o.databaseUrl === undefined ? {} : { databaseUrl: o.databaseUrl }) },
@@ -124,7 +124,7 @@ export function registerJobsCommands(program: Command, deps: JobsCommandDeps = {
           repo: stores.repo,
           clock: new SystemClock(),
           progressIntervalMs: 500,
-          ...(o.backend === "sql" || o.backend === "js" ? { backend: o.backend } : {}),
+          ...(o.backend === "columnar" || o.backend === "sql" || o.backend === "js" ? { backend: o.backend } : {}),
           // Several merge policies mean several scans: the bar grows to fit.
           onProgress: (_id, n) => {
             if (bar === null) return;

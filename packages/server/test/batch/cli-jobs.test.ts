@@ -72,7 +72,7 @@ describe("segmentd jobs run", () => {
     const out = lines.join("\n").split("\n");
     assert.match(out[0]!, /^definition +qualified +realized +existing +exited +evaluated by$/);
     const row = out.find((l) => l.startsWith(gold))!.split(/ {2,}/);
-    assert.deepEqual(row, [gold, String(goldCount), String(goldCount), "0", "0", "sql"]);
+    assert.deepEqual(row, [gold, String(goldCount), String(goldCount), "0", "0", "columnar"]);
     assert.ok(goldCount > 0);
     assert.match(out[out.length - 1]!, /^job [0-9a-f-]{36} SUCCEEDED: 80 profiles in \d+\.\d s$/);
   });
@@ -81,7 +81,7 @@ describe("segmentd jobs run", () => {
     const lines: string[] = [];
     await program(lines).parseAsync(["node", "segmentd", "jobs", "run", gold, "-c", configFile]);
     const row = lines.join("\n").split("\n").find((l) => l.startsWith(gold))!.split(/ {2,}/);
-    assert.deepEqual(row, [gold, String(goldCount), "0", String(goldCount), "0", "sql"]);
+    assert.deepEqual(row, [gold, String(goldCount), "0", String(goldCount), "0", "columnar"]);
   });
 
   it("refuses --all together with ids, and no selection at all", async () => {

@@ -45,7 +45,7 @@ describe("batch engine", () => {
     );
   });
 
-  it("member sets equal evaluate profile by profile, on both back ends", async () => {
+  it("member sets equal evaluate profile by profile, on every back end", async () => {
     const texts = fc.sample(coveredQuery, { numRuns: 25, seed: 11 });
     texts.push(
       "person.age + 1 > 19", // arithmetic: in memory
@@ -54,10 +54,13 @@ describe("batch engine", () => {
       "xEvent[timestamp occurs this month].count() > 0", // a calendar period: bounds from occursBounds, in SQL
     );
     const defs = texts.map((t, i) => definition(`d${i}`, t));
-    for (const backend of ["sql", "js"] as const) {
+    for (const backend of ["columnar", "sql", "js"] as const) {
       const out = await evaluateJob(ts.store, SCOPE, defs, { now: NOW, backend });
       assert.equal(out.totalProfiles, N);
-      if (backend === "sql") {
+      if (backend === "columnar") {
+        assert.deepEqual(out.sqlDefinitions, []);
+        assert.ok((out.columnarDefinitions ?? []).length >= 25, `the generated conditions run over columns (${out.columnarDefinitions?.length})`);
+      } else if (backend === "sql") {
         assert.ok(out.sqlDefinitions.length >= 25, `SQL covers the generated conditions (${out.sqlDefinitions.length})`);
         assert.equal(out.inMemoryDefinitions["d25"], "Binary where a field path is needed");
         assert.equal(out.inMemoryDefinitions["d26"], "method matches");
@@ -82,15 +85,31 @@ describe("batch engine", () => {
     const base = definition("base", "person.age >= 18");
     const mid = definition("mid", 'inSegment("base") and xEvent.count() > 0');
     const top = definition("top", 'not inSegment("mid")');
-    const out = await evaluateJob(ts.store, SCOPE, [top, mid, base], { now: NOW });
     const baseSet = await referenceMembers(ts.store, base.query, { excludeOptOut: true });
     const midSet = await referenceMembers(ts.store, mid.query, { excludeOptOut: true, members: new Map([["base", baseSet]]) });
     const topSet = await referenceMembers(ts.store, top.query, { excludeOptOut: true, members: new Map([["mid", midSet]]) });
     assert.ok(baseSet.size > 0 && midSet.size > 0 && midSet.size < baseSet.size + 1);
-    assert.deepEqual(membersOf(out.changes, "base", "realized"), baseSet);
-    assert.deepEqual(membersOf(out.changes, "mid", "realized"), midSet);
-    assert.deepEqual(membersOf(out.changes, "top", "realized"), topSet);
-    assert.deepEqual(out.sqlDefinitions, ["base"]);
+    for (const backend of ["columnar", "sql", "js"] as const) {
+      const out = await evaluateJob(ts.store, SCOPE, [top, mid, base], { now: NOW, backend });
+      assert.deepEqual(membersOf(out.changes, "base", "realized"), baseSet, backend);
+      assert.deepEqual(membersOf(out.changes, "mid", "realized"), midSet, backend);
+      assert.deepEqual(membersOf(out.changes, "top", "realized"), topSet, backend);
+      assert.deepEqual(out.sqlDefinitions, backend === "sql" ? ["base"] : [], backend);
+    }
+  });
+
+  it("a job reading segmentMembership directly falls back to the in-memory back end and sees stored memberships", async () => {
+    const base = definition("storedBase", "person.age >= 18");
+    const first = await evaluateJob(ts.store, SCOPE, [base], { now: NOW });
+    await ts.store.applyMembershipChanges(SCOPE, first.changes);
+    const stored = membersOf(first.changes, "storedBase", "realized");
+    assert.ok(stored.size > 0);
+    const direct = definition("direct", 'segmentMembership.ups.storedBase.status = "realized"');
+    const out = await evaluateJob(ts.store, SCOPE, [direct], { now: NOW });
+    assert.deepEqual(membersOf(out.changes, "direct", "realized"), stored);
+    assert.match(out.inMemoryDefinitions["direct"] ?? "", /^in-memory: definition direct reads segmentMembership directly/);
+    // Undo: later tests start from no stored memberships.
+    await ts.store.applyMembershipChanges(SCOPE, [...stored].map((profileId) => ({ profileId, definitionId: "storedBase", status: "exited" as const, source: "batch" as const, at: NOW })));
   });
 
   it("excludes opted-out profiles when excludeOptOut, and only then", async () => {
@@ -158,13 +177,15 @@ describe("batch engine", () => {
   });
 
   it("stops between chunks when cancelled, having written nothing", async () => {
-    let calls = 0;
     const before = await ts.store.listTransitions(SCOPE);
-    await assert.rejects(
-      evaluateJob(ts.store, SCOPE, [definition("c1", "true")], { now: NOW, chunkSize: 10, isCancelled: () => ++calls > 2 }),
-      (e: unknown) => e instanceof JobCancelledError,
-    );
-    assert.equal(calls, 3);
+    for (const backend of ["columnar", "sql"] as const) {
+      let calls = 0;
+      await assert.rejects(
+        evaluateJob(ts.store, SCOPE, [definition("c1", "true")], { now: NOW, backend, chunkSize: 10, isCancelled: () => ++calls > 2 }),
+        (e: unknown) => e instanceof JobCancelledError,
+      );
+      assert.equal(calls, 3, backend);
+    }
     assert.deepEqual(await ts.store.listTransitions(SCOPE), before);
   });
 
@@ -186,8 +207,10 @@ describe("batch engine", () => {
   });
 
   it("reports progress in profiles processed", async () => {
-    const seen: number[] = [];
-    await evaluateJob(ts.store, SCOPE, [definition("p1", "true")], { now: NOW, chunkSize: 25, onProgress: (n) => seen.push(n) });
-    assert.deepEqual(seen, [25, 50, 75, N]);
+    for (const backend of ["columnar", "sql"] as const) {
+      const seen: number[] = [];
+      await evaluateJob(ts.store, SCOPE, [definition("p1", "true")], { now: NOW, backend, chunkSize: 25, onProgress: (n) => seen.push(n) });
+      assert.deepEqual(seen, [25, 50, 75, N], backend);
+    }
   });
 });

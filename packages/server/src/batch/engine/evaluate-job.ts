@@ -14,6 +14,10 @@
  *      earlier policy's scan) and the stored memberships otherwise.
  * SQL-covered definitions never reference others (inSegment is not covered),
  * so evaluating them first respects the dependency order.
+ *
+ * That scan-per-job path is the "sql" and "js" back ends. The default,
+ * "columnar", evaluates over the resident columnar snapshot instead
+ * (columnar-engine.ts).
  */
 import { compile, type CompiledQuery, type Query, toBoolean } from "@segmentd/pql";
 import type { MembershipChange, ProfileStore, ScannedProfile } from "../../profiles/store.js";
@@ -21,6 +25,9 @@ import type { JsonObject, MembershipStatus, MergePolicySpec, TenantScope } from 
 import { SqlCompiler } from "../sql/compile-sql.js";
 import { SqliteDialect } from "../sql/dialect.js";
 import { SqliteChunkEvaluator, eventInstant, type StagedEntry } from "../sql/staging.js";
+import type { SnapshotCache } from "../columnar/cache.js";
+import { evaluateColumnar } from "./columnar-engine.js";
+import { readsStoredMemberships } from "./reads-memberships.js";
 import { dependencyOrder } from "./dependency-order.js";
 import { usesEvents } from "./uses-events.js";
 
@@ -34,13 +41,18 @@ export interface JobDefinition {
   policy: MergePolicySpec & { id: string };
 }
 
-export type Backend = "sql" | "js";
+export type Backend = "columnar" | "sql" | "js";
 
 export interface EvaluationOptions {
   /** The job's evaluation instant (epoch ms); also the qualification time written. */
   now: number;
-  /** "sql" (default): SQL where covered, compiled evaluator otherwise. "js": compiled evaluator only. */
+  /**
+   * "columnar" (default): compileColumnar over the resident snapshot. "sql": one scan, SQL where
+   * covered, compiled evaluator otherwise. "js": one scan, compiled evaluator only.
+   */
   backend?: Backend;
+  /** Resident snapshots for the columnar back end (kept between jobs); a fresh one per call otherwise. */
+  snapshots?: SnapshotCache;
   chunkSize?: number;
   /** Checked between chunks; when it returns true the evaluation stops with JobCancelledError. */
   isCancelled?: () => boolean;
@@ -66,8 +78,10 @@ export interface EvaluationOutcome {
   profilesByPolicy: Record<string, number>;
   /** Definitions evaluated by the SQL back end. */
   sqlDefinitions: string[];
-  /** Definitions evaluated in memory, with the reason SQL did not cover them. */
+  /** Definitions evaluated in memory, with the reason SQL (or the columnar compiler) did not cover them. */
   inMemoryDefinitions: Record<string, string>;
+  /** Definitions evaluated over columns (columnar back end). */
+  columnarDefinitions?: string[];
 }
 
 export class JobCancelledError extends Error {
@@ -96,7 +110,7 @@ function storedStatus(entity: JsonObject, id: string): MembershipStatus | null {
 }
 
 /** Groups by merge policy, in dependency order of their definitions. */
-function plan(ordered: readonly JobDefinition[], backend: Backend, compiler: SqlCompiler, fallbacks: Record<string, string>): Group[] {
+function plan(ordered: readonly JobDefinition[], backend: Backend, compiler: SqlCompiler, fallbacks: Record<string, string>, jsReason = "in-memory back end selected"): Group[] {
   const groups = new Map<string, Group>();
   for (const d of ordered) {
     let g = groups.get(d.policy.id);
@@ -105,7 +119,7 @@ function plan(ordered: readonly JobDefinition[], backend: Backend, compiler: Sql
       groups.set(d.policy.id, g);
     }
     if (backend === "js") {
-      fallbacks[d.id] = "in-memory back end selected";
+      fallbacks[d.id] = jsReason;
       g.js.push(d);
       continue;
     }
@@ -123,9 +137,17 @@ function plan(ordered: readonly JobDefinition[], backend: Backend, compiler: Sql
 
 export async function evaluateJob(store: ProfileStore, scope: TenantScope, definitions: readonly JobDefinition[], opts: EvaluationOptions): Promise<EvaluationOutcome> {
   const ordered = dependencyOrder(definitions);
+  let backend = opts.backend ?? "columnar";
+  const membershipReader = ordered.find((d) => readsStoredMemberships(d.query));
+  if (backend === "columnar" && membershipReader === undefined) return evaluateColumnar(store, scope, ordered, opts, opts.snapshots);
+  let jsReason: string | undefined;
+  if (backend === "columnar") {
+    backend = "js";
+    jsReason = `in-memory: definition ${membershipReader!.id} reads segmentMembership directly or inSegment with a computed id, which the columnar snapshot does not hold`;
+  }
   const inJob = new Set(ordered.map((d) => d.id));
   const fallbacks: Record<string, string> = {};
-  const groups = plan(ordered, opts.backend ?? "sql", new SqlCompiler(new SqliteDialect(), { events: "ev" }, opts.now), fallbacks);
+  const groups = plan(ordered, backend, new SqlCompiler(new SqliteDialect(), { events: "ev" }, opts.now), fallbacks, jsReason);
   const referenced = new Set(ordered.flatMap((d) => d.references).filter((r) => inJob.has(r)));
   // Results kept across scans only for definitions some later definition references.
   const crossScan = new Map<string, Set<string>>();

@@ -1,6 +1,6 @@
 /**
- * The batch area as ONE Fastify plugin: segment jobs (and, as they land,
- * schedules, exports, previews). It owns its job runner: on ready it recovers
+ * The batch area as ONE Fastify plugin: segment jobs, schedules, exports,
+ * previews. It owns its job runner and the resident columnar snapshots: on ready it recovers
  * jobs interrupted by a crash, on close it lets the running job finish and
  * closes the repository.
  *
@@ -9,6 +9,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import type { AuthDeps } from "../../http/auth.js";
+import { SnapshotCache } from "../columnar/cache.js";
 import { JobRunner, type JobRunnerOptions } from "../jobs/job-runner.js";
 import { JobService } from "../jobs/job-service.js";
 import { ScheduleService } from "../schedules/schedule-service.js";
@@ -39,10 +40,12 @@ export interface BatchHandles {
 
 export async function batchPlugin(app: FastifyInstance, opts: BatchPluginOptions): Promise<void> {
   const { metadata, profiles, repo, clock, logger, backend, chunkSize } = opts;
-  const runner = new JobRunner({ metadata, profiles, repo, clock, logger, backend, chunkSize });
+  // Resident columnar snapshots shared by jobs and previews (kept between jobs, refreshed from the change feed).
+  const snapshots = new SnapshotCache();
+  const runner = new JobRunner({ metadata, profiles, repo, clock, logger, backend, chunkSize, snapshots });
   const jobs = new JobService(opts.metadata, opts.repo, runner, opts.clock);
   const schedules = new ScheduleService(opts.repo, jobs, opts.clock, opts.logger);
-  const previews = new PreviewService(opts.profiles, opts.repo, opts.clock, opts.logger);
+  const previews = new PreviewService(opts.profiles, opts.repo, opts.clock, opts.logger, snapshots);
   const exports = new ExportService(opts.metadata, opts.profiles, opts.repo, opts.clock, opts.logger);
   opts.expose?.({ runner, jobs, schedules, previews, exports });
   const auth = { authenticator: opts.authenticator, tenants: opts.tenants };
@@ -66,6 +69,7 @@ export async function batchPlugin(app: FastifyInstance, opts: BatchPluginOptions
     await runner.stop();
     await previews.idle();
     await exports.idle();
+    snapshots.clear();
     await opts.repo.close();
   });
 }

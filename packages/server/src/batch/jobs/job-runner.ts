@@ -8,6 +8,10 @@
  * one transaction. A cancel or a crash before that call leaves the previous
  * job's memberships untouched; after it, the job's results are complete.
  *
+ * Evaluation runs on the columnar back end by default, over snapshots kept
+ * resident between jobs in the runner's `SnapshotCache` (refreshed from the
+ * store's change feed before each job; shared with previews).
+ *
  * Start-up recovery (`recover`): a job found PROCESSING was interrupted (kill
  * -9) before or during its single write transaction, so its memberships were
  * never written: it is marked FAILED. CANCELLING becomes CANCELLED. NEW and
@@ -19,6 +23,7 @@ import type { Clock } from "../../platform/clock.js";
 import type { ProfileStore } from "../../profiles/store.js";
 import { NO_MERGE_POLICY, type TenantScope } from "../../profiles/types.js";
 import type { MetadataStore } from "../../stores/types.js";
+import { SnapshotCache } from "../columnar/cache.js";
 import { evaluateJob, JobCancelledError, type Backend, type JobDefinition } from "../engine/evaluate-job.js";
 import type { BatchRepository, StoredResource } from "../store/types.js";
 import type { JobStatus, StoredJob } from "./segment-job.js";
@@ -29,7 +34,10 @@ export interface JobRunnerOptions {
   repo: BatchRepository;
   clock: Clock;
   logger?: Pick<Logger, "info" | "error">;
+  /** Default "columnar". */
   backend?: Backend;
+  /** Resident snapshots (shared with previews); the runner makes its own when not given. */
+  snapshots?: SnapshotCache;
   chunkSize?: number;
   /** Minimum interval between progress writes (ms). Default 1000. */
   progressIntervalMs?: number;
@@ -49,8 +57,12 @@ export class JobRunner {
   private running: Promise<void> | null = null;
   private idleWaiters: Array<() => void> = [];
   private stopped = false;
+  /** Resident columnar snapshots, kept between jobs. */
+  readonly snapshots: SnapshotCache;
 
-  constructor(private readonly o: JobRunnerOptions) {}
+  constructor(private readonly o: JobRunnerOptions) {
+    this.snapshots = o.snapshots ?? new SnapshotCache();
+  }
 
   /** Marks a NEW job QUEUED and schedules it. */
   async enqueue(scope: TenantScope, id: string): Promise<void> {
@@ -168,6 +180,7 @@ export class JobRunner {
         now: segStart,
         ...(this.o.backend === undefined ? {} : { backend: this.o.backend }),
         ...(this.o.chunkSize === undefined ? {} : { chunkSize: this.o.chunkSize }),
+        snapshots: this.snapshots,
         isCancelled: cancelled,
         onProgress: (n) => {
           this.o.onProgress?.(id, n);
@@ -199,7 +212,8 @@ export class JobRunner {
         m.segmentedProfileCounter[defId] = c.qualified;
         m.segmentedProfileByNamespaceCounter[defId] = c.byNamespace;
         m.segmentedProfileByStatusCounter[defId] = { realized: c.realized, existing: c.existing, exited: c.exited };
-        m.evaluation[defId] = outcome.inMemoryDefinitions[defId] === undefined ? "sql" : `in-memory: ${outcome.inMemoryDefinitions[defId]}`;
+        const fallback = outcome.inMemoryDefinitions[defId];
+        m.evaluation[defId] = fallback !== undefined ? `in-memory: ${fallback}` : outcome.columnarDefinitions?.includes(defId) ? "columnar" : "sql";
       }
       // PROCESSING or CANCELLING: a cancel that arrives during the write is too late; the job completed.
       await this.o.repo.update("segment-job", r);

@@ -10,18 +10,24 @@
  * The estimate scales the sample's match rate to the total, with the normal
  * approximation's standard error (finite-population corrected):
  *   p = matched / read, size = p × N, SE = N × sqrt(p(1−p)/read × (N−read)/(N−1)).
- * Limitation: the store has no sampled scan, so a sample still reads every
- * profile and skips those outside the sample before evaluating.
+ * Evaluation runs on the resident columnar snapshot (refreshed from the
+ * store's change feed, shared with jobs): the predicate runs over every
+ * profile's columns and the sample is counted from the result, so an estimate
+ * reads nothing from the store but the changed profiles. Without a snapshot
+ * cache, one scan of the store.
  *
  * Opted-out profiles are excluded, as for a definition with the default
  * dataGovernancePolicy (decisions §2).
  */
 import { randomUUID } from "node:crypto";
-import { compile, parse, PqlError, toBoolean } from "@segmentd/pql";
+import { compile, parse, PqlError, toBoolean, walk, type Query } from "@segmentd/pql";
 import type { Clock } from "../../platform/clock.js";
 import type { Logger } from "../../platform/logger.js";
 import type { ProfileStore } from "../../profiles/store.js";
-import { NO_MERGE_POLICY, type MergePolicySpec } from "../../profiles/types.js";
+import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope } from "../../profiles/types.js";
+import type { SnapshotCache } from "../columnar/cache.js";
+import { compileDefinition } from "../columnar/predicate.js";
+import { membersOf, statusOverrides, type Snapshot } from "../columnar/snapshot.js";
 import { badRequest, notFound } from "../../services/errors.js";
 import { usesEvents } from "../engine/uses-events.js";
 import { BatchErrorCodes } from "../errors.js";
@@ -108,6 +114,8 @@ export class PreviewService {
     private readonly repo: BatchRepository,
     private readonly clock: Clock,
     private readonly logger?: Pick<Logger, "error">,
+    /** Resident snapshots (shared with the job runner): estimates without a scan. */
+    private readonly snapshots?: SnapshotCache,
   ) {}
 
   async create(ctx: BatchTenant, input: PreviewInput): Promise<{ state: PreviewState; previewQueryId: string; previewQueryStatus: PreviewState; previewId: string; previewExecutionId: number }> {
@@ -161,7 +169,6 @@ export class PreviewService {
     const scope = profileScope(ctx);
     try {
       const query = parse(p.expression);
-      const evaluate = compile(query);
       const policy: MergePolicySpec = p.graphType === "pdg" ? { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } } : NO_MERGE_POLICY;
       const total = await this.profiles.countProfiles(scope);
       const want = sampleSize(total);
@@ -171,35 +178,93 @@ export class PreviewService {
       p.numRowsToRead = want;
       await this.save(ctx, p);
       const now = this.clock.now();
-      for await (const chunk of this.profiles.scanProfiles(scope, policy, { chunkSize: 2000, events: p.graphType !== "pdg" || usesEvents(query) })) {
-        let i = 0;
-        while (i < chunk.length) {
-          const pid = chunk[i]!.profileId;
-          const inSample = fraction >= 1 || unit(pid) < fraction;
-          let match = false;
-          const identities = new Set<string>();
-          for (; i < chunk.length && chunk[i]!.profileId === pid; i++) {
-            const entry = chunk[i]!;
-            if (!inSample || match || entry.optedOut) continue;
-            if (toBoolean(evaluate({ profile: entry.entity, events: entry.events.map((e) => e.body), now }))) {
-              match = true;
-              for (const id of entry.identities) identities.add(`${id.namespace}:${id.id}`);
-            }
-          }
-          if (!inSample) continue;
-          p.profilesReadSoFar++;
-          if (!match) continue;
-          p.profilesMatchedSoFar++;
-          for (const ns of new Set([...identities].map((x) => x.slice(0, x.indexOf(":"))))) p.byNamespace[ns] = (p.byNamespace[ns] ?? 0) + 1;
-          if (p.members.length < MAX_KEPT_MEMBERS) p.members.push({ profileId: pid, identities: [...identities] });
-        }
-      }
+      if (this.snapshots !== undefined) this.evaluateOnSnapshot(p, query, await this.snapshotFor(scope, policy, query), fraction, now, await this.inSegmentMembers(scope, query));
+      else await this.evaluateByScan(p, query, scope, policy, fraction, now);
       p.state = "RESULT_READY";
     } catch (e) {
       p.state = "FAILED";
       p.error = e instanceof Error ? e.message : String(e);
     }
     await this.save(ctx, p);
+  }
+
+  private snapshotFor(scope: TenantScope, policy: MergePolicySpec, query: Query): Promise<Snapshot> {
+    return this.snapshots!.get(this.profiles, scope, policy, { events: policy.identityGraph.type !== "pdg" || usesEvents(query) });
+  }
+
+  /** Stored members of the definitions the expression names with inSegment (the snapshot keeps no statuses). */
+  private async inSegmentMembers(scope: TenantScope, query: Query): Promise<Map<string, string[]>> {
+    const ids = new Set<string>();
+    walk(query, (n) => {
+      if (n.type === "Call" && n.name === "inSegment" && n.args[0]?.type === "Literal" && typeof n.args[0].value === "string") ids.add(n.args[0].value);
+    });
+    const out = new Map<string, string[]>();
+    for (const id of ids) out.set(id, await this.profiles.listMemberIds(scope, id, "realized"));
+    return out;
+  }
+
+  /**
+   * On the resident snapshot: one columnar predicate over every profile, then
+   * the sample (a stable hash of the profile id) is counted. The whole snapshot
+   * is evaluated: that is cheaper than gathering the sample's rows.
+   */
+  private evaluateOnSnapshot(p: StoredPreview, query: Query, snap: Snapshot, fraction: number, now: number, inSegment: Map<string, string[]>): void {
+    const compiled = compileDefinition(query, now);
+    const members = new Map<string, Uint8Array>();
+    for (const [id, list] of inSegment) members.set(id, membersOf(snap, list));
+    const overrides = statusOverrides(snap, members);
+    snap.parts().forEach(({ part, masked }, k) => {
+      if (part.rows === 0) return;
+      const out = new Uint8Array(part.rows);
+      compiled.run(part.data(overrides[k]), out);
+      for (let o = 0; o < part.ordinals; o++) {
+        if (masked !== null && masked[o] === 1) continue;
+        const pid = part.profileIds[o]!;
+        if (fraction < 1 && unit(pid) >= fraction) continue;
+        p.profilesReadSoFar++;
+        let matchRow = -1;
+        for (let r = part.ordinalStart[o]!; r < part.ordinalStart[o + 1]!; r++) {
+          if (out[r] === 1 && part.optedOut[r] === 0) {
+            matchRow = r;
+            break;
+          }
+        }
+        if (matchRow < 0) continue;
+        p.profilesMatchedSoFar++;
+        const namespaces = new Set<string>();
+        for (let x = part.nsStart[matchRow]!; x < part.nsStart[matchRow + 1]!; x++) namespaces.add(part.namespaces[part.nsCodes[x]!]!);
+        for (const ns of namespaces) p.byNamespace[ns] = (p.byNamespace[ns] ?? 0) + 1;
+        if (p.members.length < MAX_KEPT_MEMBERS) p.members.push({ profileId: pid, identities: part.identitiesOf(matchRow) });
+      }
+    });
+  }
+
+  /** Without a snapshot cache: one scan of the store. */
+  private async evaluateByScan(p: StoredPreview, query: Query, scope: TenantScope, policy: MergePolicySpec, fraction: number, now: number): Promise<void> {
+    const evaluate = compile(query);
+    for await (const chunk of this.profiles.scanProfiles(scope, policy, { chunkSize: 2000, events: p.graphType !== "pdg" || usesEvents(query) })) {
+      let i = 0;
+      while (i < chunk.length) {
+        const pid = chunk[i]!.profileId;
+        const inSample = fraction >= 1 || unit(pid) < fraction;
+        let match = false;
+        const identities = new Set<string>();
+        for (; i < chunk.length && chunk[i]!.profileId === pid; i++) {
+          const entry = chunk[i]!;
+          if (!inSample || match || entry.optedOut) continue;
+          if (toBoolean(evaluate({ profile: entry.entity, events: entry.events.map((e) => e.body), now }))) {
+            match = true;
+            for (const id of entry.identities) identities.add(`${id.namespace}:${id.id}`);
+          }
+        }
+        if (!inSample) continue;
+        p.profilesReadSoFar++;
+        if (!match) continue;
+        p.profilesMatchedSoFar++;
+        for (const ns of new Set([...identities].map((x) => x.slice(0, x.indexOf(":"))))) p.byNamespace[ns] = (p.byNamespace[ns] ?? 0) + 1;
+        if (p.members.length < MAX_KEPT_MEMBERS) p.members.push({ profileId: pid, identities: [...identities] });
+      }
+    }
   }
 
   private async load(ctx: BatchTenant, id: string): Promise<StoredPreview> {

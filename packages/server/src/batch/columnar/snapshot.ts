@@ -1,0 +1,514 @@
+/**
+ * A resident columnar snapshot of one tenant's merged profiles under one merge
+ * policy (issue #7: the batch engine evaluates typed-array columns instead of
+ * re-reading and re-parsing the store for every job).
+ *
+ * A `SnapshotPart` is an immutable columnar image of some profiles: one row
+ * per scanned entry (identityGraph none yields one entry per identity, so a
+ * profile may own several consecutive rows), events in CSR order
+ * (`eventStart`), their instants (`eventTime`), and per row: the profile's
+ * ordinal, its opt-out flag and its identity namespaces (for the by-namespace
+ * metrics). The stored `segmentMembership.ups` is NOT kept: memberships are
+ * read from the store at job time and `inSegment` columns are supplied per
+ * evaluation (`data(overrides)`), so a snapshot never serves stale statuses.
+ *
+ * A `Snapshot` is a base part (from one full scan) plus an overlay part (the
+ * profiles that changed since, re-read one by one) and a mask of the base
+ * profiles the overlay replaces. Refreshing builds a NEW Snapshot that shares
+ * the base, so a reader holding the old one is never disturbed.
+ */
+import type { ProfileStore, ScannedProfile } from "../../profiles/store.js";
+import type { Identity, MergePolicySpec, TenantScope } from "../../profiles/types.js";
+import { parseTimestamp } from "@segmentd/pql";
+import type { Column, ColumnarData, ColumnarTable } from "./layout.js";
+import { StoredTable, TableBuilder } from "./table.js";
+
+const UPS = "segmentMembership.ups";
+
+/** An event's instant as PQL reads its `timestamp` (epoch ms number, or ISO 8601 text; a date is its midnight); NaN when none. */
+export function eventTimeOf(body: Record<string, unknown>): number {
+  const v = Object.hasOwn(body, "timestamp") ? body["timestamp"] : null;
+  if (typeof v === "number") return Number.isFinite(v) ? v : NaN;
+  if (typeof v === "string") return parseTimestamp(v)?.start ?? NaN;
+  return NaN;
+}
+
+function grow<T extends Uint32Array | Int32Array | Uint8Array | Uint16Array | Float64Array>(a: T, need: number, make: (n: number) => T): T {
+  if (need <= a.length) return a;
+  let cap = Math.max(64, a.length * 2);
+  while (cap < need) cap *= 2;
+  const b = make(cap);
+  b.set(a);
+  return b;
+}
+
+/** Builds one part from scanned entries (entries of one profile consecutive). */
+export class PartBuilder {
+  private eventTime = new Float64Array(1024);
+  private readonly events: TableBuilder;
+  private readonly profiles: TableBuilder;
+  private eventStart = new Uint32Array(1024);
+  private rowOrdinal = new Int32Array(1024);
+  private optedOut = new Uint8Array(1024);
+  private nsStart = new Uint32Array(1024);
+  private nsCodes = new Uint16Array(1024);
+  private nsCount = 0;
+  private ordinalStart = new Uint32Array(1024);
+  private readonly profileIds: string[] = [];
+  private readonly identityText: string[] = [];
+  private readonly namespaces: string[] = [];
+  private readonly nsIndex = new Map<string, number>();
+  private last: string | null = null;
+  private rows = 0;
+
+  constructor(o: { rawStringsAfter?: number } = {}) {
+    const raw = o.rawStringsAfter === undefined ? {} : { rawStringsAfter: o.rawStringsAfter };
+    this.events = new TableBuilder({ derivedTimestamp: () => this.eventTime, ...raw });
+    this.profiles = new TableBuilder({ skip: (p) => p === UPS, ...raw });
+  }
+
+  /** Appends one scanned entry. */
+  add(entry: ScannedProfile): void {
+    const row = this.rows++;
+    if (entry.profileId !== this.last) {
+      const o = this.profileIds.length;
+      this.ordinalStart = grow(this.ordinalStart, o + 2, (n) => new Uint32Array(n));
+      this.ordinalStart[o] = row;
+      this.profileIds.push(entry.profileId);
+      this.last = entry.profileId;
+    }
+    this.rowOrdinal = grow(this.rowOrdinal, row + 1, (n) => new Int32Array(n));
+    this.rowOrdinal[row] = this.profileIds.length - 1;
+    this.optedOut = grow(this.optedOut, row + 1, (n) => new Uint8Array(n));
+    this.optedOut[row] = entry.optedOut ? 1 : 0;
+    this.nsStart = grow(this.nsStart, row + 2, (n) => new Uint32Array(n));
+    this.nsStart[row] = this.nsCount;
+    this.identityText.push(entry.identities.map((i) => `${i.namespace}:${i.id}`).join("\n"));
+    const seen = new Set<number>();
+    for (const id of entry.identities) {
+      let c = this.nsIndex.get(id.namespace);
+      if (c === undefined) {
+        c = this.namespaces.length;
+        this.nsIndex.set(id.namespace, c);
+        this.namespaces.push(id.namespace);
+      }
+      if (seen.has(c)) continue;
+      seen.add(c);
+      this.nsCodes = grow(this.nsCodes, this.nsCount + 1, (n) => new Uint16Array(n));
+      this.nsCodes[this.nsCount++] = c;
+    }
+    this.nsStart[row + 1] = this.nsCount;
+    this.eventStart = grow(this.eventStart, row + 2, (n) => new Uint32Array(n));
+    this.eventStart[row] = this.events.length;
+    const evs = entry.events;
+    const times = evs.map((e) => eventTimeOf(e.body));
+    let sorted = true;
+    for (let k = 1; k < times.length && sorted; k++) {
+      const a = times[k - 1]!;
+      const b = times[k]!;
+      if ((Number.isNaN(a) && !Number.isNaN(b)) || a > b) sorted = false;
+    }
+    // The layout's order: oldest first, unreadable timestamps last, ties in store order.
+    const order = times.map((_, k) => k);
+    if (!sorted) {
+      order.sort((x, y) => {
+        const a = times[x]!;
+        const b = times[y]!;
+        const an = Number.isNaN(a);
+        const bn = Number.isNaN(b);
+        if (an || bn) return an === bn ? x - y : an ? 1 : -1;
+        return a - b || x - y;
+      });
+    }
+    for (const k of order) {
+      const r = this.events.length;
+      this.eventTime = grow(this.eventTime, r + 1, (n) => new Float64Array(n).fill(NaN));
+      this.eventTime[r] = times[k]!;
+      this.events.add(evs[k]!.body);
+    }
+    this.eventStart[row + 1] = this.events.length;
+    this.profiles.add(entry.entity);
+  }
+
+  finish(): SnapshotPart {
+    const rows = this.rows;
+    const ordinals = this.profileIds.length;
+    this.ordinalStart = grow(this.ordinalStart, ordinals + 1, (n) => new Uint32Array(n));
+    this.ordinalStart[ordinals] = rows;
+    const eventRows = this.events.length;
+    const eventTime = this.eventTime.slice(0, eventRows);
+    this.eventTime = eventTime;
+    return new SnapshotPart({
+      profiles: this.profiles.finish(),
+      events: this.events.finish(),
+      eventStart: rows === 0 ? new Uint32Array(1) : this.eventStart.slice(0, rows + 1),
+      eventTime,
+      rowOrdinal: this.rowOrdinal.slice(0, rows),
+      ordinalStart: this.ordinalStart.slice(0, ordinals + 1),
+      profileIds: this.profileIds,
+      optedOut: this.optedOut.slice(0, rows),
+      nsStart: rows === 0 ? new Uint32Array(1) : this.nsStart.slice(0, rows + 1),
+      nsCodes: this.nsCodes.slice(0, this.nsCount),
+      namespaces: this.namespaces,
+      identityText: this.identityText,
+    });
+  }
+}
+
+export interface PartArrays {
+  profiles: StoredTable;
+  events: StoredTable;
+  eventStart: Uint32Array;
+  eventTime: Float64Array;
+  /** Row → profile ordinal. */
+  rowOrdinal: Int32Array;
+  /** Ordinal → first row; length ordinals + 1. */
+  ordinalStart: Uint32Array;
+  profileIds: readonly string[];
+  optedOut: Uint8Array;
+  /** Row → its distinct namespace codes: nsCodes[nsStart[r] .. nsStart[r + 1]). */
+  nsStart: Uint32Array;
+  nsCodes: Uint16Array;
+  namespaces: readonly string[];
+  /** Row → its identities as "namespace:id" lines (previews list them). */
+  identityText: readonly string[];
+}
+
+/** The profiles table with some columns replaced (inSegment statuses of one evaluation). */
+class OverriddenTable implements ColumnarTable {
+  private readonly prefixes = new Set<string>();
+  constructor(
+    private readonly base: StoredTable,
+    readonly overrides: ReadonlyMap<string, Column>,
+  ) {
+    for (const p of overrides.keys()) {
+      const parts = p.split(".");
+      for (let k = 1; k < parts.length; k++) this.prefixes.add(parts.slice(0, k).join("."));
+    }
+  }
+  get length(): number {
+    return this.base.length;
+  }
+  column(path: string): Column | undefined {
+    return this.overrides.get(path) ?? this.base.column(path);
+  }
+  hasChildren(path: string): boolean {
+    return this.prefixes.has(path) || this.base.hasChildren(path);
+  }
+  /** inSegment uses it to know no other namespace holds an id (else it reads row objects). */
+  columnPaths(): readonly string[] {
+    return [...this.base.columnPaths(), ...[...this.overrides.keys()].filter((p) => this.base.stored(p) === undefined)];
+  }
+}
+
+export class SnapshotPart {
+  readonly profiles: StoredTable;
+  readonly events: StoredTable;
+  readonly eventStart: Uint32Array;
+  readonly eventTime: Float64Array;
+  readonly rowOrdinal: Int32Array;
+  readonly ordinalStart: Uint32Array;
+  readonly profileIds: readonly string[];
+  readonly optedOut: Uint8Array;
+  readonly nsStart: Uint32Array;
+  readonly nsCodes: Uint16Array;
+  readonly namespaces: readonly string[];
+  private readonly identityText: readonly string[];
+  private index: Map<string, number> | null = null;
+
+  constructor(a: PartArrays) {
+    this.profiles = a.profiles;
+    this.events = a.events;
+    this.eventStart = a.eventStart;
+    this.eventTime = a.eventTime;
+    this.rowOrdinal = a.rowOrdinal;
+    this.ordinalStart = a.ordinalStart;
+    this.profileIds = a.profileIds;
+    this.optedOut = a.optedOut;
+    this.nsStart = a.nsStart;
+    this.nsCodes = a.nsCodes;
+    this.namespaces = a.namespaces;
+    this.identityText = a.identityText;
+  }
+
+  /** The identities of row r, as "namespace:id". */
+  identitiesOf(r: number): string[] {
+    const t = this.identityText[r]!;
+    return t === "" ? [] : t.split("\n");
+  }
+
+  static empty(): SnapshotPart {
+    return new PartBuilder().finish();
+  }
+
+  get rows(): number {
+    return this.profiles.length;
+  }
+
+  get ordinals(): number {
+    return this.profileIds.length;
+  }
+
+  /** Ordinal of a profile id, or -1. */
+  ordinalOf(profileId: string): number {
+    if (this.index === null) {
+      const m = new Map<string, number>();
+      this.profileIds.forEach((id, o) => m.set(id, o));
+      this.index = m;
+    }
+    return this.index.get(profileId) ?? -1;
+  }
+
+  /** The layout view, with `segmentMembership.ups.<id>.status` columns supplied by the caller. */
+  data(overrides: ReadonlyMap<string, Column> = new Map()): ColumnarData {
+    const profiles = overrides.size === 0 ? this.profiles : new OverriddenTable(this.profiles, overrides);
+    const base = this.profiles;
+    const events = this.events;
+    return {
+      profiles,
+      events,
+      eventStart: this.eventStart,
+      eventTime: this.eventTime,
+      profile(i: number): Record<string, unknown> {
+        const row = base.row(i);
+        if (overrides.size === 0) return row;
+        const sm = (row["segmentMembership"] ?? {}) as Record<string, unknown>;
+        const ups: Record<string, unknown> = {};
+        for (const [path, col] of overrides) {
+          if (col.kind !== "string" || col.codes[i] === -1) continue;
+          const id = path.slice(UPS.length + 1, path.length - ".status".length);
+          ups[id] = { status: col.dict[col.codes[i]!] };
+        }
+        row["segmentMembership"] = { ...sm, ups };
+        return row;
+      },
+      event(r: number): Record<string, unknown> {
+        return events.row(r);
+      },
+    };
+  }
+
+  /** Drops columns materialised for a job (JSON columns, derived timestamps). */
+  release(): void {
+    this.profiles.release();
+    this.events.release();
+  }
+}
+
+const REALIZED_DICT: readonly string[] = ["realized"];
+
+/**
+ * The `segmentMembership.ups.<id>.status` columns of each part (in `parts()`
+ * order) for the given members (over global ordinals): what `inSegment(id)`
+ * reads. Every row of a member profile gets "realized".
+ */
+export function statusOverrides(snap: Snapshot, members: ReadonlyMap<string, Uint8Array>): Array<Map<string, Column>> {
+  const parts = snap.parts();
+  const maps = parts.map(() => new Map<string, Column>());
+  for (const [ref, global] of members) {
+    parts.forEach(({ part, offset }, k) => {
+      const codes = new Int32Array(part.rows).fill(-1);
+      for (let o = 0; o < part.ordinals; o++) {
+        if (global[offset + o] !== 1) continue;
+        for (let r = part.ordinalStart[o]!; r < part.ordinalStart[o + 1]!; r++) codes[r] = 0;
+      }
+      maps[k]!.set(statusPath(ref), { kind: "string", codes, dict: REALIZED_DICT });
+    });
+  }
+  return maps;
+}
+
+/** Global ordinals of the listed profile ids. */
+export function membersOf(snap: Snapshot, profileIds: Iterable<string>): Uint8Array {
+  const out = new Uint8Array(snap.ordinals);
+  for (const id of profileIds) {
+    const g = snap.locate(id);
+    if (g >= 0) out[g] = 1;
+  }
+  return out;
+}
+
+/** The path of the status column `inSegment(id)` reads. */
+export function statusPath(definitionId: string): string {
+  return `${UPS}.${definitionId}.status`;
+}
+
+export interface ChangeFeed {
+  changesSince(scope: TenantScope, since: number | null): Promise<{ version: number; profileIds: ReadonlySet<string> | null }> | { version: number; profileIds: ReadonlySet<string> | null };
+}
+
+/** The store's change feed, when it has one (older stores: every refresh is a rebuild). */
+export function changeFeedOf(store: ProfileStore): ChangeFeed | null {
+  const f = (store as unknown as Partial<ChangeFeed>).changesSince;
+  return typeof f === "function" ? { changesSince: (s, since) => f.call(store, s, since) } : null;
+}
+
+export interface BuildOptions {
+  events: boolean;
+  chunkSize?: number;
+  isCancelled?: () => boolean;
+  onProgress?: (profilesRead: number) => void;
+}
+
+export class BuildCancelledError extends Error {
+  constructor() {
+    super("snapshot build cancelled");
+  }
+}
+
+export class Snapshot {
+  constructor(
+    readonly policy: MergePolicySpec,
+    readonly base: SnapshotPart,
+    readonly overlay: SnapshotPart,
+    /** Base ordinals replaced by the overlay (or removed): 1. */
+    readonly masked: Uint8Array,
+    /** Entries of every profile re-read since the base was built ([] = removed). */
+    readonly overlayEntries: ReadonlyMap<string, readonly ScannedProfile[]>,
+    /** The change feed's version the snapshot reflects (null: no feed). */
+    readonly version: number | null,
+    readonly withEvents: boolean,
+  ) {}
+
+  /** Both parts with their masks (the overlay is never masked). */
+  parts(): Array<{ part: SnapshotPart; masked: Uint8Array | null; offset: number }> {
+    return [
+      { part: this.base, masked: this.masked, offset: 0 },
+      { part: this.overlay, masked: null, offset: this.base.ordinals },
+    ];
+  }
+
+  /** Global ordinals: base ordinals, then overlay ordinals. */
+  get ordinals(): number {
+    return this.base.ordinals + this.overlay.ordinals;
+  }
+
+  /** Live profiles. */
+  get profileCount(): number {
+    let dead = 0;
+    for (let o = 0; o < this.masked.length; o++) dead += this.masked[o]!;
+    return this.ordinals - dead;
+  }
+
+  /** Live entries (rows). */
+  get entryCount(): number {
+    let n = this.overlay.rows;
+    for (let o = 0; o < this.base.ordinals; o++) if (this.masked[o] === 0) n += this.base.ordinalStart[o + 1]! - this.base.ordinalStart[o]!;
+    return n;
+  }
+
+  /** Global ordinal of a live profile, or -1. */
+  locate(profileId: string): number {
+    const o = this.overlay.ordinalOf(profileId);
+    if (o >= 0) return this.base.ordinals + o;
+    const b = this.base.ordinalOf(profileId);
+    return b >= 0 && this.masked[b] === 0 ? b : -1;
+  }
+
+  profileIdOf(global: number): string {
+    return global < this.base.ordinals ? this.base.profileIds[global]! : this.overlay.profileIds[global - this.base.ordinals]!;
+  }
+
+  isLive(global: number): boolean {
+    return global >= this.base.ordinals || this.masked[global] === 0;
+  }
+
+  release(): void {
+    this.base.release();
+    this.overlay.release();
+  }
+}
+
+/** One full scan of the store. The feed's version is read first, so changes during the scan are re-read next time. */
+export async function buildSnapshot(store: ProfileStore, scope: TenantScope, policy: MergePolicySpec, o: BuildOptions): Promise<Snapshot> {
+  const feed = changeFeedOf(store);
+  const version = feed === null ? null : (await feed.changesSince(scope, null)).version;
+  const b = new PartBuilder();
+  let read = 0;
+  let last: string | null = null;
+  for await (const chunk of store.scanProfiles(scope, policy, { chunkSize: o.chunkSize ?? 2000, events: o.events })) {
+    if (o.isCancelled?.()) throw new BuildCancelledError();
+    for (const e of chunk) {
+      if (e.profileId !== last) read++;
+      last = e.profileId;
+      b.add(e);
+    }
+    o.onProgress?.(read);
+  }
+  const base = b.finish();
+  return new Snapshot(policy, base, SnapshotPart.empty(), new Uint8Array(base.ordinals), new Map(), version, o.events);
+}
+
+/** The entries a scan would yield for one profile (none: one per identity with data of its own); [] when it is gone. */
+export async function readProfileEntries(store: ProfileStore, scope: TenantScope, policy: MergePolicySpec, profileId: string, withEvents: boolean): Promise<ScannedProfile[]> {
+  const identities = await store.graphIdentities(scope, profileId);
+  if (identities.length === 0) return [];
+  const readEvents = async (identity: Identity) => {
+    const out: ScannedProfile["events"] = [];
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await store.getEvents(scope, identity, policy, { limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
+      out.push(...page.events);
+      if (page.next === null) return out;
+      cursor = page.next;
+    }
+  };
+  if (policy.identityGraph.type === "pdg") {
+    const merged = await store.getProfile(scope, identities[0]!, policy);
+    if (merged === null) return [];
+    return [{ ...merged, profileId, identities, events: withEvents ? await readEvents(identities[0]!) : [], identity: null }];
+  }
+  const out: ScannedProfile[] = [];
+  const sorted = [...identities].sort((a, b) => `${a.namespace}:${a.id}`.localeCompare(`${b.namespace}:${b.id}`));
+  for (const identity of sorted) {
+    const merged = await store.getProfile(scope, identity, policy);
+    if (merged === null) continue;
+    out.push({ ...merged, profileId, events: await readEvents(identity), identity });
+  }
+  return out;
+}
+
+const REFRESH_CONCURRENCY = 16;
+
+export interface RefreshOptions extends BuildOptions {
+  /** Rebuild instead of growing the overlay beyond this share of the base's profiles (default 0.05, at least 256 profiles). */
+  maxOverlayShare?: number;
+}
+
+/**
+ * Brings a snapshot up to date: nothing when nothing changed, the changed
+ * profiles re-read into the overlay, or a full rebuild when the store cannot
+ * tell what changed or the overlay would grow too large.
+ */
+export async function refreshSnapshot(store: ProfileStore, scope: TenantScope, snap: Snapshot, o: RefreshOptions): Promise<{ snapshot: Snapshot; mode: "unchanged" | "incremental" | "rebuilt"; changed: number }> {
+  const rebuild = async () => ({ snapshot: await buildSnapshot(store, scope, snap.policy, o), mode: "rebuilt" as const, changed: -1 });
+  const feed = changeFeedOf(store);
+  if (feed === null || snap.version === null || (o.events && !snap.withEvents)) return rebuild();
+  const r = await feed.changesSince(scope, snap.version);
+  if (r.profileIds === null) return rebuild();
+  const withEvents = snap.withEvents;
+  if (r.profileIds.size === 0) {
+    return { snapshot: new Snapshot(snap.policy, snap.base, snap.overlay, snap.masked, snap.overlayEntries, r.version, withEvents), mode: "unchanged", changed: 0 };
+  }
+  const entries = new Map(snap.overlayEntries);
+  for (const id of r.profileIds) entries.set(id, []);
+  const limit = Math.max(256, Math.floor(snap.base.ordinals * (o.maxOverlayShare ?? 0.05)));
+  if (entries.size > limit) return rebuild();
+  // A few reads in flight at once (PostgreSQL round trips); the embedded store answers synchronously anyway.
+  const ids = [...r.profileIds];
+  for (let k = 0; k < ids.length; k += REFRESH_CONCURRENCY) {
+    if (o.isCancelled?.()) throw new BuildCancelledError();
+    const batch = ids.slice(k, k + REFRESH_CONCURRENCY);
+    const read = await Promise.all(batch.map((id) => readProfileEntries(store, scope, snap.policy, id, withEvents)));
+    batch.forEach((id, j) => entries.set(id, read[j]!));
+  }
+  const masked = snap.masked.slice();
+  for (const id of r.profileIds) {
+    const b = snap.base.ordinalOf(id);
+    if (b >= 0) masked[b] = 1;
+  }
+  const builder = new PartBuilder();
+  for (const id of [...entries.keys()].sort()) for (const e of entries.get(id)!) builder.add(e);
+  const overlay = builder.finish();
+  return { snapshot: new Snapshot(snap.policy, snap.base, overlay, masked, entries, r.version, withEvents), mode: "incremental", changed: r.profileIds.size };
+}

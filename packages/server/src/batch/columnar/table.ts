@@ -1,0 +1,539 @@
+/**
+ * Growable column builders and the finished, immutable columnar tables.
+ *
+ * A row (a merged profile entity or an event body) is flattened into one
+ * column per dotted path: objects are descended into, anything else (scalar,
+ * array, null) is a value. A column starts typed by its first value and
+ * becomes "mixed" as soon as a value of another type (or a null, an array)
+ * appears. Mixed columns are stored compactly as dictionary codes into
+ * distinct JSON texts and materialised as JSON values only when asked for
+ * (`column(path)`), once, so large structured values that no query reads
+ * (events' identityMap, productListItems) cost 4 bytes a row plus their
+ * distinct texts.
+ *
+ * Builders grow by doubling and finish as exact-length typed arrays.
+ */
+import type { Column, ColumnarTable } from "./layout.js";
+
+const MIN_CAPACITY = 64;
+/**
+ * A string column with at least this many distinct values, more than one row in two, stops
+ * de-duplicating (events' `_id`, order ids): the dictionary's hash map would cost more than the
+ * strings. Its codes then index a list with possible repeats; the proper dictionary column is
+ * built on first use.
+ */
+const RAW_STRINGS_AFTER = 1 << 18;
+
+type Kind = "null" | "number" | "string" | "boolean" | "json";
+
+/**
+ * A column whose values sit in fewer than one row in SPARSE_BELOW is kept as (row, value)
+ * pairs and expanded to the layout's dense arrays on first use: most event fields exist on
+ * one event type only (`commerce.purchases.value`, `directMarketing.campaign`), and a dense
+ * Float64Array would cost 8 bytes on every event.
+ */
+const SPARSE_BELOW = 4;
+
+/**
+ * Builds one column from (row, value) pairs appended in increasing row order. Values are kept
+ * sparse while building (rows + payload, grown by doubling); `finish` makes them dense or keeps
+ * them sparse.
+ */
+class ColumnBuilder {
+  kind: Kind;
+  count = 0;
+  cap = 0;
+  rows: Uint32Array = new Uint32Array(0);
+  num: Float64Array = new Float64Array(0);
+  bool: Int8Array = new Int8Array(0);
+  /** Codes of string and json values. */
+  codes: Int32Array = new Int32Array(0);
+  readonly dict = new Map<string, number>();
+  readonly dictList: string[] = [];
+  /** Rows holding null (no value in a typed column; kept to rebuild row objects exactly). */
+  readonly nullRows: number[] = [];
+  /** A string column that stopped de-duplicating (see RAW_STRINGS_AFTER). */
+  raw = false;
+
+  constructor(
+    kind: Kind,
+    private readonly rawAfter: number,
+  ) {
+    this.kind = kind;
+  }
+
+  private reserve(): void {
+    if (this.count < this.cap) return;
+    const cap = Math.max(MIN_CAPACITY, this.cap * 2);
+    const rows = new Uint32Array(cap);
+    rows.set(this.rows);
+    this.rows = rows;
+    if (this.kind === "number") {
+      const a = new Float64Array(cap);
+      a.set(this.num);
+      this.num = a;
+    } else if (this.kind === "boolean") {
+      const a = new Int8Array(cap);
+      a.set(this.bool);
+      this.bool = a;
+    } else {
+      const a = new Int32Array(cap);
+      a.set(this.codes);
+      this.codes = a;
+    }
+    this.cap = cap;
+  }
+
+  private code(text: string): number {
+    let c = this.dict.get(text);
+    if (c === undefined) {
+      c = this.dictList.length;
+      this.dict.set(text, c);
+      this.dictList.push(text);
+    }
+    return c;
+  }
+
+  set(row: number, v: unknown): void {
+    const t = typeof v;
+    if (v === null) {
+      this.nullRows.push(row);
+      if (this.kind !== "json") return;
+    }
+    if (this.kind === "null") {
+      this.kind = t === "number" ? "number" : t === "string" ? "string" : t === "boolean" ? "boolean" : "json";
+      this.cap = 0;
+      this.rows = new Uint32Array(0);
+      if (this.kind === "json") for (const r of this.nullRows) this.push(r, this.code("null"));
+    }
+    if (this.kind === "number" && t === "number") {
+      this.reserve();
+      this.rows[this.count] = row;
+      this.num[this.count++] = v as number;
+    } else if (this.kind === "string" && t === "string") {
+      let c: number;
+      if (this.raw) {
+        c = this.dictList.length;
+        this.dictList.push(v as string);
+      } else {
+        c = this.code(v as string);
+        if (this.dictList.length >= this.rawAfter && this.dictList.length * 2 > this.count + 1) {
+          this.raw = true;
+          this.dict.clear();
+        }
+      }
+      this.push(row, c);
+    } else if (this.kind === "boolean" && t === "boolean") {
+      this.reserve();
+      this.rows[this.count] = row;
+      this.bool[this.count++] = v ? 1 : 0;
+    } else {
+      if (this.kind !== "json") this.toJson();
+      this.push(row, this.code(JSON.stringify(v)));
+    }
+  }
+
+  private push(row: number, code: number): void {
+    this.reserve();
+    this.rows[this.count] = row;
+    this.codes[this.count++] = code;
+  }
+
+  /** Re-encodes every value so far as JSON text (the column became mixed); nulls become "null" entries. */
+  private toJson(): void {
+    const old = this.kind;
+    const n = this.count;
+    const oldRows = this.rows;
+    const texts: string[] = [];
+    if (old === "number") for (let k = 0; k < n; k++) texts.push(JSON.stringify(this.num[k]));
+    else if (old === "boolean") for (let k = 0; k < n; k++) texts.push(this.bool[k] === 1 ? "true" : "false");
+    else for (let k = 0; k < n; k++) texts.push(JSON.stringify(this.dictList[this.codes[k]!]));
+    this.dict.clear();
+    this.dictList.length = 0;
+    this.kind = "json";
+    this.raw = false;
+    this.num = new Float64Array(0);
+    this.bool = new Int8Array(0);
+    this.codes = new Int32Array(0);
+    this.rows = new Uint32Array(0);
+    this.count = 0;
+    this.cap = 0;
+    // Merge the values with the null rows, in row order.
+    const nulls = this.nullRows;
+    let j = 0;
+    for (let k = 0; k < n; k++) {
+      while (j < nulls.length && nulls[j]! < oldRows[k]!) this.push(nulls[j++]!, this.code("null"));
+      this.push(oldRows[k]!, this.code(texts[k]!));
+    }
+    while (j < nulls.length) this.push(nulls[j++]!, this.code("null"));
+  }
+
+  finish(length: number): StoredColumn {
+    if (this.kind === "null") {
+      // Only nulls: a mixed column of nulls (as the language package's reference builder makes it).
+      this.kind = "json";
+      for (const r of this.nullRows) this.push(r, this.code("null"));
+    }
+    const n = this.count;
+    const rows = this.rows.slice(0, n);
+    const texts = this.dictList;
+    const of: SparseColumn["of"] = this.kind === "string" ? (this.raw ? "strings" : "string") : this.kind === "json" ? "json" : this.kind;
+    const sparse: SparseColumn =
+      this.kind === "number" ? { kind: "sparse", of, rows, values: this.num.slice(0, n), texts }
+      : this.kind === "boolean" ? { kind: "sparse", of, rows, values: this.bool.slice(0, n), texts }
+      : { kind: "sparse", of, rows, values: this.codes.slice(0, n), texts };
+    this.num = new Float64Array(0);
+    this.bool = new Int8Array(0);
+    this.codes = new Int32Array(0);
+    this.rows = new Uint32Array(0);
+    return n * SPARSE_BELOW < length ? sparse : densify(sparse, length);
+  }
+}
+
+/** (row, value) pairs of a column with few values; `values` holds numbers, booleans (0/1) or codes into `texts`. */
+export interface SparseColumn {
+  readonly kind: "sparse";
+  readonly of: "number" | "string" | "strings" | "boolean" | "json";
+  readonly rows: Uint32Array;
+  readonly values: Float64Array | Int32Array | Int8Array;
+  readonly texts: readonly string[];
+}
+
+/** The dense form of a sparse column (a layout column, or json/strings codes). */
+function densify(s: SparseColumn, length: number): Exclude<StoredColumn, SparseColumn> {
+  const n = s.rows.length;
+  switch (s.of) {
+    case "number": {
+      const values = new Float64Array(length).fill(NaN);
+      for (let k = 0; k < n; k++) values[s.rows[k]!] = s.values[k]!;
+      return { kind: "number", values };
+    }
+    case "boolean": {
+      const values = new Int8Array(length).fill(-1);
+      for (let k = 0; k < n; k++) values[s.rows[k]!] = s.values[k]!;
+      return { kind: "boolean", values };
+    }
+    default: {
+      const codes = new Int32Array(length).fill(-1);
+      for (let k = 0; k < n; k++) codes[s.rows[k]!] = s.values[k]!;
+      if (s.of === "string") return { kind: "string", codes, dict: s.texts };
+      return { kind: s.of, codes, texts: s.texts };
+    }
+  }
+}
+
+/** Index of row r in a sparse column, or -1. */
+function sparseIndex(rows: Uint32Array, r: number): number {
+  let lo = 0;
+  let hi = rows.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const v = rows[mid]!;
+    if (v === r) return mid;
+    if (v < r) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+/**
+ * How a finished column is kept: a layout column, a mixed column as codes into distinct JSON
+ * texts ("json"), a string column whose codes index a list with repeats ("strings"), or any of
+ * these as (row, value) pairs ("sparse").
+ */
+export type StoredColumn =
+  | Column
+  | { readonly kind: "json"; readonly codes: Int32Array; readonly texts: readonly string[] }
+  | { readonly kind: "strings"; readonly codes: Int32Array; readonly texts: readonly string[] }
+  | SparseColumn;
+
+function setPath(target: Record<string, unknown>, parts: readonly string[], value: unknown): void {
+  let o = target;
+  for (let k = 0; k < parts.length - 1; k++) {
+    const key = parts[k]!;
+    let next = o[key];
+    if (next === null || typeof next !== "object" || Array.isArray(next)) {
+      next = {};
+      define(o, key, next);
+    }
+    o = next as Record<string, unknown>;
+  }
+  define(o, parts[parts.length - 1]!, value);
+}
+
+function define(o: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === "__proto__") Object.defineProperty(o, key, { value, enumerable: true, writable: true, configurable: true });
+  else o[key] = value;
+}
+
+export interface TableBuilderOptions {
+  /** Top-level keys not flattened (the profile's segmentMembership.ups is replaced per job). */
+  skip?: (path: string) => boolean;
+  /**
+   * Optional per-row instant (events' eventTime): a `timestamp` string that is
+   * exactly `new Date(time).toISOString()` is not stored but derived on demand.
+   */
+  derivedTimestamp?: () => Float64Array;
+  /** Distinct values after which a mostly-distinct string column stops de-duplicating (tests lower it). */
+  rawStringsAfter?: number;
+}
+
+/** Builds one table row by row. Rows must be added in order 0, 1, 2, … */
+export class TableBuilder {
+  private readonly columns = new Map<string, ColumnBuilder>();
+  /** Paths holding an object in some row. */
+  private readonly objects = new Set<string>();
+  /** Rows holding an empty object at a path (the only objects leaves cannot rebuild). */
+  private readonly empty = new Map<string, number[]>();
+  /** Keys no column can hold ("" or containing "."), by row: [parent path, key, JSON text]. */
+  private readonly odd = new Map<number, Array<[string, string, string]>>();
+  /** "derived" while every timestamp so far was canonical; then an ordinary column. */
+  private timestampDerived: boolean;
+  private timestampSeen = false;
+  length = 0;
+
+  constructor(private readonly o: TableBuilderOptions = {}) {
+    this.timestampDerived = o.derivedTimestamp !== undefined;
+  }
+
+  /** Appends one row. */
+  add(obj: Record<string, unknown>): number {
+    const row = this.length++;
+    this.walk(row, obj, "");
+    return row;
+  }
+
+  private walk(row: number, obj: Record<string, unknown>, prefix: string): void {
+    let any = false;
+    for (const k in obj) {
+      if (!Object.hasOwn(obj, k)) continue;
+      any = true;
+      const v = obj[k];
+      if (v === undefined) continue;
+      if (k === "" || k.includes(".")) {
+        // No column can name such a key (a PQL path `a.b` is field b of field a): kept aside for row objects only.
+        let list = this.odd.get(row);
+        if (list === undefined) this.odd.set(row, (list = []));
+        list.push([prefix, k, JSON.stringify(v)]);
+        continue;
+      }
+      const path = prefix === "" ? k : `${prefix}.${k}`;
+      if (this.o.skip?.(path)) continue;
+      if (v !== null && typeof v === "object" && !Array.isArray(v)) {
+        this.objects.add(path);
+        this.walk(row, v as Record<string, unknown>, path);
+        continue;
+      }
+      if (prefix === "" && k === "timestamp" && this.timestampDerived) {
+        const t = this.o.derivedTimestamp!()[row]!;
+        if (typeof v === "string" && Number.isFinite(t) && new Date(t).toISOString() === v) {
+          this.timestampSeen = true;
+          continue;
+        }
+        this.materializeTimestamp(row);
+      }
+      this.column(path, v).set(row, v);
+    }
+    if (!any && prefix !== "") {
+      let rows = this.empty.get(prefix);
+      if (rows === undefined) this.empty.set(prefix, (rows = []));
+      rows.push(row);
+    }
+  }
+
+  private column(path: string, first: unknown): ColumnBuilder {
+    let c = this.columns.get(path);
+    if (c === undefined) {
+      const t = typeof first;
+      c = new ColumnBuilder(first === null ? "null" : t === "number" ? "number" : t === "string" ? "string" : t === "boolean" ? "boolean" : "json", this.o.rawStringsAfter ?? RAW_STRINGS_AFTER);
+      this.columns.set(path, c);
+    }
+    return c;
+  }
+
+  /** The first non-canonical timestamp: earlier canonical rows become ordinary values. */
+  private materializeTimestamp(upTo: number): void {
+    this.timestampDerived = false;
+    if (!this.timestampSeen) return;
+    const time = this.o.derivedTimestamp!();
+    const c = this.column("timestamp", "");
+    for (let r = 0; r < upTo; r++) if (Number.isFinite(time[r]!)) c.set(r, new Date(time[r]!).toISOString());
+  }
+
+  finish(): StoredTable {
+    const cols = new Map<string, StoredColumn>();
+    const nulls = new Map<string, readonly number[]>();
+    for (const [path, b] of this.columns) {
+      const c = b.finish(this.length);
+      cols.set(path, c);
+      if (b.kind !== "json" && b.nullRows.length > 0) nulls.set(path, b.nullRows);
+      b.dict.clear();
+    }
+    this.columns.clear();
+    return new StoredTable(this.length, cols, this.objects, { empty: this.empty, nulls, odd: this.odd }, this.timestampDerived && this.timestampSeen ? this.o.derivedTimestamp!() : null);
+  }
+}
+
+/** A finished table: columns by path, JSON columns materialised on first use. */
+export class StoredTable implements ColumnarTable {
+  private readonly materialized = new Map<string, Column>();
+  private readonly prefixes = new Set<string>();
+  private readonly parts = new Map<string, readonly string[]>();
+
+  constructor(
+    readonly length: number,
+    private readonly cols: ReadonlyMap<string, StoredColumn>,
+    private readonly objects: ReadonlySet<string>,
+    /** What rebuilding exact row objects needs besides the columns (sparse). */
+    private readonly extra: {
+      empty: ReadonlyMap<string, readonly number[]>;
+      nulls: ReadonlyMap<string, readonly number[]>;
+      odd: ReadonlyMap<number, ReadonlyArray<readonly [string, string, string]>>;
+    },
+    /** Instants of rows whose `timestamp` is derived (canonical ISO text of the instant). */
+    private readonly derivedTime: Float64Array | null,
+  ) {
+    for (const p of objects) this.prefixes.add(p);
+    for (const p of cols.keys()) this.parts.set(p, p.split("."));
+    if (derivedTime !== null) this.parts.set("timestamp", ["timestamp"]);
+  }
+
+  /** Paths with a column. */
+  columnPaths(): string[] {
+    return [...this.parts.keys()];
+  }
+
+  stored(path: string): StoredColumn | undefined {
+    return this.cols.get(path);
+  }
+
+  column(path: string): Column | undefined {
+    const m = this.materialized.get(path);
+    if (m !== undefined) return m;
+    if (path === "timestamp" && this.derivedTime !== null) {
+      const dict: string[] = [];
+      const index = new Map<number, number>();
+      const codes = new Int32Array(this.length).fill(-1);
+      for (let r = 0; r < this.length; r++) {
+        const t = this.derivedTime[r]!;
+        if (!Number.isFinite(t)) continue;
+        let c = index.get(t);
+        if (c === undefined) {
+          c = dict.length;
+          index.set(t, c);
+          dict.push(new Date(t).toISOString());
+        }
+        codes[r] = c;
+      }
+      const col: Column = { kind: "string", codes, dict };
+      this.materialized.set(path, col);
+      return col;
+    }
+    const stored = this.cols.get(path);
+    if (stored === undefined) return undefined;
+    const s = stored.kind === "sparse" ? densify(stored, this.length) : stored;
+    if (s.kind !== "json" && s.kind !== "strings" && stored.kind === "sparse") {
+      this.materialized.set(path, s);
+      return s;
+    }
+    if (s.kind === "strings") {
+      const dict: string[] = [];
+      const index = new Map<string, number>();
+      const remap = s.texts.map((t) => {
+        let c = index.get(t);
+        if (c === undefined) {
+          c = dict.length;
+          index.set(t, c);
+          dict.push(t);
+        }
+        return c;
+      });
+      const codes = new Int32Array(this.length);
+      for (let r = 0; r < this.length; r++) codes[r] = s.codes[r] === -1 ? -1 : remap[s.codes[r]!]!;
+      const col: Column = { kind: "string", codes, dict };
+      this.materialized.set(path, col);
+      return col;
+    }
+    if (s.kind !== "json") return s;
+    const parsed = s.texts.map((t) => JSON.parse(t) as unknown);
+    const values = new Array<unknown>(this.length);
+    for (let r = 0; r < this.length; r++) values[r] = s.codes[r] === -1 ? undefined : parsed[s.codes[r]!];
+    const col: Column = { kind: "mixed", values };
+    this.materialized.set(path, col);
+    return col;
+  }
+
+  hasChildren(path: string): boolean {
+    return this.prefixes.has(path);
+  }
+
+  /** Drops materialised JSON columns (memory between jobs). */
+  release(): void {
+    this.materialized.clear();
+  }
+
+  /** Row r as the plain object it was built from (a fresh object each call). */
+  row(r: number): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const [path, rows] of this.extra.empty) if (binaryHas(rows, r)) setPath(out, path.split("."), {});
+    for (const [path, rows] of this.extra.nulls) if (binaryHas(rows, r)) setPath(out, this.parts.get(path)!, null);
+    for (const [path, parts] of this.parts) {
+      const v = this.valueAt(path, r);
+      if (v !== undefined) setPath(out, parts, v);
+    }
+    for (const [parent, key, json] of this.extra.odd.get(r) ?? []) {
+      if (parent === "") define(out, key, JSON.parse(json));
+      else setPath(out, [...parent.split("."), key], JSON.parse(json));
+    }
+    return out;
+  }
+
+  private valueAt(path: string, r: number): unknown {
+    if (path === "timestamp" && this.derivedTime !== null && !this.cols.has(path)) {
+      const t = this.derivedTime[r]!;
+      return Number.isFinite(t) ? new Date(t).toISOString() : undefined;
+    }
+    const c = this.cols.get(path)!;
+    if (c.kind === "sparse") {
+      const k = sparseIndex(c.rows, r);
+      if (k < 0) return undefined;
+      switch (c.of) {
+        case "number":
+          return c.values[k];
+        case "boolean":
+          return c.values[k] === 1;
+        case "json":
+          return JSON.parse(c.texts[c.values[k]!]!) as unknown;
+        default:
+          return c.texts[c.values[k]!];
+      }
+    }
+    switch (c.kind) {
+      case "number":
+        return Number.isNaN(c.values[r]!) ? undefined : c.values[r];
+      case "boolean":
+        return c.values[r] === -1 ? undefined : c.values[r] === 1;
+      case "string":
+        return c.codes[r] === -1 ? undefined : c.dict[c.codes[r]!];
+      case "strings":
+        return c.codes[r] === -1 ? undefined : c.texts[c.codes[r]!];
+      case "json":
+        return c.codes[r] === -1 ? undefined : (JSON.parse(c.texts[c.codes[r]!]!) as unknown);
+      default:
+        return c.values[r];
+    }
+  }
+}
+
+function binaryHas(sorted: readonly number[], x: number): boolean {
+  let lo = 0;
+  let hi = sorted.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const v = sorted[mid]!;
+    if (v === x) return true;
+    if (v < x) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return false;
+}

@@ -1,0 +1,222 @@
+/**
+ * The columnar back end of a job (the default): every definition runs as one
+ * `compileColumnar` predicate over the resident snapshot of its merge policy
+ * (columnar/snapshot.ts), brought up to date first through the store's change
+ * feed. Nothing is re-read or re-parsed per job except the profiles that
+ * changed, and the membership statuses, which are read in bulk from the store
+ * (`listMemberIds`) so realized/existing/exited and `inSegment` of definitions
+ * outside the job are always current.
+ *
+ * Order: definitions run in dependency order; a definition referenced with
+ * `inSegment` by a later one of the same job has its result (per profile)
+ * written into the `segmentMembership.ups.<id>.status` column its dependents
+ * read. Cancellation is checked between scan chunks and between definitions.
+ */
+import type { MembershipChange, ProfileStore } from "../../profiles/store.js";
+import type { MembershipStatus, MergePolicySpec, TenantScope } from "../../profiles/types.js";
+import { SnapshotCache } from "../columnar/cache.js";
+import type { Column } from "../columnar/layout.js";
+import { compileDefinition, type ColumnarCompiled } from "../columnar/predicate.js";
+import { BuildCancelledError, membersOf, statusOverrides, type Snapshot, type SnapshotPart } from "../columnar/snapshot.js";
+import type { DefinitionCounters, EvaluationOptions, EvaluationOutcome, JobDefinition } from "./evaluate-job.js";
+import { JobCancelledError } from "./evaluate-job.js";
+import { usesEvents } from "./uses-events.js";
+
+function policyKey(p: MergePolicySpec): string {
+  return JSON.stringify([p.identityGraph.type, p.attributeMerge.type, p.attributeMerge.order ?? null]);
+}
+
+/** Per-profile result over a snapshot's global ordinals. */
+interface Result {
+  snap: Snapshot;
+  qual: Uint8Array;
+}
+
+export async function evaluateColumnar(
+  store: ProfileStore,
+  scope: TenantScope,
+  ordered: readonly JobDefinition[],
+  opts: EvaluationOptions,
+  cache: SnapshotCache = new SnapshotCache(),
+): Promise<EvaluationOutcome> {
+  const inJob = new Set(ordered.map((d) => d.id));
+  const referencedLater = new Set(ordered.flatMap((d) => d.references).filter((r) => inJob.has(r)));
+  const cancelled = () => opts.isCancelled?.() === true;
+
+  // 1. Snapshots, one per merge policy semantics (several policy ids may share one).
+  const snaps = new Map<string, Snapshot>();
+  const policies = new Map<string, MergePolicySpec>();
+  const needEvents = new Map<string, boolean>();
+  for (const d of ordered) {
+    const k = policyKey(d.policy);
+    policies.set(k, d.policy);
+    // Without identity stitching an identity with only events is a profile of its own: events are always read.
+    needEvents.set(k, (needEvents.get(k) ?? false) || d.policy.identityGraph.type !== "pdg" || usesEvents(d.query));
+  }
+  let readBefore = 0;
+  let lastReported = -1;
+  const report = (n: number) => {
+    if (n === lastReported) return;
+    lastReported = n;
+    opts.onProgress?.(n);
+  };
+  for (const [k, policy] of policies) {
+    try {
+      const snap = await cache.get(store, scope, policy, {
+        events: needEvents.get(k)!,
+        ...(opts.chunkSize === undefined ? {} : { chunkSize: opts.chunkSize }),
+        isCancelled: cancelled,
+        onProgress: (n) => report(readBefore + n),
+      });
+      snaps.set(k, snap);
+      readBefore += snap.profileCount;
+    } catch (e) {
+      if (e instanceof BuildCancelledError) throw new JobCancelledError();
+      throw e;
+    }
+  }
+
+  // 2. Stored statuses, read in bulk when needed.
+  const storedIds = new Map<string, Promise<string[]>>();
+  const memberIds = (id: string, status: MembershipStatus): Promise<string[]> => {
+    const k = `${status}\u0000${id}`;
+    let p = storedIds.get(k);
+    if (p === undefined) {
+      p = store.listMemberIds(scope, id, status);
+      storedIds.set(k, p);
+    }
+    return p;
+  };
+  const results = new Map<string, Result>();
+  const toGlobal = async (snap: Snapshot, ref: string): Promise<Uint8Array> => {
+    const out = new Uint8Array(snap.ordinals);
+    const r = results.get(ref);
+    if (r !== undefined && r.snap === snap) return r.qual;
+    if (r !== undefined) {
+      for (let g = 0; g < r.qual.length; g++) {
+        if (r.qual[g] !== 1) continue;
+        const t = snap.locate(r.snap.profileIdOf(g));
+        if (t >= 0) out[t] = 1;
+      }
+      return out;
+    }
+    if (inJob.has(ref)) return out; // not evaluated (cannot happen in dependency order)
+    return membersOf(snap, await memberIds(ref, "realized"));
+  };
+  /** Status columns per part for one definition's references. */
+  const overridesFor = async (snap: Snapshot, refs: readonly string[]): Promise<Array<Map<string, Column>>> => {
+    const members = new Map<string, Uint8Array>();
+    for (const ref of refs) members.set(ref, await toGlobal(snap, ref));
+    return statusOverrides(snap, members);
+  };
+
+  // 3. Definitions in dependency order.
+  const counters = new Map<string, DefinitionCounters>();
+  const changes: MembershipChange[] = [];
+  const fallbacks: Record<string, string> = {};
+  const columnarDefinitions: string[] = [];
+  const compiledCache = new Map<string, ColumnarCompiled>();
+  for (const d of ordered) {
+    if (cancelled()) throw new JobCancelledError();
+    const snap = snaps.get(policyKey(d.policy))!;
+    const compiled = compiledCache.get(d.id) ?? compileDefinition(d.query, opts.now);
+    compiledCache.set(d.id, compiled);
+    if (compiled.columnar) columnarDefinitions.push(d.id);
+    else fallbacks[d.id] = compiled.reason ?? "evaluated on row objects";
+    const overrides = await overridesFor(snap, d.references);
+    const qual = new Uint8Array(snap.ordinals);
+    snap.parts().forEach(({ part, masked, offset }, k) => {
+      if (part.rows === 0) return;
+      const out = new Uint8Array(part.rows);
+      compiled.run(part.data(overrides[k]), out);
+      entryFlagsToProfiles(part, masked, out, d.excludeOptOut, qual, offset);
+    });
+    if (referencedLater.has(d.id)) results.set(d.id, { snap, qual });
+
+    // Previous statuses: 1 realized, 2 exited.
+    const prev = new Uint8Array(snap.ordinals);
+    const [realized, exited] = await Promise.all([memberIds(d.id, "realized"), memberIds(d.id, "exited")]);
+    for (const id of exited) {
+      const g = snap.locate(id);
+      if (g >= 0) prev[g] = 2;
+    }
+    for (const id of realized) {
+      const g = snap.locate(id);
+      if (g >= 0) prev[g] = 1;
+    }
+    storedIds.delete(`realized\u0000${d.id}`);
+    storedIds.delete(`exited\u0000${d.id}`);
+
+    const c: DefinitionCounters = { qualified: 0, byNamespace: {}, realized: 0, existing: 0, exited: 0 };
+    for (const { part, offset } of snap.parts()) {
+      const nsCount = new Int32Array(part.namespaces.length);
+      const stamp = new Int32Array(part.namespaces.length).fill(-1);
+      const { ordinalStart, nsStart, nsCodes, profileIds } = part;
+      const n = part.ordinals;
+      // Masked (replaced or removed) profiles never qualify and have no located status: skipped here.
+      for (let o = 0; o < n; o++) {
+        const g = offset + o;
+        const q = qual[g]!;
+        const p = prev[g]!;
+        if (q === 0 && p !== 1) continue;
+        if (q === 1) {
+          c.qualified++;
+          for (let r = ordinalStart[o]!; r < ordinalStart[o + 1]!; r++) {
+            for (let x = nsStart[r]!; x < nsStart[r + 1]!; x++) {
+              const ns = nsCodes[x]!;
+              if (stamp[ns] === o) continue;
+              stamp[ns] = o;
+              nsCount[ns]!++;
+            }
+          }
+          if (p === 1) c.existing++;
+          else {
+            c.realized++;
+            changes.push({ profileId: profileIds[o]!, definitionId: d.id, status: "realized", source: "batch", at: opts.now, from: p === 2 ? "exited" : null });
+          }
+        } else {
+          c.exited++;
+          changes.push({ profileId: profileIds[o]!, definitionId: d.id, status: "exited", source: "batch", at: opts.now, from: "realized" });
+        }
+      }
+      part.namespaces.forEach((ns, code) => {
+        if (nsCount[code]! > 0) c.byNamespace[ns] = (c.byNamespace[ns] ?? 0) + nsCount[code]!;
+      });
+    }
+    counters.set(d.id, c);
+  }
+  let totalProfiles = 0;
+  const profilesByPolicy: Record<string, number> = {};
+  for (const d of ordered) {
+    const snap = snaps.get(policyKey(d.policy))!;
+    totalProfiles = Math.max(totalProfiles, snap.profileCount);
+    profilesByPolicy[d.policy.id] = snap.entryCount;
+  }
+  report(Math.max(totalProfiles, lastReported));
+  return { changes, counters, totalProfiles, profilesByPolicy, sqlDefinitions: [], inMemoryDefinitions: fallbacks, columnarDefinitions };
+}
+
+/**
+ * Entry flags → profile flags: a profile qualifies when one of its entries does (and, with
+ * excludeOptOut, that entry has not opted out). Masked base profiles are left out.
+ */
+function entryFlagsToProfiles(part: SnapshotPart, masked: Uint8Array | null, out: Uint8Array, excludeOptOut: boolean, qual: Uint8Array, offset: number): void {
+  const { optedOut, ordinalStart } = part;
+  const n = part.ordinals;
+  if (part.rows === n) {
+    // One entry per profile (pdg): entry r is profile r.
+    for (let o = 0; o < n; o++) {
+      if (out[o] === 1 && !(excludeOptOut && optedOut[o] === 1) && (masked === null || masked[o] === 0)) qual[offset + o] = 1;
+    }
+    return;
+  }
+  for (let o = 0; o < n; o++) {
+    if (masked !== null && masked[o] === 1) continue;
+    for (let r = ordinalStart[o]!; r < ordinalStart[o + 1]!; r++) {
+      if (out[r] === 1 && !(excludeOptOut && optedOut[r] === 1)) {
+        qual[offset + o] = 1;
+        break;
+      }
+    }
+  }
+}
