@@ -3,6 +3,7 @@
  *
  *   npm run bench:batch -- [--profiles 1000000] [--events 10000000] [--db bench/.data/batch.db]
  *                          [--reuse] [--load-only] [--backend columnar|sql|js] [--chunk 2000] [--changes 10000]
+ *                          [--explain]
  *
  * 1. loads demo profiles and events into an embedded profile store (skipped with --reuse);
  * 2. builds 100 varied definitions (profile attributes, string dates, event counts and sums in
@@ -16,6 +17,8 @@
  * 6. times an estimate (preview) on the resident snapshot;
  * 7. changes some data (profile updates, new purchases) and times a second job (realized /
  *    existing / exited), checking its counts against the hand-written SQL again.
+ * --explain prints, after each job, the 15 slowest definitions (columnar back end) with their
+ * text, time and whether they ran over columns or partly on rows (and why).
  * Writes only under bench/.data (or --db).
  */
 import { mkdirSync, rmSync } from "node:fs";
@@ -43,6 +46,7 @@ const { values: args } = parseArgs({
     chunk: { type: "string", default: "2000" },
     changes: { type: "string", default: "" },
     "load-only": { type: "boolean", default: false },
+    explain: { type: "boolean", default: false },
   },
 });
 
@@ -249,6 +253,18 @@ function printJob(label: string, j: JobTiming, cache: SnapshotCache, backend: Ba
   return total;
 }
 
+/** The slowest definitions of a job (columnar back end: per-definition times from the engine). */
+function explain(defs: readonly BenchDefinition[], o: EvaluationOutcome, top = 15): void {
+  const ms = o.definitionMs ?? {};
+  const total = Object.values(ms).reduce((a, b) => a + b, 0);
+  const ranked = defs.filter((d) => ms[d.id] !== undefined).sort((a, b) => ms[b.id]! - ms[a.id]!).slice(0, top);
+  console.log(`  per definition: ${s(total)} in all; slowest ${ranked.length}:`);
+  for (const d of ranked) {
+    const how = o.inMemoryDefinitions[d.id] === undefined ? "columnar" : `rows: ${o.inMemoryDefinitions[d.id]}`;
+    console.log(`    ${ms[d.id]!.toFixed(1).padStart(8)} ms  ${d.id}  [${how}]  ${d.pql}`);
+  }
+}
+
 function sizes(defs: readonly BenchDefinition[], o: EvaluationOutcome, totalProfiles: number): string {
   const pct = defs.map((d) => (100 * o.counters.get(d.id)!.qualified) / Math.max(1, totalProfiles)).sort((a, b) => a - b);
   const q = (x: number) => pct[Math.min(pct.length - 1, Math.floor(x * pct.length))]!.toFixed(1);
@@ -331,6 +347,7 @@ async function main(): Promise<void> {
   const first = await runJob(store, cache, jobDefs, backend, chunk);
   const firstTotal = printJob("job 1 (first run)", first, cache, backend);
   console.log(`  ${sizes(defs, first.outcome, first.outcome.totalProfiles)}`);
+  if (args.explain) explain(defs, first.outcome);
   console.log(`  peak RSS so far ${gb(process.resourceUsage().maxRSS * 1024)} (target ≤ 4 GB)`);
 
   const hand = handWrittenCounts(file, defs, measures);
@@ -355,6 +372,7 @@ async function main(): Promise<void> {
   console.log(`changed data: ${Math.ceil(changes / 2)} profile updates + ${Math.floor(changes / 2)} purchases in ${s(performance.now() - tc)}`);
   const second = await runJob(store, cache, jobDefs, backend, chunk);
   printJob("job 2 (after changes)", second, cache, backend);
+  if (args.explain) explain(defs, second.outcome);
   const hand2 = handWrittenCounts(file, defs, measures);
   ok = compare("job 2", defs, second.outcome, hand2.counts) && ok;
   console.log(`peak RSS ${gb(process.resourceUsage().maxRSS * 1024)} (target ≤ 4 GB)`);

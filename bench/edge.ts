@@ -39,6 +39,8 @@ const { values: args } = parseArgs({
     inprocess: { type: "string", default: "0" },
     "profile-out": { type: "string", default: "" },
     "hub-url": { type: "string", default: "" },
+    // The embedded hub on the main thread instead of its worker thread (the server's default).
+    "direct-store": { type: "boolean", default: false },
     // Hub forwarding queue (defaults of hub-forwarder.ts).
     "flush-ms": { type: "string", default: "25" },
     "max-batch": { type: "string", default: "2000" },
@@ -103,7 +105,7 @@ async function runBench(): Promise<void> {
   const { openRealtimeWorld } = await import("./lib/realtime.js");
 
   const ORG = "BENCHEDGE000000000000000@AdobeOrg";
-  const world = await openRealtimeWorld(ORG);
+  const world = await openRealtimeWorld(ORG, {}, { directStore: args["direct-store"] === true });
   const { dir, clock, bus, meta, tenants, tenant, scope } = world;
   // --hub-url postgres://…: the hub (profile store) on PostgreSQL instead of the embedded SQLite
   // file, in a throw-away schema dropped at the end (the metadata store stays embedded).
@@ -231,7 +233,7 @@ async function runBench(): Promise<void> {
     }
     await rt.flush();
 
-    console.log(`load average before the runs: ${loadAverage()} (${os.cpus().length} cores); hub: ${hubUrl ? "PostgreSQL" : "embedded SQLite"}; hub queue: flush every ${args["flush-ms"]} ms or ${args["max-batch"]} items, at most ${args["max-queue"]} waiting`);
+    console.log(`load average before the runs: ${loadAverage()} (${os.cpus().length} cores); hub: ${hubUrl ? "PostgreSQL" : args["direct-store"] === true ? "embedded SQLite (main thread)" : "embedded SQLite (worker thread)"}; hub queue: flush every ${args["flush-ms"]} ms or ${args["max-batch"]} items, at most ${args["max-queue"]} waiting`);
     const bareResult = await load(`${bareUrl}/bare`);
     const statsBefore = { ...rt.forwarder.stats };
     const loopDelay = monitorEventLoopDelay({ resolution: 10 });

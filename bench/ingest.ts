@@ -20,6 +20,7 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { DEMO_DATASETS, demoCrmId, demoEcid, demoEvents, demoProfiles } from "../packages/server/src/profiles/demo.js";
 import { EmbeddedProfileStore } from "../packages/server/src/profiles/embedded/sqlite-store.js";
+import { WorkerProfileStore } from "../packages/server/src/profiles/embedded/worker-store.js";
 import { ingestRecords, stageRecords } from "../packages/server/src/profiles/ingest.js";
 import { PostgresProfileStore } from "../packages/server/src/profiles/postgres/pg-store.js";
 import type { ProfileStore } from "../packages/server/src/profiles/store.js";
@@ -51,6 +52,8 @@ const { values: args } = parseArgs({
     cache: { type: "string", default: "1024" },
     scan: { type: "boolean", default: false },
     reuse: { type: "boolean", default: false },
+    /** The embedded store on the main thread instead of its worker thread (the server's default). */
+    "direct-store": { type: "boolean", default: false },
   },
 });
 
@@ -72,7 +75,8 @@ function openStore(): ProfileStore {
   if (args.store === "postgres") return new PostgresProfileStore({ connectionString: args.url!, schema: "bench_ingest", poolSize: Math.min(clients, 16) });
   mkdirSync(path.dirname(args.db!), { recursive: true });
   if (!args.reuse) for (const suffix of ["", "-wal", "-shm"]) rmSync(args.db! + suffix, { force: true });
-  return new EmbeddedProfileStore({ path: args.db!, synchronous: args.sync === "normal" ? "normal" : "full", cacheMiB: Number(args.cache) });
+  const o = { path: args.db!, synchronous: args.sync === "normal" ? "normal" as const : "full" as const, cacheMiB: Number(args.cache) };
+  return args["direct-store"] === true ? new EmbeddedProfileStore(o) : new WorkerProfileStore(o);
 }
 
 async function batchLoad(store: ProfileStore, datasetId: string, records: Iterable<JsonObject>, total: number, label: string): Promise<number> {

@@ -56,6 +56,8 @@ const { values: args } = parseArgs({
     warmup: { type: "string", default: "5" },
     /** Write a CPU profile of the bench process during the measured phase only (node:inspector) to this file. */
     "cpu-profile": { type: "string", default: "" },
+    /** The embedded hub on the main thread instead of its worker thread (the server's default). */
+    "direct-store": { type: "boolean", default: false },
   },
 });
 
@@ -198,7 +200,7 @@ async function runBench(): Promise<void> {
 
   const ORG = "BENCHSTREAM0000000000000@AdobeOrg";
   const nDefinitions = Number(args.definitions);
-  const world = await openRealtimeWorld(ORG, { streaming: Math.max(500, nDefinitions) });
+  const world = await openRealtimeWorld(ORG, { streaming: Math.max(500, nDefinitions) }, { directStore: args["direct-store"] === true });
   const { dir, clock, bus, meta, hub, tenant, scope } = world;
   const catalog = new DefinitionCatalog(meta, bus);
   const engine = new StreamingEngine({ catalog, hub, clock });

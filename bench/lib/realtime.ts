@@ -11,6 +11,8 @@ import { MergePolicyService, PROFILE_SCHEMA_CLASS } from "../../packages/server/
 import { TenantDirectory, type TenantContext } from "../../packages/server/src/services/tenancy.js";
 import { openSqliteStore } from "../../packages/server/src/stores/embedded/sqlite-store.js";
 import { EmbeddedProfileStore } from "../../packages/server/src/profiles/embedded/sqlite-store.js";
+import { WorkerProfileStore } from "../../packages/server/src/profiles/embedded/worker-store.js";
+import type { ProfileStore } from "../../packages/server/src/profiles/store.js";
 import { SystemClock } from "../../packages/server/src/platform/clock.js";
 import { InProcessBus } from "../../packages/server/src/platform/bus.js";
 import { DEFAULT_LIMITS, type SandboxLimits } from "../../packages/server/src/platform/config.js";
@@ -21,7 +23,8 @@ export interface RealtimeWorld {
   clock: SystemClock;
   bus: InProcessBus;
   meta: MetadataStore;
-  hub: EmbeddedProfileStore;
+  /** The server's default: the embedded store in a worker thread; `directStore` runs it on the main thread. */
+  hub: ProfileStore;
   tenants: TenantDirectory;
   tenant: TenantContext;
   /** The profile store's scope for the same tenant. */
@@ -31,12 +34,13 @@ export interface RealtimeWorld {
   define(name: string, pql: string, method: "continuous" | "synchronous"): Promise<string>;
 }
 
-export async function openRealtimeWorld(org: string, limits: Partial<SandboxLimits> = {}): Promise<RealtimeWorld> {
+export async function openRealtimeWorld(org: string, limits: Partial<SandboxLimits> = {}, opts: { directStore?: boolean } = {}): Promise<RealtimeWorld> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-bench-realtime-"));
   const clock = new SystemClock();
   const bus = new InProcessBus();
   const meta = openSqliteStore(dir);
-  const hub = new EmbeddedProfileStore({ path: path.join(dir, "profiles.db") });
+  const hubFile = path.join(dir, "profiles.db");
+  const hub: ProfileStore = opts.directStore === true ? new EmbeddedProfileStore({ path: hubFile }) : new WorkerProfileStore({ path: hubFile });
   const tenants = new TenantDirectory({
     organizations: [{ id: org, sandboxes: [{ name: "prod", type: "production", default: true, limits }] }],
     limits: { ...DEFAULT_LIMITS },

@@ -12,6 +12,10 @@ import type { ColumnarData } from "../src/columnar/layout.js";
 import { evaluate } from "../src/evaluate.js";
 import { toBoolean } from "../src/runtime/values.js";
 import { PqlError } from "../src/errors.js";
+import { parse } from "../src/parser.js";
+import { planBool } from "../src/columnar/plan.js";
+import { EventAggregateNode } from "../src/columnar/event-aggregate.js";
+import { ChainNode } from "../src/columnar/chain.js";
 
 const DAY = 86_400_000;
 const NOW = Date.UTC(2024, 2, 15, 12, 0, 0); // Friday 15 March 2024, 12:00 UTC
@@ -145,7 +149,19 @@ const COVERED: [string, number[], boolean][] = [
   ['chain(xEvent, timestamp, [A: WHAT(eventType = "commerce.purchases") WHEN(< 2 days before now), B: WHAT(eventType = "web.pageViews")])', [], true],
   ['chain(xEvent, timestamp, [A: WHAT(eventType = "commerce.purchases") COUNT(3)])', [4], true],
   ['chain(xEvent, timestamp, [A: WHAT(eventType = "commerce.purchases") WHERE(commerce.order.priceTotal >= 20), B: WHAT(eventType = "commerce.purchases")])', [0, 1, 4], true],
+  // One step: an event count (a readable timestamp required: row 3's "garbage" page view is not in any chain).
+  ['chain(xEvent, timestamp, [A: WHAT(eventType = "web.pageViews")])', [0, 5], true],
+  ['chain(xEvent, timestamp, [A: WHAT(eventType = "commerce.purchases") WHEN(< 2 days before now)])', [3], true],
+  ['chain(xEvent, timestamp, [A: WHAT(eventType = "commerce.purchases") COUNT(2) WHEN(< 8 days before now)])', [4], true],
+  ['chain(xEvent, timestamp, [A: WHAT(eventType = "commerce.purchases") COUNT(2) WHERE(commerce.order.priceTotal >= 20)])', [0, 1, 4], true],
+  ['not chain(xEvent, timestamp, [A: WHAT(eventType = "commerce.purchases") WHEN(< 4 days before now)])', [2, 4, 5], true],
 ];
+
+test("a one-step chain is planned as an event count (one fused loop); several steps as the chain walk", () => {
+  const plan = (q: string) => planBool(parse(q).body, NOW, []);
+  assert.ok(plan('chain(xEvent, timestamp, [A: WHAT(eventType = "web.pageViews") WHEN(< 2 days before now)])') instanceof EventAggregateNode);
+  assert.ok(plan('chain(xEvent, timestamp, [A: WHAT(eventType = "web.pageViews"), B: WHAT(true)])') instanceof ChainNode);
+});
 
 for (const [query, expected, columnsAlone] of COVERED) {
   test(`columnar: ${query}`, () => {

@@ -63,7 +63,7 @@ export async function startServer(baseConfig: Config, options: StartOptions = {}
   // Lifecycle changes reach the streaming engine, which exists only once the app is built.
   let onLifecycleChange: LifecycleListener | undefined;
   try {
-    profiles = options.profiles ?? openProfileStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+    profiles = options.profiles ?? openProfileStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, worker: config.profileStore?.worker !== false, onWorkerCrash: (err) => logger.error({ err }, "profile store worker crashed") });
     hygiene = await createHygiene({
       dataDir: config.dataDir,
       databaseUrl: config.databaseUrl,

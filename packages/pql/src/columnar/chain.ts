@@ -15,8 +15,8 @@
  * Each step's condition is computed once per run as one byte per event.
  */
 import type { Chain } from "../ast.js";
-import { occursBounds, inBounds } from "../runtime/time.js";
-import { planEventCondition, type EventNode } from "./event-condition.js";
+import { occursBounds, inBounds, type OccursBounds } from "../runtime/time.js";
+import { andEvents, eventTimeCondition, planEventCondition, type EventNode } from "./event-condition.js";
 import type { ProfileNode, RunContext } from "./nodes.js";
 
 interface Step {
@@ -31,6 +31,29 @@ interface Step {
 export class ChainNode implements ProfileNode {
   readonly columnar = true;
   private constructor(private readonly steps: Step[]) {}
+
+  /**
+   * A one-step chain as an event condition and a count: the greedy walk of one step takes the
+   * first `need` events with a readable timestamp matching WHAT, WHEN and WHERE, so the profile
+   * qualifies exactly when at least `need` such events exist (an event count, which runs as one
+   * fused loop). Null for several steps or parts not covered.
+   */
+  static single(e: Chain, now: number): { cond: EventNode; need: number } | null {
+    if (e.source.type !== "XEvent" || e.timestampField !== "timestamp" || e.steps.length !== 1) return null;
+    const st = e.steps[0]!;
+    const what = planEventCondition(st.what, now);
+    const where = st.where === undefined ? null : planEventCondition(st.where, now);
+    if (what === null || (st.where !== undefined && where === null)) return null;
+    let bounds: OccursBounds = { lowerInclusive: true, upperInclusive: true };
+    if (st.when !== undefined) {
+      const b = occursBounds(st.when, now);
+      if (b === null) return null;
+      bounds = b;
+    }
+    let cond = andEvents(what, eventTimeCondition(bounds));
+    if (where !== null) cond = andEvents(cond, where);
+    return { cond, need: st.count ?? 1 };
+  }
 
   /** The plan of a chain, or null when a part is not covered (then the row path runs it). */
   static plan(e: Chain, now: number): ChainNode | null {

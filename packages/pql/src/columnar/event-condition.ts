@@ -79,6 +79,14 @@ class EventTimeLeaf implements EventNode {
   }
 }
 
+/**
+ * An event's instant within fixed bounds (`{ lowerInclusive: true, upperInclusive: true }`, no
+ * bound at all: the event has a readable timestamp).
+ */
+export function eventTimeCondition(b: OccursBounds): EventNode {
+  return new EventTimeLeaf(b);
+}
+
 /** Both conditions (`a` null: every event). */
 export function andEvents(a: EventNode | null, b: EventNode): EventNode {
   return a === null ? b : new EventAnd([a, b]);

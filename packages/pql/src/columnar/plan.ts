@@ -143,6 +143,11 @@ export function planBool(e: Expr, now: number, params: string[]): ProfileNode {
   const path = singlePath(e);
   if (path !== undefined) return new ProfileLeaf(new ValueLeaf(e, path, now));
   if (e.type === "Chain") {
+    const one = ChainNode.single(e, now);
+    if (one !== null) {
+      const need = one.need;
+      return new EventAggregateNode(one.cond, { kind: "count", test: (n) => n >= need }, fallback("chain() is not covered by the columnar code generator"));
+    }
     const c = ChainNode.plan(e, now);
     if (c !== null) return c;
   }

@@ -50,7 +50,7 @@ interface RunOptions {
 
 async function defaultOpen(config: Config): Promise<JobsCommandStores> {
   const metadata = await openMetadataStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
-  const profiles = openProfileStore({ dataDir: config.dataDir, ...(config.databaseUrl === undefined ? {} : { databaseUrl: config.databaseUrl }) });
+  const profiles = openProfileStore({ dataDir: config.dataDir, worker: config.profileStore?.worker !== false, ...(config.databaseUrl === undefined ? {} : { databaseUrl: config.databaseUrl }) });
   return { metadata, profiles, repo: openBatchRepository(config) };
 }
 

@@ -50,6 +50,27 @@ export function registerServeCommand(program: Command): void {
     .action(async (o: ServerCliOptions) => {
     const config = configFromCli(o);
     const server = await startServer(config);
+    // Before anything else is awaited (the demo load below): a signal during it must shut down cleanly too.
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      server.app.log.info({ signal }, "shutting down: finishing in-flight requests");
+      const force = setTimeout(() => {
+        server.app.log.error("shutdown timed out; exiting");
+        process.exit(1);
+      }, config.shutdownTimeoutMs);
+      force.unref();
+      server.close().then(
+        () => process.exit(0),
+        (err: unknown) => {
+          server.app.log.error({ err }, "shutdown failed");
+          process.exit(1);
+        },
+      );
+    };
+    process.on("SIGTERM", () => stop("SIGTERM"));
+    process.on("SIGINT", () => stop("SIGINT"));
     const out = (line: string) => process.stdout.write(line + "\n");
     out(`segmentd listening on ${server.url} (store: ${server.store.kind}${server.store.kind === "embedded" ? `, data dir ${config.dataDir}` : ""})`);
     out(`OpenAPI: ${server.url}/openapi.json  docs: ${server.url}/docs  health: ${server.url}/healthz`);
@@ -76,25 +97,5 @@ export function registerServeCommand(program: Command): void {
         }
       }
     }
-    let stopping = false;
-    const stop = (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      server.app.log.info({ signal }, "shutting down: finishing in-flight requests");
-      const force = setTimeout(() => {
-        server.app.log.error("shutdown timed out; exiting");
-        process.exit(1);
-      }, config.shutdownTimeoutMs);
-      force.unref();
-      server.close().then(
-        () => process.exit(0),
-        (err: unknown) => {
-          server.app.log.error({ err }, "shutdown failed");
-          process.exit(1);
-        },
-      );
-    };
-    process.on("SIGTERM", () => stop("SIGTERM"));
-    process.on("SIGINT", () => stop("SIGINT"));
   });
 }

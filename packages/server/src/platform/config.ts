@@ -74,6 +74,8 @@ export interface Config {
   hygiene?: unknown;
   /** Edge locations: `{names: string[], defaultLocation?: string}`; default one location, `edge`. */
   edge?: { names: string[]; defaultLocation?: string };
+  /** Embedded profile store: `worker` runs it in a worker thread (default true), off the event loop. */
+  profileStore?: { worker: boolean };
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -94,6 +96,7 @@ export function defaultConfig(): Config {
     limits: { ...DEFAULT_LIMITS },
     auth: { jwtOrgClaim: "org", staticTokens: [], apiKeys: [], operatorTokens: [] },
     organizations: [],
+    profileStore: { worker: true },
   };
 }
 
@@ -144,7 +147,7 @@ function limitsFrom(v: Json | undefined, where: string): Partial<SandboxLimits> 
 /** Merge a parsed config file over `base`. Unknown keys are rejected so that typos do not pass silently. */
 export function applyConfigFile(base: Config, raw: unknown, source: string): Config {
   if (!isObject(raw)) throw new ConfigError(`${source}: the top level must be a JSON object`);
-  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene", "edge"]);
+  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene", "edge", "profileStore"]);
   for (const k of Object.keys(raw)) if (!known.has(k)) throw new ConfigError(`${source}: unknown key "${k}"`);
   const c: Config = structuredClone(base);
   c.host = str(raw, "host", source) ?? c.host;
@@ -187,6 +190,13 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
       throw new ConfigError(`${source}: edge.defaultLocation "${defaultLocation}" is not one of edge.names`);
     }
     c.edge = defaultLocation === undefined ? { names } : { names, defaultLocation };
+  }
+  const ps = raw.profileStore;
+  if (ps !== undefined) {
+    if (!isObject(ps)) throw new ConfigError(`${source}: profileStore must be an object`);
+    for (const k of Object.keys(ps)) if (k !== "worker") throw new ConfigError(`${source}: unknown key "profileStore.${k}"`);
+    if (ps.worker !== undefined && typeof ps.worker !== "boolean") throw new ConfigError(`${source}: profileStore.worker must be a boolean`);
+    if (typeof ps.worker === "boolean") c.profileStore = { worker: ps.worker };
   }
   const orgs = raw.organizations;
   if (orgs !== undefined) {
@@ -235,6 +245,12 @@ export function applyEnv(base: Config, env: NodeJS.ProcessEnv): Config {
     c.auth.jwtRs256PublicKey = readFileSync(env.SEGMENTD_JWT_RS256_PUBLIC_KEY_FILE, "utf8");
   }
   if (env.SEGMENTD_BODY_LIMIT_BYTES) c.bodyLimitBytes = parsePort(env.SEGMENTD_BODY_LIMIT_BYTES, "SEGMENTD_BODY_LIMIT_BYTES", Number.MAX_SAFE_INTEGER);
+  const worker = env.SEGMENTD_PROFILE_STORE_WORKER;
+  if (worker) {
+    if (worker === "1" || worker === "true") c.profileStore = { worker: true };
+    else if (worker === "0" || worker === "false") c.profileStore = { worker: false };
+    else throw new ConfigError(`SEGMENTD_PROFILE_STORE_WORKER must be 1, 0, true or false, got "${worker}"`);
+  }
   return c;
 }
 

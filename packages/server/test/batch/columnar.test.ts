@@ -11,7 +11,8 @@ import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import { rowColumnarData, type Column, type ColumnarTable } from "@segmentd/pql";
 import { SnapshotCache } from "../../src/batch/columnar/cache.js";
-import { buildSnapshot, PartBuilder, type Snapshot } from "../../src/batch/columnar/snapshot.js";
+import { PackedStrings } from "../../src/batch/columnar/table.js";
+import { buildSnapshot, PartBuilder, SNAPSHOT_SCAN_CHUNK, type Snapshot } from "../../src/batch/columnar/snapshot.js";
 import { evaluateJob } from "../../src/batch/engine/evaluate-job.js";
 import { DEMO_DATASETS, demoEvents, demoProfiles } from "../../src/profiles/demo.js";
 import { ingestRecords } from "../../src/profiles/ingest.js";
@@ -195,6 +196,94 @@ function dump(snap: Snapshot): Map<string, unknown> {
   }
   return out;
 }
+
+describe("snapshot lookups and caching", () => {
+  it("locates numeric profile ids through the dense index, exactly (no other spelling of a number)", () => {
+    const b = new PartBuilder();
+    for (const id of ["7", "3", "12"]) b.add(entry(id, { a: 1 }));
+    const part = b.finish();
+    assert.deepEqual(["3", "7", "12", "13", "007", "7.0", " 7", "-1", "x", ""].map((id) => part.ordinalOf(id)), [1, 0, 2, -1, -1, -1, -1, -1, -1, -1]);
+    // Ids that are not all canonical integers: the map lookup.
+    const m = new PartBuilder();
+    for (const id of ["7", "007", "abc"]) m.add(entry(id, { a: 1 }));
+    const mixed = m.finish();
+    assert.deepEqual(["7", "007", "abc", "7.0"].map((id) => mixed.ordinalOf(id)), [0, 1, 2, -1]);
+  });
+
+  it("an unchanged refresh keeps the base's expanded columns (shared base not released)", async () => {
+    const ts = openTestStore();
+    try {
+      await populate(ts.store, 12, 3);
+      const cache = new SnapshotCache();
+      const first = await cache.get(ts.store, SCOPE, PDG, { events: true });
+      // Columns expanded on first use (sparse, JSON): not the stored object itself.
+      const tables = [first.base.profiles, first.base.events];
+      const expanded = tables.flatMap((t) => t.columnPaths().filter((p) => t.column(p) !== t.stored(p)).map((p) => [t, p, t.column(p)] as const));
+      assert.ok(expanded.length > 0, "the data has columns expanded on first use");
+      const second = await cache.get(ts.store, SCOPE, PDG, { events: true });
+      assert.equal(cache.stats(SCOPE, PDG)!.mode, "unchanged");
+      assert.equal(second.base, first.base);
+      for (const [t, p, col] of expanded) assert.equal(t.column(p), col, `${p}: the same expanded column, not re-expanded`);
+    } finally {
+      await ts.cleanup();
+    }
+  });
+
+  it("reports each definition's evaluation time (bench --explain)", async () => {
+    const ts = openTestStore();
+    try {
+      await populate(ts.store, 12, 3);
+      const defs = ["person.age > 20", 'xEvent[eventType = "purchase"].count() > 0'].map((q, i) => definition(`t${i}`, q));
+      const o = await evaluateJob(ts.store, SCOPE, defs, { now: NOW, snapshots: new SnapshotCache() });
+      assert.deepEqual(Object.keys(o.definitionMs ?? {}).sort(), ["t0", "t1"]);
+      for (const ms of Object.values(o.definitionMs!)) assert.ok(ms >= 0 && Number.isFinite(ms));
+    } finally {
+      await ts.cleanup();
+    }
+  });
+
+  it("packs mostly distinct strings (raw columns) as bytes, exactly: Latin-1, wider characters, empty", () => {
+    const ids = ["a-1", "", "é-ÿ", "日本-2", "😀", "a-1", "x\u0000y", "plain-7"];
+    const packed = new PackedStrings();
+    ids.forEach((t, k) => assert.equal(packed.push(t), k));
+    packed.trim();
+    assert.deepEqual(ids.map((_, k) => packed.at(k)), ids);
+    const b = new PartBuilder({ rawStringsAfter: 1 });
+    b.add(entry("1", { a: 1 }, ids.map((_id, k) => ({ _id, n: k }))));
+    const part = b.finish();
+    const stored = part.events.stored("_id");
+    assert.ok(stored !== undefined && stored.kind === "strings" && stored.texts instanceof PackedStrings, "a raw column keeps packed texts");
+    const data = part.data();
+    assert.deepEqual(ids.map((_, r) => data.event(r)["_id"]), ids);
+    assert.deepEqual(values(data.events.column("_id"), ids.length), ids);
+  });
+
+  it("scans in small chunks whatever the job's chunk size (less promoted garbage while building)", async () => {
+    const ts = openTestStore();
+    try {
+      await populate(ts.store, 12, 3);
+      const sizes: number[] = [];
+      const store = new Proxy(ts.store, {
+        get(target, prop, receiver) {
+          if (prop === "scanProfiles") {
+            return (scope: typeof SCOPE, policy: MergePolicySpec, o: { chunkSize?: number; events?: boolean }) => {
+              sizes.push(o.chunkSize ?? -1);
+              return target.scanProfiles(scope, policy, o);
+            };
+          }
+          const v = Reflect.get(target, prop, receiver) as unknown;
+          return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+      await buildSnapshot(store, SCOPE, PDG, { events: true, chunkSize: 100_000 });
+      await buildSnapshot(store, SCOPE, PDG, { events: true, chunkSize: 5 });
+      assert.deepEqual(sizes, [SNAPSHOT_SCAN_CHUNK, 5]);
+      assert.ok(SNAPSHOT_SCAN_CHUNK <= 1000);
+    } finally {
+      await ts.cleanup();
+    }
+  });
+});
 
 describe("columnar snapshots over a profile store", () => {
   let ts: TestStore;

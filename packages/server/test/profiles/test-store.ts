@@ -1,15 +1,24 @@
 // Opens the profile store the test run asks for: SEGMENTD_TEST_STORE=embedded
-// (default, a temporary SQLite file) or postgres (a fresh schema in
-// SEGMENTD_TEST_DATABASE_URL, dropped afterwards).
+// (default, a temporary SQLite file, through the worker-thread store the server
+// uses by default), embedded-direct (the same file store on the calling thread)
+// or postgres (a fresh schema in SEGMENTD_TEST_DATABASE_URL, dropped afterwards).
+// `openTestStore(kind)` picks a kind explicitly (store-direct.test.ts runs the
+// direct store whatever the run's setting).
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { EmbeddedProfileStore } from "../../src/profiles/embedded/sqlite-store.js";
+import { WorkerProfileStore } from "../../src/profiles/embedded/worker-store.js";
 import { PostgresProfileStore } from "../../src/profiles/postgres/pg-store.js";
 import type { ProfileStore } from "../../src/profiles/store.js";
 
-export const STORE_KIND = (process.env["SEGMENTD_TEST_STORE"] ?? "embedded") === "postgres" ? "postgres" : "embedded";
+export type TestStoreKind = "embedded" | "embedded-direct" | "postgres";
+const requested = process.env["SEGMENTD_TEST_STORE"] ?? "embedded";
+/** The store family (embedded or postgres): what the suites' expectations depend on. */
+export const STORE_KIND = requested === "postgres" ? "postgres" : "embedded";
+/** The exact store this run opens. */
+export const TEST_STORE: TestStoreKind = requested === "postgres" ? "postgres" : requested === "embedded-direct" ? "embedded-direct" : "embedded";
 export const DATABASE_URL = process.env["SEGMENTD_TEST_DATABASE_URL"] ?? "postgres://127.0.0.1:5432/test";
 
 export interface TestStore {
@@ -21,10 +30,10 @@ export interface TestStore {
   cleanup(): Promise<void>;
 }
 
-export function openTestStore(): TestStore {
-  if (STORE_KIND === "postgres") {
+export function openTestStore(kind: TestStoreKind = TEST_STORE): TestStore {
+  if (kind === "postgres") {
     const schema = `t_profiles_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
-    const open = () => openStoreAt(schema);
+    const open = () => openStoreAt(schema, kind);
     const store = open();
     return {
       store,
@@ -43,7 +52,7 @@ export function openTestStore(): TestStore {
   }
   const dir = mkdtempSync(path.join(tmpdir(), "segmentd-profiles-"));
   const file = path.join(dir, "profiles.db");
-  const open = () => openStoreAt(file);
+  const open = () => openStoreAt(file, kind);
   const store = open();
   return {
     store,
@@ -57,8 +66,13 @@ export function openTestStore(): TestStore {
 }
 
 /** Opens the store of this test run at a location from TestStore.location. */
-export function openStoreAt(location: string): ProfileStore {
-  return STORE_KIND === "postgres"
-    ? new PostgresProfileStore({ connectionString: DATABASE_URL, schema: location, poolSize: 4 })
-    : new EmbeddedProfileStore({ path: location });
+export function openStoreAt(location: string, kind: TestStoreKind = TEST_STORE): ProfileStore {
+  switch (kind) {
+    case "postgres":
+      return new PostgresProfileStore({ connectionString: DATABASE_URL, schema: location, poolSize: 4 });
+    case "embedded-direct":
+      return new EmbeddedProfileStore({ path: location });
+    case "embedded":
+      return new WorkerProfileStore({ path: location });
+  }
 }

@@ -53,7 +53,7 @@ export class SnapshotCache {
         this.lastStats.set(k, { mode: "built", changed: -1, ms: performance.now() - t0 });
       } else {
         const r = await refreshSnapshot(store, scope, entry.snapshot, { ...o, events: o.events || entry.snapshot.withEvents, ...(this.o.maxOverlayShare === undefined ? {} : { maxOverlayShare: this.o.maxOverlayShare }) });
-        if (r.snapshot !== entry.snapshot) entry.snapshot.release();
+        if (r.snapshot !== entry.snapshot) entry.snapshot.releaseUnshared(r.snapshot);
         entry.snapshot = r.snapshot;
         this.lastStats.set(k, { mode: r.mode, changed: r.changed, ms: performance.now() - t0 });
       }

@@ -116,8 +116,10 @@ export async function evaluateColumnar(
   const fallbacks: Record<string, string> = {};
   const columnarDefinitions: string[] = [];
   const compiledCache = new Map<string, ColumnarCompiled>();
+  const definitionMs: Record<string, number> = {};
   for (const d of ordered) {
     if (cancelled()) throw new JobCancelledError();
+    const t0 = performance.now();
     const snap = snaps.get(policyKey(d.policy))!;
     const compiled = compiledCache.get(d.id) ?? compileDefinition(d.query, opts.now);
     compiledCache.set(d.id, compiled);
@@ -184,6 +186,7 @@ export async function evaluateColumnar(
       });
     }
     counters.set(d.id, c);
+    definitionMs[d.id] = performance.now() - t0;
   }
   let totalProfiles = 0;
   const profilesByPolicy: Record<string, number> = {};
@@ -193,7 +196,7 @@ export async function evaluateColumnar(
     profilesByPolicy[d.policy.id] = snap.entryCount;
   }
   report(Math.max(totalProfiles, lastReported));
-  return { changes, counters, totalProfiles, profilesByPolicy, sqlDefinitions: [], inMemoryDefinitions: fallbacks, columnarDefinitions };
+  return { changes, counters, totalProfiles, profilesByPolicy, sqlDefinitions: [], inMemoryDefinitions: fallbacks, columnarDefinitions, definitionMs };
 }
 
 /**

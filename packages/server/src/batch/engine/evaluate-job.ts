@@ -82,6 +82,8 @@ export interface EvaluationOutcome {
   inMemoryDefinitions: Record<string, string>;
   /** Definitions evaluated over columns (columnar back end). */
   columnarDefinitions?: string[];
+  /** Columnar back end: wall time per definition (ms), predicate and statuses/changes included. */
+  definitionMs?: Record<string, number>;
 }
 
 export class JobCancelledError extends Error {

@@ -1,0 +1,119 @@
+// Worker thread entry of WorkerProfileStore (worker-store.ts): opens one
+// EmbeddedProfileStore with the options in workerData and serves the calls the
+// main thread posts, `{id, method, args}` → `{id, ok, value | error, feed}`.
+//
+// Calls are started in arrival order as their messages come in; the messages
+// posted in one turn of the main thread arrive here in one batch, so their
+// writes land in the same setImmediate flush of the store: one group commit.
+// After each call settles, the reply carries what the store's change feed
+// gained for the call's tenant since the previous reply (feed delta).
+import { parentPort, workerData } from "node:worker_threads";
+import { tenantKey } from "../change-feed.js";
+import type { ProfileStore, ScannedProfile } from "../store.js";
+import type { TenantScope } from "../types.js";
+import { EmbeddedProfileStore, type EmbeddedStoreOptions } from "./sqlite-store.js";
+import { toWire, unwireRecords, type FeedDelta, type WireRecords, type WorkerCall, type WorkerReply } from "./worker-store.js";
+
+const port = parentPort;
+if (port === null) throw new Error("store-worker.ts runs as a worker thread only");
+
+let store: EmbeddedProfileStore;
+try {
+  store = new EmbeddedProfileStore((workerData as { options: EmbeddedStoreOptions }).options);
+} catch (err) {
+  port.postMessage({ id: 0, ready: true, error: toWire(err) } satisfies WorkerReply);
+  throw err;
+}
+port.postMessage({ id: 0, ready: true } satisfies WorkerReply);
+
+/** Per tenant: the feed version up to which its changes were sent. */
+const sent = new Map<string, number>();
+const openedAt = store.changesSince({ orgId: "", sandboxName: "" }, null).version;
+const cursors = new Map<number, AsyncIterator<ScannedProfile[]>>();
+let nextCursor = 1;
+
+function feedDelta(scope: unknown): FeedDelta | undefined {
+  if (typeof scope !== "object" || scope === null) return undefined;
+  const s = scope as TenantScope;
+  if (typeof s.orgId !== "string" || typeof s.sandboxName !== "string") return undefined;
+  const key = tenantKey(s);
+  const r = store.changesSince(s, sent.get(key) ?? openedAt);
+  sent.set(key, r.version);
+  if (r.profileIds === null) return [[key, null]];
+  return r.profileIds.size > 0 ? [[key, [...r.profileIds]]] : undefined;
+}
+
+async function run(method: string, args: unknown[]): Promise<unknown> {
+  switch (method) {
+    case "append":
+    case "stageBatchRecords":
+      args[2] = unwireRecords(args[2] as WireRecords);
+      break;
+    case "scanOpen": {
+      const [scope, policy, opts] = args as Parameters<ProfileStore["scanProfiles"]>;
+      const id = nextCursor++;
+      cursors.set(id, store.scanProfiles(scope, policy, opts)[Symbol.asyncIterator]());
+      return id;
+    }
+    case "scanNext": {
+      const id = args[0] as number;
+      const it = cursors.get(id);
+      if (it === undefined) throw new Error(`scan cursor ${id} is not open`);
+      try {
+        const r = await it.next();
+        if (r.done === true) cursors.delete(id);
+        return r.done === true ? { done: true } : { done: false, value: r.value };
+      } catch (err) {
+        cursors.delete(id);
+        throw err;
+      }
+    }
+    case "scanClose": {
+      const id = args[0] as number;
+      const it = cursors.get(id);
+      cursors.delete(id);
+      await it?.return?.();
+      return undefined;
+    }
+    case "workerStats":
+      return { openCursors: cursors.size };
+    case "close":
+      cursors.clear();
+      await store.close();
+      return undefined;
+    case "changesSince":
+    case "kind":
+      throw new Error(`${method} is not a worker call`);
+  }
+  const fn = (store as unknown as Record<string, unknown>)[method];
+  if (typeof fn !== "function" || method.startsWith("_") || method === "constructor") throw new Error(`unknown profile store method ${method}`);
+  return (fn as (...a: unknown[]) => unknown).apply(store, args);
+}
+
+function reply(m: WorkerReply): void {
+  try {
+    port!.postMessage(m);
+  } catch (err) {
+    // A result that cannot be cloned fails that call alone.
+    port!.postMessage({ id: m.id, ok: false, error: toWire(err), ...("feed" in m && m.feed !== undefined ? { feed: m.feed } : {}) } satisfies WorkerReply);
+  }
+}
+
+port.on("message", (m: WorkerCall) => {
+  let p: Promise<unknown>;
+  try {
+    p = Promise.resolve(run(m.method, m.args));
+  } catch (err) {
+    p = Promise.reject(err);
+  }
+  p.then(
+    (value) => {
+      const feed = feedDelta(m.args[0]);
+      reply(feed === undefined ? { id: m.id, ok: true, value } : { id: m.id, ok: true, value, feed });
+    },
+    (err: unknown) => {
+      const feed = feedDelta(m.args[0]);
+      reply(feed === undefined ? { id: m.id, ok: false, error: toWire(err) } : { id: m.id, ok: false, error: toWire(err), feed });
+    },
+  );
+});

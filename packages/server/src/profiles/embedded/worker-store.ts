@@ -1,0 +1,438 @@
+// The embedded profile store in a dedicated worker thread, behind the same
+// ProfileStore interface.
+//
+// Why: better-sqlite3 is synchronous, so on the main thread every commit (and
+// its fsync) stalls every request. Here the main thread only posts each call
+// `{id, method, args}` to the worker (store-worker.ts), which runs one
+// EmbeddedProfileStore and replies with the result (structured clone). Calls
+// posted in the same turn arrive in the worker together and still share one
+// group commit; a write's promise still resolves only after its COMMIT.
+//
+// - Errors cross by value and are re-created: StoreError keeps its class and
+//   code (callers test `instanceof StoreError` and `code`), others keep their
+//   name, message, stack and `code` (better-sqlite3's SqliteError is re-created).
+// - scanProfiles streams chunks through a cursor in the worker, one chunk ahead;
+//   an abandoned iteration (`break`, `return()`) closes the worker's iterator.
+// - changesSince is synchronous: the proxy keeps a mirror ChangeFeed, fed by the
+//   delta the worker attaches to every reply (what its store's feed gained for
+//   the call's tenant since the last reply), applied before the call settles, so
+//   whoever sees a write resolved sees its changes.
+// - A crashed worker rejects every pending and later call with one error.
+// - The worker is ref'ed only while calls are pending: an idle store never keeps
+//   the process alive (as the direct store does not).
+import { Worker } from "node:worker_threads";
+import Database from "better-sqlite3";
+import { ChangeFeed, tenantKey } from "../change-feed.js";
+import { StoreError, type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type MembershipChange, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
+import type { Dataset, DatasetInput, Identity, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, TenantScope, ValidRecord } from "../types.js";
+import type { EmbeddedStoreOptions } from "./sqlite-store.js";
+
+/** An error as it crosses the thread boundary. */
+export interface WireError {
+  storeError: boolean;
+  name: string;
+  message: string;
+  stack?: string;
+  code?: unknown;
+}
+
+/** What the worker's feed gained for a tenant: its profile ids, or null = cannot tell (history evicted). */
+export type FeedDelta = Array<[tenant: string, pids: string[] | null]>;
+
+export type WorkerReply =
+  | { id: number; ok: true; value: unknown; feed?: FeedDelta }
+  | { id: number; ok: false; error: WireError; feed?: FeedDelta }
+  /** Sent once, when the store is open (or failed to open). */
+  | { id: 0; ready: true; error?: WireError };
+
+export interface WorkerCall {
+  id: number;
+  method: string;
+  args: unknown[];
+}
+
+/**
+ * Records as posted to the worker: cloning 50,000 record objects costs ~100 ms of the main
+ * thread, so they travel as two strings — the fields as one JSON array and the records' JSON
+ * texts joined by newlines (JSON.stringify never emits a raw newline; an array otherwise) —
+ * and `body` is re-parsed from `json` in the worker on first use (only profile fragments read it).
+ */
+export interface WireRecords {
+  n: number;
+  /** Per record: index, kind, primary namespace, primary id, timestamp, eventId, size, identity count, then namespace, id per identity. */
+  meta: string;
+  json: string | string[];
+}
+
+export function wireRecords(records: readonly ValidRecord[]): WireRecords {
+  const meta: Array<string | number | null> = [];
+  const json: string[] = new Array<string>(records.length);
+  let newline = false;
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i]!;
+    json[i] = r.json;
+    if (!newline && r.json.includes("\n")) newline = true;
+    meta.push(r.index, r.kind, r.primary.namespace, r.primary.id, r.timestamp, r.eventId, r.size, r.identities.length);
+    for (const x of r.identities) meta.push(x.namespace, x.id);
+  }
+  return { n: records.length, meta: JSON.stringify(meta), json: newline ? json : json.join("\n") };
+}
+
+export function unwireRecords(w: WireRecords): ValidRecord[] {
+  const meta = JSON.parse(w.meta) as Array<string | number | null>;
+  const json = typeof w.json === "string" ? (w.n === 0 ? [] : w.json.split("\n")) : w.json;
+  const out: ValidRecord[] = new Array<ValidRecord>(w.n);
+  let k = 0;
+  for (let i = 0; i < w.n; i++) {
+    const index = meta[k++] as number, kind = meta[k++] as ValidRecord["kind"];
+    const primary = { namespace: meta[k++] as string, id: meta[k++] as string };
+    const timestamp = meta[k++] as number | null, eventId = meta[k++] as string | null, size = meta[k++] as number;
+    const count = meta[k++] as number;
+    const identities = new Array<ValidRecord["primary"]>(count);
+    for (let j = 0; j < count; j++) identities[j] = { namespace: meta[k++] as string, id: meta[k++] as string };
+    const text = json[i]!;
+    const record = { index, kind, primary, identities, timestamp, eventId, size, json: text } as ValidRecord;
+    let parsed: ValidRecord["body"] | undefined;
+    Object.defineProperty(record, "body", { enumerable: true, get: () => (parsed ??= JSON.parse(text) as ValidRecord["body"]) });
+    out[i] = record;
+  }
+  return out;
+}
+
+export function toWire(e: unknown): WireError {
+  if (e instanceof Error) {
+    const w: WireError = { storeError: e instanceof StoreError, name: e.name, message: e.message };
+    if (e.stack !== undefined) w.stack = e.stack;
+    const code = (e as { code?: unknown }).code;
+    if (code !== undefined) w.code = code;
+    return w;
+  }
+  return { storeError: false, name: "Error", message: String(e) };
+}
+
+export function fromWire(w: WireError): Error {
+  let e: Error;
+  if (w.storeError) e = new StoreError(w.code as StoreError["code"], w.message);
+  else if (w.name === "SqliteError" && typeof w.code === "string") e = new Database.SqliteError(w.message, w.code);
+  else {
+    e = new Error(w.message);
+    e.name = w.name;
+    if (w.code !== undefined) (e as Error & { code?: unknown }).code = w.code;
+  }
+  // The worker's stack says where it failed; the caller's is lost across the thread anyway.
+  if (w.stack !== undefined) e.stack = w.stack;
+  return e;
+}
+
+/** Key of the mirror's book-keeping entries for tenants whose history was lost (never a real tenant key: those contain \u0000). */
+const LOST = "\u0001lost";
+
+/** The worker store's change feed: a ChangeFeed fed with the worker's deltas, same version semantics. */
+export class FeedMirror {
+  private readonly feed: ChangeFeed;
+  /** Tenant → version from which on its history is known again (a `since` below it answers null). */
+  private readonly floors = new Map<string, number>();
+
+  constructor(capacity?: number) {
+    this.feed = new ChangeFeed(capacity);
+  }
+
+  apply(delta: FeedDelta): void {
+    const changes = new Map<string, Set<string>>();
+    const lost: string[] = [];
+    for (const [tenant, pids] of delta) {
+      if (pids === null) lost.push(tenant);
+      else if (pids.length > 0) changes.set(tenant, new Set(pids));
+    }
+    this.feed.record(changes);
+    if (lost.length > 0) {
+      // Advance the version past every answer given so far, then refuse older `since`s.
+      this.feed.record(new Map([[LOST, new Set(["0"])]]));
+      for (const t of lost) this.floors.set(t, this.feed.current);
+    }
+  }
+
+  changesSince(tenant: string, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
+    const r = this.feed.changesSince(tenant, since);
+    const floor = this.floors.get(tenant);
+    if (floor !== undefined && since !== null && since < floor) return { version: r.version, profileIds: null };
+    return r;
+  }
+}
+
+interface Pending {
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
+
+export interface WorkerStoreOptions extends EmbeddedStoreOptions {
+  /** Called once when the worker dies unexpectedly (every pending and later call rejects anyway). */
+  onCrash?: (err: Error) => void;
+}
+
+/**
+ * Starts the worker's entry file, next to this one: store-worker.js in dist; under the
+ * TypeScript sources (tests, `npm run dev`: `node --conditions=source --import tsx`),
+ * store-worker.ts. A worker inherits the execArgv (`--conditions=source` applies) but on
+ * Node 20 not tsx's loader hooks from `--import tsx`, so a small bootstrap registers tsx in
+ * the worker first, then imports the entry.
+ */
+function startWorker(workerData: unknown): Worker {
+  if (!import.meta.url.endsWith(".ts")) return new Worker(new URL("./store-worker.js", import.meta.url), { workerData });
+  const entry = new URL("./store-worker.ts", import.meta.url).href;
+  const tsx = import.meta.resolve("tsx/esm/api");
+  const bootstrap = `import(${JSON.stringify(tsx)}).then((api) => { api.register(); return import(${JSON.stringify(entry)}); });`;
+  return new Worker(bootstrap, { eval: true, workerData });
+}
+
+export class WorkerProfileStore implements ProfileStore {
+  readonly kind = "embedded" as const;
+  private readonly worker: Worker;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private readonly mirror = new FeedMirror();
+  /** Set once the worker died: every call rejects with it. */
+  private dead: Error | null = null;
+  private closing: Promise<void> | null = null;
+  private closed = false;
+  private refed = false;
+  private readonly ready: Promise<void>;
+
+  constructor(private readonly opts: WorkerStoreOptions) {
+    const { onCrash: _onCrash, ...storeOptions } = opts;
+    this.worker = startWorker({ options: storeOptions });
+    this.worker.unref();
+    let readyResolve!: () => void;
+    let readyReject!: (e: unknown) => void;
+    this.ready = new Promise<void>((res, rej) => { readyResolve = res; readyReject = rej; });
+    // Nobody may await `ready` (calls queue behind it in the worker anyway): never an unhandled rejection.
+    this.ready.catch(() => undefined);
+    this.worker.on("message", (m: WorkerReply) => {
+      if ("ready" in m) {
+        if (m.error !== undefined) {
+          const err = fromWire(m.error);
+          readyReject(err);
+          this.fail(err, false);
+        } else readyResolve();
+        return;
+      }
+      if (m.feed !== undefined) this.mirror.apply(m.feed);
+      const p = this.pending.get(m.id);
+      if (p === undefined) return;
+      this.pending.delete(m.id);
+      this.updateRef();
+      if (m.ok) p.resolve(m.value);
+      else p.reject(fromWire(m.error));
+    });
+    this.worker.on("error", (err) => {
+      readyReject(err);
+      this.fail(err, true);
+    });
+    this.worker.on("messageerror", (err) => this.fail(err, true));
+    this.worker.on("exit", (code) => {
+      const err = new Error(`the worker thread exited (code ${code})`);
+      readyReject(err);
+      if (!this.closed) this.fail(err, true);
+    });
+  }
+
+  /** Diagnostics of the worker (tests): scan cursors it holds open. */
+  workerStats(): Promise<{ openCursors: number }> {
+    return this.call("workerStats", []);
+  }
+
+  /** Resolves once the worker has opened the store (rejects when it could not). Calls need not wait for it. */
+  whenReady(): Promise<void> {
+    return this.ready;
+  }
+
+  private fail(cause: Error, crash: boolean): void {
+    if (this.dead !== null) return;
+    this.dead = new Error(`profile store worker failed (${this.opts.path}): ${cause.message}`, { cause });
+    for (const p of this.pending.values()) p.reject(this.dead);
+    this.pending.clear();
+    this.updateRef();
+    if (crash) this.opts.onCrash?.(this.dead);
+    if (!this.closed) void this.worker.terminate().catch(() => undefined);
+  }
+
+  private updateRef(): void {
+    const want = this.pending.size > 0;
+    if (want === this.refed) return;
+    this.refed = want;
+    if (want) this.worker.ref();
+    else this.worker.unref();
+  }
+
+  private call<T>(method: string, args: unknown[], internal = false): Promise<T> {
+    if (this.dead !== null) return Promise.reject(this.dead);
+    if (this.closing !== null && !internal) return Promise.reject(new Error("profile store is closed"));
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.updateRef();
+      try {
+        this.worker.postMessage({ id, method, args } satisfies WorkerCall);
+      } catch (err) {
+        // Arguments that cannot be cloned (a function, a symbol…): this call fails alone.
+        this.pending.delete(id);
+        this.updateRef();
+        reject(err);
+      }
+    });
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      // Drain: every call already made settles first (writes commit), then the store closes in the worker.
+      await Promise.allSettled([...this.pending.values()].map((p) => new Promise<void>((res) => {
+        const { resolve, reject } = p;
+        p.resolve = (v) => { resolve(v); res(); };
+        p.reject = (e) => { reject(e); res(); };
+      })));
+      try {
+        if (this.dead === null) await this.call<void>("close", [], true);
+      } finally {
+        this.closed = true;
+        await this.worker.terminate();
+      }
+    })();
+    return this.closing;
+  }
+
+  // ---- datasets ---------------------------------------------------------------
+
+  createDataset(scope: TenantScope, input: DatasetInput, now: number): Promise<Dataset> {
+    return this.call("createDataset", [scope, input, now]);
+  }
+  getDataset(scope: TenantScope, id: string): Promise<Dataset | null> {
+    return this.call("getDataset", [scope, id]);
+  }
+  listDatasets(scope: TenantScope, opts?: { limit?: number; start?: number }): Promise<Dataset[]> {
+    return this.call("listDatasets", [scope, opts]);
+  }
+  deleteDataset(scope: TenantScope, id: string): Promise<DeleteCounts | null> {
+    return this.call("deleteDataset", [scope, id]);
+  }
+
+  // ---- ingestion --------------------------------------------------------------
+
+  append(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions): Promise<AppendResult> {
+    return this.call("append", [scope, datasetId, wireRecords(records), opts]);
+  }
+  createBatch(scope: TenantScope, datasetId: string, now: number): Promise<IngestBatch> {
+    return this.call("createBatch", [scope, datasetId, now]);
+  }
+  getBatch(scope: TenantScope, id: string): Promise<IngestBatch | null> {
+    return this.call("getBatch", [scope, id]);
+  }
+  listBatches(scope: TenantScope, opts?: { datasetId?: string; limit?: number }): Promise<IngestBatch[]> {
+    return this.call("listBatches", [scope, opts]);
+  }
+  setBatchStatus(scope: TenantScope, id: string, status: IngestBatchStatus, now: number): Promise<IngestBatch> {
+    return this.call("setBatchStatus", [scope, id, status, now]);
+  }
+  stageBatchRecords(scope: TenantScope, batchId: string, records: readonly ValidRecord[], opts: StageOptions): Promise<{ staged: number }> {
+    return this.call("stageBatchRecords", [scope, batchId, wireRecords(records), opts]);
+  }
+  completeBatch(scope: TenantScope, batchId: string, opts: CompleteOptions): Promise<CompletedBatch> {
+    return this.call("completeBatch", [scope, batchId, opts]);
+  }
+  abortBatch(scope: TenantScope, batchId: string, now: number): Promise<IngestBatch> {
+    return this.call("abortBatch", [scope, batchId, now]);
+  }
+
+  // ---- identities and profiles ------------------------------------------------
+
+  findProfileId(scope: TenantScope, identity: Identity): Promise<string | null> {
+    return this.call("findProfileId", [scope, identity]);
+  }
+  graphIdentities(scope: TenantScope, profileId: string): Promise<Identity[]> {
+    return this.call("graphIdentities", [scope, profileId]);
+  }
+  getProfile(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null> {
+    return this.call("getProfile", [scope, identity, policy]);
+  }
+  getEvents(scope: TenantScope, identity: Identity, policy: MergePolicySpec, query?: EventQuery): Promise<EventPage> {
+    return this.call("getEvents", [scope, identity, policy, query]);
+  }
+  countProfiles(scope: TenantScope): Promise<number> {
+    return this.call("countProfiles", [scope]);
+  }
+
+  scanProfiles(scope: TenantScope, policy: MergePolicySpec, opts?: ScanOptions): AsyncIterable<ScannedProfile[]> {
+    return { [Symbol.asyncIterator]: () => this.scan(scope, policy, opts) };
+  }
+
+  /**
+   * One cursor in the worker per iteration, opened on the first `next()`. The next chunk is
+   * requested as soon as one arrives (the worker reads it while the caller works on this one);
+   * ending early closes the cursor.
+   */
+  private async *scan(scope: TenantScope, policy: MergePolicySpec, opts: ScanOptions | undefined): AsyncGenerator<ScannedProfile[]> {
+    type Step = { done: boolean; value?: ScannedProfile[] };
+    const cursor = await this.call<number>("scanOpen", [scope, policy, opts]);
+    let finished = false;
+    let ahead: Promise<Step> | null = null;
+    try {
+      ahead = this.call<Step>("scanNext", [cursor]);
+      for (;;) {
+        const step = await ahead;
+        ahead = null;
+        if (step.done) {
+          finished = true;
+          return;
+        }
+        ahead = this.call<Step>("scanNext", [cursor]);
+        // A prefetch that fails surfaces at the next step; never unhandled in the meantime.
+        ahead.catch(() => undefined);
+        yield step.value!;
+      }
+    } finally {
+      if (!finished) {
+        if (ahead !== null) await ahead.catch(() => undefined);
+        // The worker drops a cursor that ended or failed by itself; closing it again is a no-op.
+        await this.call("scanClose", [cursor], true).catch(() => undefined);
+      }
+    }
+  }
+
+  // ---- memberships --------------------------------------------------------------
+
+  applyMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]> {
+    return this.call("applyMembershipChanges", [scope, changes]);
+  }
+  getMemberships(scope: TenantScope, profileId: string): Promise<Membership[]> {
+    return this.call("getMemberships", [scope, profileId]);
+  }
+  listMembers(scope: TenantScope, definitionId: string, opts?: { status?: MembershipStatus; limit?: number; afterProfileId?: string }): Promise<Membership[]> {
+    return this.call("listMembers", [scope, definitionId, opts]);
+  }
+  countMembers(scope: TenantScope, definitionId: string): Promise<{ realized: number; exited: number }> {
+    return this.call("countMembers", [scope, definitionId]);
+  }
+  listTransitions(scope: TenantScope, query?: TransitionQuery): Promise<MembershipTransition[]> {
+    return this.call("listTransitions", [scope, query]);
+  }
+  listMemberIds(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<string[]> {
+    return this.call("listMemberIds", [scope, definitionId, status]);
+  }
+
+  // ---- change feed --------------------------------------------------------------
+
+  changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
+    return this.mirror.changesSince(tenantKey(scope), since);
+  }
+
+  // ---- data lifecycle -------------------------------------------------------------
+
+  deleteByIdentities(scope: TenantScope, identities: readonly Identity[], datasets: readonly string[] | "ALL"): Promise<DeleteCounts> {
+    return this.call("deleteByIdentities", [scope, identities, datasets]);
+  }
+  deleteDatasetRecords(scope: TenantScope, datasetId: string): Promise<DeleteCounts> {
+    return this.call("deleteDatasetRecords", [scope, datasetId]);
+  }
+  updateFields(scope: TenantScope, update: FieldUpdate): Promise<{ updated: number; profileIds: string[] }> {
+    return this.call("updateFields", [scope, update]);
+  }
+}
