@@ -82,3 +82,29 @@ export class ChangeFeed {
 export function tenantKey(scope: { orgId: string; sandboxName: string }): string {
   return `${scope.orgId}\u0000${scope.sandboxName}`;
 }
+
+/**
+ * Adds profiles a running write job touches to `touching` (per tenant id); null when no job is
+ * collecting. Stores keep them only if the job's savepoint and the group commit hold.
+ */
+export function touchProfiles(touching: Map<number, Set<number>> | null, tid: number, pids: Iterable<number>): void {
+  if (touching === null) return;
+  let set = touching.get(tid);
+  if (set === undefined) {
+    set = new Set();
+    touching.set(tid, set);
+  }
+  for (const p of pids) set.add(p);
+}
+
+/** Records committed changes (per tenant id) in the feed under each tenant's key. */
+export function recordTouched(feed: ChangeFeed, touched: ReadonlyMap<number, ReadonlySet<number>>, keyOf: (tid: number) => string | undefined): void {
+  if (touched.size === 0) return;
+  const byTenant = new Map<string, Set<string>>();
+  for (const [tid, pids] of touched) {
+    const key = keyOf(tid);
+    if (key === undefined) continue;
+    byTenant.set(key, new Set([...pids].map(String)));
+  }
+  feed.record(byTenant);
+}

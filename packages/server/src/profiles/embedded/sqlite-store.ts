@@ -17,7 +17,7 @@
 import { settleGroup, type WriteOutcome } from "../group-commit.js";
 import Database from "better-sqlite3";
 import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
-import { ChangeFeed, tenantKey } from "../change-feed.js";
+import { ChangeFeed, tenantKey, recordTouched, touchProfiles } from "../change-feed.js";
 import { decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
 import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, parseBody, planMembershipChanges, toMembership, type GraphRows, type MembershipRow, type StoredStatuses } from "../scan-assembly.js";
@@ -252,24 +252,11 @@ export class EmbeddedProfileStore implements ProfileStore {
 
   /** Notes profiles whose data the running write job changes (kept only if its savepoint and the group commit). */
   private touch(tid: number, pids: Iterable<number>): void {
-    if (this.touching === null) return;
-    let set = this.touching.get(tid);
-    if (set === undefined) {
-      set = new Set();
-      this.touching.set(tid, set);
-    }
-    for (const p of pids) set.add(p);
+    touchProfiles(this.touching, tid, pids);
   }
 
   private recordFeed(touched: ReadonlyMap<number, ReadonlySet<number>>): void {
-    if (touched.size === 0) return;
-    const byTenant = new Map<string, Set<string>>();
-    for (const [tid, pids] of touched) {
-      const key = this.tidKeys.get(tid);
-      if (key === undefined) continue;
-      byTenant.set(key, new Set([...pids].map(String)));
-    }
-    this.feed.record(byTenant);
+    recordTouched(this.feed, touched, (tid) => this.tidKeys.get(tid));
   }
 
   changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
