@@ -17,35 +17,15 @@ import type { CmpOp, Expr, Query } from "../ast.js";
 import { compile } from "../compile.js";
 import { fieldPath } from "../runtime/patterns.js";
 import { STRING_PREDICATES } from "../runtime/builtins.js";
+import { GLOBAL_FUNCTIONS, PLAIN_METHODS } from "../runtime/prepare.js";
 import { coerceLiteral, toBoolean } from "../runtime/values.js";
 import { mayBeUndecided, pathAccess, undecided, type PathAccess } from "./access.js";
 import type { KernelBuilder } from "./kernel.js";
 import type { ColumnarTable } from "./layout.js";
 
 const CMP = new Set(["=", "!=", "<", "<=", ">", ">="]);
-/** Methods that are pure functions of receiver and arguments (no item context, no profile). */
-const PURE_METHODS = new Set([
-  ...STRING_PREDICATES,
-  "matches",
-  "regexGroup",
-  "isNull",
-  "isNotNull",
-  "intersects",
-  "intersection",
-  "subsetOf",
-  "supersetOf",
-  "includes",
-  "distinct",
-  "head",
-  "count",
-  "get",
-  "keys",
-  "values",
-  "getMonth",
-  "getYear",
-  "getDayOfMonth",
-]);
-const PURE_CALLS = new Set(["date", "currentMonth", "currentYear", "currentDayOfMonth", "if"]);
+/** Global functions that are pure functions of their arguments (inSegment reads the profile; mapEntry builds items). */
+const PURE_CALLS: ReadonlySet<string> = new Set([...GLOBAL_FUNCTIONS].filter((n) => n !== "inSegment" && n !== "mapEntry"));
 
 /**
  * The one path an expression reads (null: none, a constant), or undefined when
@@ -77,7 +57,7 @@ export function singlePath(e: Expr): string[] | null | undefined {
         else visit(n.object);
         return;
       case "Method":
-        if (!PURE_METHODS.has(n.name)) ok = false;
+        if (!PLAIN_METHODS.has(n.name)) ok = false;
         else [n.receiver, ...n.args].forEach(visit);
         return;
       case "Call":

@@ -33,7 +33,8 @@ export const GLOBAL_FUNCTIONS = new Set([
   "mapEntry",
 ]);
 
-const PLAIN_METHODS = new Set([
+/** Methods that are functions of their receiver and arguments only (no item context, no profile). */
+export const PLAIN_METHODS: ReadonlySet<string> = new Set([
   ...STRING_PREDICATES,
   "intersects",
   "intersection",
