@@ -89,40 +89,28 @@ export function eventTimeCondition(b: OccursBounds): EventNode {
 
 /** Both conditions (`a` null: every event). */
 export function andEvents(a: EventNode | null, b: EventNode): EventNode {
-  return a === null ? b : new EventAnd([a, b]);
+  return a === null ? b : new EventCombine("and", [a, b]);
 }
 
-class EventAnd implements EventNode {
-  constructor(private readonly parts: EventNode[]) {}
+/** Events meeting all (`and`) or any (`or`) of the parts: one pass per part, combined bytewise. */
+class EventCombine implements EventNode {
+  constructor(
+    private readonly op: "and" | "or",
+    private readonly parts: EventNode[],
+  ) {}
   kernel(run: RunContext, k: KernelBuilder): string {
-    return `(${this.parts.map((p) => p.kernel(run, k)).join(" & ")})`;
+    return `(${this.parts.map((p) => p.kernel(run, k)).join(this.op === "and" ? " & " : " | ")})`;
   }
   prepare(run: RunContext): Filler {
     const [first, ...rest] = this.parts.map((p) => p.prepare(run));
     const tmp = run.eventScratch(this);
+    const and = this.op === "and";
     return (lo, hi, out) => {
       first!(lo, hi, out);
       for (const f of rest) {
         f(lo, hi, tmp);
-        for (let r = lo; r < hi; r++) out[r]! &= tmp[r]!;
-      }
-    };
-  }
-}
-
-class EventOr implements EventNode {
-  constructor(private readonly parts: EventNode[]) {}
-  kernel(run: RunContext, k: KernelBuilder): string {
-    return `(${this.parts.map((p) => p.kernel(run, k)).join(" | ")})`;
-  }
-  prepare(run: RunContext): Filler {
-    const [first, ...rest] = this.parts.map((p) => p.prepare(run));
-    const tmp = run.eventScratch(this);
-    return (lo, hi, out) => {
-      first!(lo, hi, out);
-      for (const f of rest) {
-        f(lo, hi, tmp);
-        for (let r = lo; r < hi; r++) out[r]! |= tmp[r]!;
+        if (and) for (let r = lo; r < hi; r++) out[r]! &= tmp[r]!;
+        else for (let r = lo; r < hi; r++) out[r]! |= tmp[r]!;
       }
     };
   }
@@ -155,7 +143,7 @@ export function planEventCondition(e: Expr, now: number): EventNode | null {
   if (e.type === "Binary" && (e.op === "and" || e.op === "or")) {
     const parts = flatten(e, e.op, []).map((x) => planEventCondition(x, now));
     if (parts.some((p) => p === null)) return null;
-    return e.op === "and" ? new EventAnd(parts as EventNode[]) : new EventOr(parts as EventNode[]);
+    return new EventCombine(e.op, parts as EventNode[]);
   }
   if (e.type === "Not") {
     const inner = planEventCondition(e.operand, now);

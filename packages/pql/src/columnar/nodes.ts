@@ -146,18 +146,27 @@ export class ProfileLeaf implements ProfileNode {
   }
 }
 
-export class AndNode implements ProfileNode {
+/**
+ * and/or over parts. Columnar parts come first (stable order): the row fallback of the
+ * others then sees only the rows the columnar parts left undecided.
+ */
+abstract class Connective implements ProfileNode {
   readonly columnar: boolean;
   readonly reason?: string;
-  private readonly parts: ProfileNode[];
+  protected readonly parts: ProfileNode[];
 
   constructor(parts: ProfileNode[]) {
-    // Columnar conjuncts first (stable): the row fallback then sees only their survivors.
     this.parts = [...parts.filter((p) => p.columnar), ...parts.filter((p) => !p.columnar)];
     this.columnar = parts.every((p) => p.columnar);
     const r = parts.find((p) => !p.columnar)?.reason;
     if (r !== undefined) this.reason = r;
   }
+
+  abstract kernel(run: RunContext, k: KernelBuilder): string | null;
+  abstract eval(run: RunContext, cand: Uint8Array | null, out: Uint8Array): void;
+}
+
+export class AndNode extends Connective {
 
   kernel(run: RunContext, k: KernelBuilder): string | null {
     const ks = kernels(this.parts, run, k);
@@ -176,17 +185,7 @@ export class AndNode implements ProfileNode {
   }
 }
 
-export class OrNode implements ProfileNode {
-  readonly columnar: boolean;
-  readonly reason?: string;
-  private readonly parts: ProfileNode[];
-
-  constructor(parts: ProfileNode[]) {
-    this.parts = [...parts.filter((p) => p.columnar), ...parts.filter((p) => !p.columnar)];
-    this.columnar = parts.every((p) => p.columnar);
-    const r = parts.find((p) => !p.columnar)?.reason;
-    if (r !== undefined) this.reason = r;
-  }
+export class OrNode extends Connective {
 
   kernel(run: RunContext, k: KernelBuilder): string | null {
     const ks = kernels(this.parts, run, k);
