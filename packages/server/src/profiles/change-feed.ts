@@ -108,3 +108,12 @@ export function recordTouched(feed: ChangeFeed, touched: ReadonlyMap<number, Rea
   }
   feed.record(byTenant);
 }
+
+/** Adds one job's touched profiles (per tenant id) to the group's, once the job's savepoint held. */
+export function mergeTouched(into: Map<number, Set<number>>, from: ReadonlyMap<number, Set<number>>): void {
+  for (const [tid, pids] of from) {
+    const all = into.get(tid);
+    if (all === undefined) into.set(tid, pids);
+    else for (const p of pids) all.add(p);
+  }
+}

@@ -17,7 +17,7 @@
 import { settleGroup, type WriteOutcome } from "../group-commit.js";
 import Database from "better-sqlite3";
 import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
-import { ChangeFeed, tenantKey, recordTouched, touchProfiles } from "../change-feed.js";
+import { ChangeFeed, tenantKey, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
 import { decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
 import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, parseBody, planMembershipChanges, toMembership, type GraphRows, type MembershipRow, type StoredStatuses } from "../scan-assembly.js";
@@ -209,11 +209,7 @@ export class EmbeddedProfileStore implements ProfileStore {
           try {
             // A nested transaction is a savepoint: a failing job rolls back alone.
             outcomes.push({ ok: true, value: this.db.transaction(job.run)() });
-            for (const [tid, pids] of this.touching) {
-              const all = touched.get(tid);
-              if (all === undefined) touched.set(tid, pids);
-              else for (const p of pids) all.add(p);
-            }
+            mergeTouched(touched, this.touching);
           } catch (error) {
             outcomes.push({ ok: false, error });
           } finally {

@@ -7,7 +7,7 @@ import { settleGroup, type WriteOutcome } from "../group-commit.js";
 import { withDefaultUser } from "../../platform/pg-url.js";
 import pg from "pg";
 import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
-import { ChangeFeed, tenantKey, recordTouched, touchProfiles } from "../change-feed.js";
+import { ChangeFeed, tenantKey, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
 import { decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
 import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, planMembershipChanges, toMembership, type GraphRows, type MembershipRow, type StoredStatuses } from "../scan-assembly.js";
@@ -230,11 +230,7 @@ export class PostgresProfileStore implements ProfileStore {
             const value = await job.run(c, job.tid);
             await c.query("RELEASE SAVEPOINT write");
             outcomes.push({ ok: true, value });
-            for (const [tid, pids] of this.touching) {
-              const all = touched.get(tid);
-              if (all === undefined) touched.set(tid, pids);
-              else for (const p of pids) all.add(p);
-            }
+            mergeTouched(touched, this.touching);
           } catch (error) {
             await c.query("ROLLBACK TO SAVEPOINT write");
             outcomes.push({ ok: false, error });
