@@ -4,9 +4,11 @@
  *   npm run bench:edge            (= node --conditions=source --import tsx bench/edge.ts)
  *   options: --profiles 100000 --definitions 150 --connections 32 --seconds 10
  *   hub forwarding queue: --flush-ms 25 --max-batch 2000 --max-queue 20000
+ *   forwarder's share of an event-loop turn: --turn-budget-ms 2 (Infinity = a batch handed over in one turn)
  *   the hub on PostgreSQL (throw-away schema): --hub-url postgres://127.0.0.1:5432/test
  *   in-process profile of the handler (no HTTP, no load client):
  *     node --cpu-prof --conditions=source --import tsx bench/edge.ts --inprocess 60000
+ *   CPU profiles of the server during the runs: --profile-out edge.cpuprofile --profile-bare-out bare.cpuprofile
  *
  * The bench process starts the service (edge interact on the embedded stores,
  * 150 edge definitions of every query type, 100,000 profiles in the hub,
@@ -15,8 +17,11 @@
  * autocannon with a random known profile and event type per request. Both
  * endpoints are measured in the same run with the same client settings; the
  * ratio edge/bare is printed with the figures, with the load average, the
- * event-loop delay of the server process during the edge run (how long hub
- * batch writes block it) and the hub forwarder's queue figures.
+ * event-loop delay of the server process during the edge run (how late its
+ * loop ran, beyond the sampling period: hub batch hand-overs, GC pauses, and
+ * the thread losing its core), the CPU each server thread used (event loop,
+ * the embedded hub's worker, V8's GC helpers: on a small machine they compete
+ * with each other and with the load client) and the hub forwarder's queue figures.
  */
 import { rmSync, writeFileSync } from "node:fs";
 import inspector from "node:inspector";
@@ -24,6 +29,7 @@ import os from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
+import { cpuDelta, threadCpu } from "./lib/thread-cpu.js";
 import { parseArgs } from "node:util";
 import Fastify from "fastify";
 import type { ProfileStore } from "../packages/server/src/profiles/store.js";
@@ -38,6 +44,8 @@ const { values: args } = parseArgs({
     seconds: { type: "string", default: "10" },
     inprocess: { type: "string", default: "0" },
     "profile-out": { type: "string", default: "" },
+    // A CPU profile of the server during the bare run (to compare per-request costs such as writev).
+    "profile-bare-out": { type: "string", default: "" },
     "hub-url": { type: "string", default: "" },
     // The embedded hub on the main thread instead of its worker thread (the server's default).
     "direct-store": { type: "boolean", default: false },
@@ -45,6 +53,9 @@ const { values: args } = parseArgs({
     "flush-ms": { type: "string", default: "25" },
     "max-batch": { type: "string", default: "2000" },
     "max-queue": { type: "string", default: "20000" },
+    // The forwarder's share of an event-loop turn when it hands a batch to the store (default of
+    // hub-forwarder.ts; --turn-budget-ms Infinity hands a batch over in one turn, as before: A/B runs).
+    "turn-budget-ms": { type: "string", default: "2" },
   },
 });
 
@@ -70,8 +81,7 @@ function post(session: inspector.Session, method: string): Promise<unknown> {
 }
 
 /** With `--profile-out file`, a CPU profile of this process between start and stop (not of the set-up). */
-async function startProfiler(): Promise<{ stop(what: string): Promise<void> }> {
-  const file = args["profile-out"];
+async function startProfiler(file = args["profile-out"]): Promise<{ stop(what: string): Promise<void> }> {
   if (!file) return { async stop() {} };
   const session = new inspector.Session();
   session.connect();
@@ -173,7 +183,12 @@ async function runBench(): Promise<void> {
       hub,
       clock,
       bus,
-      forwarder: { flushIntervalMs: Number(args["flush-ms"]), maxBatch: Number(args["max-batch"]), maxQueue: Number(args["max-queue"]) },
+      forwarder: {
+        flushIntervalMs: Number(args["flush-ms"]),
+        maxBatch: Number(args["max-batch"]),
+        maxQueue: Number(args["max-queue"]),
+        turnBudgetMs: Number(args["turn-budget-ms"]),
+      },
       onError: (err) => console.error("realtime error:", err),
     });
     const ds = await rt.datastreams.create(tenant, { name: "bench", eventDatasetId: "edge-events" });
@@ -200,6 +215,7 @@ async function runBench(): Promise<void> {
       const YIELD_EVERY = 32;
       const profiler = await startProfiler();
       let refused = 0;
+      const cpuBefore = threadCpu();
       const t = performance.now();
       for (let i = 0; i < inprocess; i++) {
         const type = Math.random() < 0.2 ? "web.webpagedetails.pageViews" : `type.${Math.floor(Math.random() * EVENT_TYPES)}`;
@@ -220,6 +236,8 @@ async function runBench(): Promise<void> {
       const f0 = performance.now();
       await rt.flush();
       const flushMs = performance.now() - f0;
+      const cpuAfter = threadCpu();
+      console.log(`CPU by thread (handler loop and flush): ${cpuDelta(cpuBefore, cpuAfter)}; main thread ${(((cpuAfter.get("main") ?? 0) - (cpuBefore.get("main") ?? 0)) * 1e6 / inprocess).toFixed(0)} µs per call`);
       await profiler.stop("the loop");
       console.log(`in process: ${inprocess} interact calls in ${handlerMs.toFixed(0)} ms (${((handlerMs * 1000) / inprocess).toFixed(1)} µs per call, hub writes interleaved, ${refused} refused and retried); backlog flushed in ${flushMs.toFixed(0)} ms; forwarder ${JSON.stringify(rt.forwarder.stats)}; load average ${loadAverage()}`);
       await app.close();
@@ -233,17 +251,25 @@ async function runBench(): Promise<void> {
     }
     await rt.flush();
 
-    console.log(`load average before the runs: ${loadAverage()} (${os.cpus().length} cores); hub: ${hubUrl ? "PostgreSQL" : args["direct-store"] === true ? "embedded SQLite (main thread)" : "embedded SQLite (worker thread)"}; hub queue: flush every ${args["flush-ms"]} ms or ${args["max-batch"]} items, at most ${args["max-queue"]} waiting`);
+    console.log(`load average before the runs: ${loadAverage()} (${os.cpus().length} cores); hub: ${hubUrl ? "PostgreSQL" : args["direct-store"] === true ? "embedded SQLite (main thread)" : "embedded SQLite (worker thread)"}; hub queue: flush every ${args["flush-ms"]} ms or ${args["max-batch"]} items, at most ${args["max-queue"]} waiting, handed to the store ${args["turn-budget-ms"]} ms per turn at most`);
+    const bareProfiler = await startProfiler(args["profile-bare-out"]);
     const bareResult = await load(`${bareUrl}/bare`);
+    await bareProfiler.stop("the server during the bare run");
     const statsBefore = { ...rt.forwarder.stats };
-    const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+    // monitorEventLoopDelay records the whole interval between its timer's runs, the timer's own
+    // period included: a loop that never blocks reads ≈ the resolution. The figures printed are
+    // the excess over the period (how long the loop was late), sampled every millisecond.
+    const LOOP_RESOLUTION_MS = 1;
+    const loopDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
     let peakQueue = 0;
     const sampler = setInterval(() => {
       peakQueue = Math.max(peakQueue, rt.forwarder.pending);
     }, 5);
     loopDelay.enable();
     const profiler = await startProfiler();
+    const cpuBefore = threadCpu();
     const edgeResult = await load(`${edgeUrl}/ee/v2/interact?dataStreamId=${ds.id}`);
+    const cpuAfter = threadCpu();
     await profiler.stop("the server during the edge run");
     loopDelay.disable();
     clearInterval(sampler);
@@ -251,6 +277,9 @@ async function runBench(): Promise<void> {
     const flushStart = performance.now();
     await rt.flush();
     const flushMs = performance.now() - flushStart;
+    // Read again once the backlog is written: a hub that falls behind does part of the run's
+    // work after it, which the reading at the end of the load leaves out.
+    const cpuFlushed = threadCpu();
     const transitions = await hub.listTransitions(scope, { sources: ["edge"], limit: 10_000_000 });
     const st = rt.forwarder.stats;
     const batches = st.batches - statsBefore.batches;
@@ -265,8 +294,19 @@ async function runBench(): Promise<void> {
     console.log("");
     console.log(`ratio edge/bare: ${ratio.toFixed(2)} (target >= 0.4); edge: ${edgeResult.rps >= 5000 ? "meets" : "MISSES"} 5,000 req/s, p99 ${edgeResult.p99 <= 10 ? "meets" : "MISSES"} 10 ms`);
     console.log(`load average after the edge run: ${loadAfter}`);
-    const ms = (ns: number) => (ns / 1e6).toFixed(1);
-    console.log(`server event-loop delay during the edge run: p50 ${ms(loopDelay.percentile(50))} ms, p99 ${ms(loopDelay.percentile(99))} ms, max ${ms(loopDelay.max)} ms`);
+    console.log(`server CPU by thread during the edge run (${args.seconds} s): ${cpuDelta(cpuBefore, cpuAfter)}`);
+    // Per request, the figure to compare between runs on a shared machine (req/s moves with the
+    // other load; the CPU a request costs each thread much less). The busiest other thread is the
+    // hub store's worker (embedded SQLite), which writes every forwarded event and transition.
+    const perRequest = (after: Map<string, number>): string => {
+      const used = [...after].map(([name, s]) => [name, s - (cpuBefore.get(name) ?? 0)] as const).sort((a, b) => b[1] - a[1]);
+      const us = (s: number) => `${((s * 1e6) / Math.max(1, edgeResult.requests)).toFixed(0)} µs`;
+      const hubThread = used.find(([name]) => name !== "main");
+      return `main ${us(used.find(([name]) => name === "main")?.[1] ?? 0)}${hubThread ? `, ${hubThread[0]} (busiest other thread) ${us(hubThread[1])}` : ""}`;
+    };
+    console.log(`server CPU per edge request: during the run ${perRequest(cpuAfter)}; until the backlog was written ${perRequest(cpuFlushed)}`);
+    const late = (ns: number) => Math.max(0, ns / 1e6 - LOOP_RESOLUTION_MS).toFixed(1);
+    console.log(`server event-loop delay during the edge run (beyond the ${LOOP_RESOLUTION_MS} ms sampling period): p50 ${late(loopDelay.percentile(50))} ms, p99 ${late(loopDelay.percentile(99))} ms, max ${late(loopDelay.max)} ms`);
     console.log(`hub: ${edgeResult.requests} requests, ${forwarded} events forwarded in ${batches} batches (${batches > 0 ? (forwarded / batches).toFixed(0) : 0} per batch), peak queue ${peakQueue}, refused (503) ${st.refused - statsBefore.refused}, retries ${st.retries - statsBefore.retries}, dropped ${st.dropped - statsBefore.dropped}; ${transitions.length} edge transitions recorded; backlog flushed ${flushMs.toFixed(0)} ms after the load ended`);
     await app.close();
     await bare.close();

@@ -1,16 +1,17 @@
-// Bulk membership write benchmark: applyMembershipChanges with a million changes in
-// one call (one transaction), as a batch job writes them, with and without the
-// caller's previous status (`from`).
+// Bulk membership write benchmark: a million changes in one call (one transaction),
+// as a batch job writes them: applyMembershipChanges with and without the caller's
+// previous status (`from`), and applyMembershipSets (typed arrays per definition, the
+// batch jobs' path).
 //
 //   node --conditions=source --import tsx bench/memberships.ts \
 //     [--changes 1000000] [--store embedded|postgres] [--defs 10] \
 //     [--db bench/.data/memberships.db] [--sync full|normal] [--url postgres://127.0.0.1:5432/test]
 //
-// For each mode (without `from`, then with `from`) on a fresh store:
+// For each mode (without `from`, with `from`, sets) on a fresh store:
 //   round 1 "enter": every change realizes a new membership (all are transitions);
 //   round 2 "flip":  half of them exit, the other half stay realized (half are transitions).
-// Prints µs per change of each round (wall and this process's CPU time) and checks both
-// modes returned the same transitions.
+// Prints µs per change of each round (wall and this process's CPU time), checks the two
+// change modes returned the same transitions and that every mode left the same member counts.
 import { mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -18,7 +19,7 @@ import pg from "pg";
 import { withDefaultUser } from "../packages/server/src/platform/pg-url.js";
 import { EmbeddedProfileStore } from "../packages/server/src/profiles/embedded/sqlite-store.js";
 import { PostgresProfileStore } from "../packages/server/src/profiles/postgres/pg-store.js";
-import type { MembershipChange, ProfileStore } from "../packages/server/src/profiles/store.js";
+import type { MembershipChange, MembershipSet, ProfileStore } from "../packages/server/src/profiles/store.js";
 import type { MembershipTransition, TenantScope } from "../packages/server/src/profiles/types.js";
 
 const { values: args } = parseArgs({
@@ -68,6 +69,17 @@ function changes(round: "enter" | "flip", withFrom: boolean): MembershipChange[]
   return out;
 }
 
+/** The same rounds as sets: per definition, every profile enters; then the changes of even index exit. */
+function sets(round: "enter" | "flip"): MembershipSet[] {
+  const empty = () => new Float64Array(0);
+  return Array.from({ length: DEFS }, (_, d) => {
+    const lo = d * PROFILES, hi = Math.min(N, lo + PROFILES);
+    const ids = Float64Array.from({ length: Math.max(0, hi - lo) }, (_, k) => k + 1);
+    if (round === "enter") return { definitionId: `def-${d}`, entered: ids, reentered: empty(), exited: empty() };
+    return { definitionId: `def-${d}`, entered: empty(), reentered: empty(), exited: ids.filter((_, k) => (lo + k) % 2 === 0) };
+  });
+}
+
 function same(a: MembershipTransition[], b: MembershipTransition[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) {
@@ -78,29 +90,38 @@ function same(a: MembershipTransition[], b: MembershipTransition[]): boolean {
 }
 
 async function main(): Promise<void> {
-  console.log(`applyMembershipChanges: ${N} changes per call (${PROFILES} profiles × ${DEFS} definitions), store ${args.store}`);
+  console.log(`bulk membership writes: ${N} changes per call (${PROFILES} profiles × ${DEFS} definitions), store ${args.store}`);
   const results: Record<string, MembershipTransition[][]> = {};
-  for (const withFrom of [false, true]) {
-    const mode = withFrom ? "with from" : "without from";
+  const members: Record<string, string> = {};
+  for (const mode of ["without from", "with from", "sets"] as const) {
     const store = await freshStore();
     try {
       const list: MembershipTransition[][] = [];
       results[mode] = list;
       for (const round of ["enter", "flip"] as const) {
-        const batch = changes(round, withFrom);
+        // Built before the clock starts: the engine hands them over ready.
+        const input: { sets: MembershipSet[] } | { changes: MembershipChange[] } = mode === "sets" ? { sets: sets(round) } : { changes: changes(round, mode === "with from") };
         const t0 = process.hrtime.bigint();
         const c0 = process.cpuUsage();
-        const out = await store.applyMembershipChanges(SCOPE, batch);
+        let transitions: number;
+        if ("changes" in input) {
+          const out = await store.applyMembershipChanges(SCOPE, input.changes);
+          list.push(out);
+          transitions = out.length;
+        } else {
+          const counts = await store.applyMembershipSets(SCOPE, input.sets, { source: "batch", at: round === "enter" ? AT : AT + 1 });
+          transitions = counts.realized + counts.exited;
+        }
         const us = Number(process.hrtime.bigint() - t0) / 1000;
         const cpu = process.cpuUsage(c0);
-        list.push(out);
         // CPU time of this process too: on shared cores wall time also counts other processes' work
         // (for postgres it leaves out the server's).
         console.log(`  ${mode.padEnd(12)} ${round.padEnd(5)}: ${(us / N).toFixed(2)} µs/change wall, ${((cpu.user + cpu.system) / N).toFixed(2)} µs/change cpu `
-          + `(${(us / 1e6).toFixed(2)} s, ${out.length} transitions)`);
+          + `(${(us / 1e6).toFixed(2)} s, ${transitions} transitions)`);
       }
-      const counts = await store.countMembers(SCOPE, "def-0");
-      console.log(`  ${mode.padEnd(12)} def-0 members: ${counts.realized} realized, ${counts.exited} exited`);
+      const counts = await Promise.all(Array.from({ length: DEFS }, (_, d) => store.countMembers(SCOPE, `def-${d}`)));
+      members[mode] = JSON.stringify(counts);
+      console.log(`  ${mode.padEnd(12)} def-0 members: ${counts[0]!.realized} realized, ${counts[0]!.exited} exited`);
     } finally {
       await store.close();
     }
@@ -108,7 +129,9 @@ async function main(): Promise<void> {
   const a = results["without from"]!, b = results["with from"]!;
   const ok = a.every((t, i) => same(t, b[i]!));
   console.log(ok ? "  transitions identical with and without from" : "  MISMATCH: transitions differ with and without from");
-  if (!ok) process.exitCode = 1;
+  const sameMembers = members["sets"] === members["with from"] && members["with from"] === members["without from"];
+  console.log(sameMembers ? "  member counts identical in all modes" : "  MISMATCH: member counts differ between modes");
+  if (!ok || !sameMembers) process.exitCode = 1;
 }
 
 await main();

@@ -159,15 +159,6 @@ function isBoolNode(e: Expr): boolean {
   }
 }
 
-/** A specialised test for the common bounds shapes (a closed-open window), `inBounds` otherwise. */
-function boundsTest(b: OccursBounds): (t: number) => boolean {
-  if (b.empty) return () => false;
-  const { lower, upper } = b;
-  if (b.exclude === undefined && lower !== undefined && upper !== undefined && b.lowerInclusive && !b.upperInclusive)
-    return (t) => t >= lower && t < upper;
-  return (t) => inBounds(t, b);
-}
-
 class Compiler {
   bool(e: Expr, sc: Scope): BoolFn {
     const f = this.expr(e, sc);
@@ -597,14 +588,25 @@ class Compiler {
     const refs = tailRefs(tail);
     if (refs.every((r) => r.type === "TimeWord" || r.type === "RelPeriod")) {
       const kw = refs as Extract<Expr, { type: "TimeWord" | "RelPeriod" }>[];
+      // The bounds of the last `now` seen, kept as plain values: `now` changes with nearly every
+      // request, and a test closure per change was garbage on every request.
       let cachedNow = NaN;
-      let test: (t: number) => boolean = () => false;
+      let bounds: OccursBounds | null = null;
+      let window = false;
+      let lower = 0;
+      let upper = 0;
       return (s, t) => {
         if (s.now !== cachedNow) {
-          test = boundsTest(boundsFromSpans(tail, kw.map((r) => resolveTimeRef(r, s.now))));
+          const b = boundsFromSpans(tail, kw.length === 1 ? [resolveTimeRef(kw[0]!, s.now)] : kw.map((r) => resolveTimeRef(r, s.now)));
+          // The common shape, a closed-open window, is tested inline; anything else by inBounds.
+          window = !b.empty && b.exclude === undefined && b.lower !== undefined && b.upper !== undefined && b.lowerInclusive && !b.upperInclusive;
+          lower = b.lower ?? 0;
+          upper = b.upper ?? 0;
+          bounds = b;
           cachedNow = s.now;
         }
-        return test(t);
+        if (window) return t >= lower && t < upper;
+        return inBounds(t, bounds!);
       };
     }
     const spanFns = refs.map((r): ((s: State) => TimeSpan | null) => {
@@ -643,27 +645,54 @@ class Compiler {
       when: st.when ? this.tail(st.when, sc) : null,
       where: st.where ? this.bool(st.where, sc) : null,
     }));
+    // The events and their times, in two arrays kept by the closure and reused by every call
+    // (chains run for every profile and request; a pair object per event was most of their
+    // garbage). A nested call of the same chain, should one happen, gets arrays of its own.
+    const scratchEvents: unknown[] = [];
+    const scratchTimes: number[] = [];
+    let busy = false;
     return (s) => {
       const src = source(s);
       if (!Array.isArray(src)) return false;
-      const events: { ev: unknown; t: number }[] = [];
+      const own = !busy;
+      const evs = own ? scratchEvents : [];
+      const ts = own ? scratchTimes : [];
+      let n = 0;
+      // Events usually arrive in time order: sort only when they do not (a sort with a
+      // comparator allocates a work copy on every call).
+      let sorted = true;
+      let last = -Infinity;
       for (const item of src) {
         let v: unknown = item;
         for (const p of path) v = member(v, p);
         const t = toInstant(v);
-        if (t !== null) events.push({ ev: item, t });
+        if (t === null) continue;
+        if (t >= last) last = t;
+        else sorted = false; // also NaN: left to the sort, as before
+        evs[n] = item;
+        ts[n] = t;
+        n++;
       }
-      events.sort((a, b) => a.t - b.t);
+      if (!sorted) {
+        const pairs: { ev: unknown; t: number }[] = [];
+        for (let k = 0; k < n; k++) pairs.push({ ev: evs[k], t: ts[k]! });
+        pairs.sort((a, b) => a.t - b.t);
+        for (let k = 0; k < n; k++) {
+          evs[k] = pairs[k]!.ev;
+          ts[k] = pairs[k]!.t;
+        }
+      }
       let pos = -Infinity;
       let i = 0;
       const d = ++s.depth;
+      if (own) busy = true;
       try {
         for (const st of steps) {
           let found = 0;
-          while (i < events.length && events[i]!.t <= pos) i++;
-          for (; i < events.length && found < st.need; i++) {
-            const { ev, t } = events[i]!;
-            s.items[d] = ev;
+          while (i < n && ts[i]! <= pos) i++;
+          for (; i < n && found < st.need; i++) {
+            const t = ts[i]!;
+            s.items[d] = evs[i];
             if (!st.what(s)) continue;
             if (st.when && !st.when(s, t)) continue;
             if (st.where && !st.where(s)) continue;
@@ -674,6 +703,11 @@ class Compiler {
         return true;
       } finally {
         s.depth--;
+        if (own) {
+          busy = false;
+          // Hold no event past the call.
+          for (let k = 0; k < n; k++) evs[k] = undefined;
+        }
       }
     };
   }

@@ -163,7 +163,10 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
     assert.equal(def.name, "Recent purchasers");
     assert.equal(def.expression.value, TWO_HOURS);
     assert.equal(def.evaluationInfo.synchronous.enabled, true);
-    assert.equal(await page.getByTestId("method").getByText("Edge", { exact: true }).count(), 1);
+    // The address changes before the details view has fetched and rendered the audience.
+    const edgeBadge = page.getByTestId("method").getByText("Edge", { exact: true });
+    await edgeBadge.waitFor({ timeout: TIMEOUT });
+    assert.equal(await edgeBadge.count(), 1);
     await page.getByTestId("total-qualified").waitFor({ timeout: TIMEOUT });
     assert.equal(await page.getByTestId("total-qualified").innerText(), "0");
     assert.equal(await page.getByTestId("new-audience-updated").innerText(), "0");

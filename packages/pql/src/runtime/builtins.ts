@@ -347,15 +347,23 @@ export function inSegment(profile: unknown, id: unknown): boolean {
   if (typeof id !== "string") return false;
   const sm = isRecord(profile) ? profile["segmentMembership"] : null;
   if (!isRecord(sm)) return false;
-  const namespaces = Object.keys(sm).sort((a, b) => (a === "ups" ? -1 : b === "ups" ? 1 : 0));
-  for (const ns of namespaces) {
+  // `ups` first, then the other namespaces in key order; read in place (no key array, no sort):
+  // edge definitions call this for every profile they evaluate.
+  if (Object.hasOwn(sm, "ups")) {
+    const entries = sm["ups"];
+    if (isRecord(entries) && Object.hasOwn(entries, id)) return realizedOrExisting(entries[id]);
+  }
+  for (const ns in sm) {
+    if (ns === "ups" || !Object.hasOwn(sm, ns)) continue;
     const entries = sm[ns];
-    if (!isRecord(entries) || !Object.hasOwn(entries, id)) continue;
-    const entry = entries[id];
-    const status = isRecord(entry) ? entry["status"] : null;
-    return typeof status === "string" && (status.toLowerCase() === "realized" || status.toLowerCase() === "existing");
+    if (isRecord(entries) && Object.hasOwn(entries, id)) return realizedOrExisting(entries[id]);
   }
   return false;
+}
+
+function realizedOrExisting(entry: unknown): boolean {
+  const status = isRecord(entry) ? entry["status"] : null;
+  return typeof status === "string" && (status.toLowerCase() === "realized" || status.toLowerCase() === "existing");
 }
 
 /** `mapEntry(k, v)`: null when the key cannot be a map key. */

@@ -191,42 +191,40 @@ export function boundsFromSpans(tail: OccursTail, spans: readonly TimeSpan[]): O
       const { op, amount: n, unit } = tail;
       if (tail.direction === "before") {
         const a = x.start;
-        const back = (k: number) => addUnits(a, -k, unit);
         switch (op) {
           case "<":
-            return range(back(n), false, a, false);
+            return range(addUnits(a, -n, unit), false, a, false);
           case "<=":
-            return range(back(n), true, a, false);
+            return range(addUnits(a, -n, unit), true, a, false);
           case ">":
-            return range(undefined, false, back(n), false);
+            return range(undefined, false, addUnits(a, -n, unit), false);
           case ">=":
-            return range(undefined, false, back(n), true);
+            return range(undefined, false, addUnits(a, -n, unit), true);
           case "=":
-            return range(back(n), true, back(n - 1), false);
+            return range(addUnits(a, -n, unit), true, addUnits(a, -(n - 1), unit), false);
           case "!=": {
             const b = range(undefined, false, a, false);
-            b.exclude = { start: back(n), end: back(n - 1) };
+            b.exclude = { start: addUnits(a, -n, unit), end: addUnits(a, -(n - 1), unit) };
             return b;
           }
         }
       }
       const a = x.end;
       const strictAtA = x.instant;
-      const fwd = (k: number) => addUnits(a, k, unit);
       switch (op) {
         case "<":
-          return range(a, !strictAtA, fwd(n), false);
+          return range(a, !strictAtA, addUnits(a, n, unit), false);
         case "<=":
-          return range(a, !strictAtA, fwd(n), true);
+          return range(a, !strictAtA, addUnits(a, n, unit), true);
         case ">":
-          return range(fwd(n), false, undefined, false);
+          return range(addUnits(a, n, unit), false, undefined, false);
         case ">=":
-          return range(fwd(n), true, undefined, false);
+          return range(addUnits(a, n, unit), true, undefined, false);
         case "=":
-          return range(fwd(n - 1), !(strictAtA && n === 1), fwd(n), false);
+          return range(addUnits(a, n - 1, unit), !(strictAtA && n === 1), addUnits(a, n, unit), false);
         case "!=": {
           const b = range(a, !strictAtA, undefined, false);
-          b.exclude = { start: fwd(n - 1), end: fwd(n) };
+          b.exclude = { start: addUnits(a, n - 1, unit), end: addUnits(a, n, unit) };
           return b;
         }
       }

@@ -31,9 +31,11 @@ export function isLeapYear(y: number): boolean {
   return (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
 }
 
-/** Days in a month (monthIndex 0-11). */
+const DAYS_IN_MONTH: readonly number[] = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/** Days in a month (monthIndex 0-11). A shared table: this runs for every event timestamp parsed, and a literal would allocate an array each time. */
 export function daysInMonth(y: number, monthIndex: number): number {
-  return [31, isLeapYear(y) ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][monthIndex]!;
+  return monthIndex === 1 && isLeapYear(y) ? 29 : DAYS_IN_MONTH[monthIndex]!;
 }
 
 function digits2(s: string, i: number): number {

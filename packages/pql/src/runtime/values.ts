@@ -47,9 +47,12 @@ export function isNull(v: unknown): v is null | undefined {
 
 /** A plain data object (not an array, instant, interval or entry). */
 export function isRecord(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== "object" || v === null) return false;
+  // Fast path for data (JSON objects): with Object.prototype (or no prototype) as its prototype,
+  // `v` is no Date, DateInterval or MapEntry (instanceof would walk that one-link chain in vain).
+  const proto: unknown = Object.getPrototypeOf(v);
+  if (proto === Object.prototype || proto === null) return !Array.isArray(v);
   return (
-    typeof v === "object" &&
-    v !== null &&
     !Array.isArray(v) &&
     !(v instanceof Date) &&
     !(v instanceof DateInterval) &&

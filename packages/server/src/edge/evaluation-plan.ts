@@ -26,7 +26,7 @@
  */
 import { lookupBuiltin, parse, walk, type Expr, type Query } from "@segmentd/pql";
 import type { DefinitionRecord, DefinitionRepository, TenantScope } from "../stores/types.js";
-import type { LiveDefinition, LiveSet } from "../streaming/definition-catalog.js";
+import type { LiveDefinition, LiveSet, PredicateContext } from "../streaming/definition-catalog.js";
 import type { MembershipEntry } from "../streaming/profile-state.js";
 import { eventsFor, footprintOf, groupEventsByType, type DefinitionFootprint } from "../streaming/reverse-index.js";
 
@@ -99,6 +99,8 @@ export function kindOf(d: LiveDefinition, query: Query | null): EdgeDefinitionKi
 
 /** Per-profile-revision results of the profile definitions. */
 interface ProfileResults {
+  /** The plan that computed them (a profile's slot may hold another definition set's results). */
+  plan: EdgePlan;
   revision: number;
   /** Indices of the profile definitions that qualify. */
   qualifying: number[];
@@ -113,6 +115,21 @@ export interface EdgeDecision {
   qualifying: LiveDefinition[];
   /** Definitions whose result differs from the membership the profile holds, in the set's order. */
   changes: Array<{ definition: LiveDefinition; qualifies: boolean }>;
+}
+
+/**
+ * The profile a decision is for, as far as the plan's cache goes: its revision (bumped
+ * whenever attributes or memberships change) and a slot where the plan keeps its results for
+ * that revision (EdgeProfile has both).
+ */
+export interface PlanCacheHolder {
+  revision: number;
+  planCache?: unknown;
+}
+
+function cachedResults(held: PlanCacheHolder, plan: EdgePlan): ProfileResults | undefined {
+  const r = held.planCache as ProfileResults | undefined;
+  return r !== undefined && r.plan === plan ? r : undefined;
 }
 
 export interface ProfileView {
@@ -131,12 +148,18 @@ export class EdgePlan {
   /** Event definitions affected by events of any type. */
   private readonly eventAnyType: number[] = [];
   private readonly indexOf = new Map<string, number>();
+  /** Definitions that profile definitions read through inSegment (a change to one of them invalidates the cached results). */
+  private readonly profileRefs = new Set<string>();
   /** Request stamp per definition: which event definitions this request has already run. */
   private readonly seen: Uint32Array;
   private stamp = 0;
+  /** Stamp per definition: realized in the profile profileResults is computing (see there). */
+  private readonly realized: Uint32Array;
+  private realizedStamp = 0;
+  /** Scratch list of eventsOf. */
+  private readonly picked: Record<string, unknown>[] = [];
   /** Profile results of a location that does not hold the profile (the view is always the same). */
   private unknownProfile: ProfileResults | null = null;
-  private readonly cache = new WeakMap<object, ProfileResults>();
 
   constructor(
     readonly set: LiveSet,
@@ -144,10 +167,14 @@ export class EdgePlan {
   ) {
     const defs = set.definitions;
     this.seen = new Uint32Array(defs.length);
+    this.realized = new Uint32Array(defs.length);
     this.kinds = defs.map((d, i) => {
       this.indexOf.set(d.id, i);
       const kind = kindOf(d, queries.get(d.id) ?? null);
-      if (kind === "profile") this.profileIdx.push(i);
+      if (kind === "profile") {
+        this.profileIdx.push(i);
+        for (const ref of d.footprint.segmentRefs) this.profileRefs.add(ref);
+      }
       else if (kind === "always") this.alwaysIdx.push(i);
       else {
         const types = d.footprint.eventTypes;
@@ -169,14 +196,14 @@ export class EdgePlan {
    * null when the location does not hold it) and its events, the incoming one
    * included, at `now`.
    */
-  decide(held: { revision: number } | null, view: ProfileView, optedOut: boolean, events: readonly Record<string, unknown>[], now: number): EdgeDecision {
+  decide(held: PlanCacheHolder | null, view: ProfileView, optedOut: boolean, events: readonly Record<string, unknown>[], now: number): EdgeDecision {
     const defs = this.set.definitions;
     const ups = view.ups;
     const fixed = this.profileResults(held, view, optedOut, now);
     const qualifying: number[] = fixed.qualifying.slice();
     const changed: number[] = fixed.changed.slice();
     const stamp = this.nextStamp();
-    const out: Decision = { qualifying, changed, profile: view.profile, ups, optedOut, now };
+    const out: Decision = { qualifying, changed, ups, optedOut, pc: { profile: view.profile, events: NO_EVENTS, now } };
 
     // Event definitions indexed under the types the profile holds, each once.
     const grouped = groupEventsByType(events);
@@ -187,7 +214,7 @@ export class EdgePlan {
         for (const i of list) {
           if (this.seen[i] === stamp) continue;
           this.seen[i] = stamp;
-          run(defs[i]!, i, eventsFor(defs[i]!.footprint, events, grouped), out);
+          run(defs[i]!, i, this.eventsOf(defs[i]!.footprint, events, grouped), out);
         }
       }
       for (const i of this.eventAnyType) {
@@ -205,10 +232,10 @@ export class EdgePlan {
       else changed.push(i);
     }
     // Anything else runs on every request, with the events its footprint maps (as the full loop did).
-    for (const i of this.alwaysIdx) run(defs[i]!, i, eventsFor(defs[i]!.footprint, events, grouped), out);
+    for (const i of this.alwaysIdx) run(defs[i]!, i, this.eventsOf(defs[i]!.footprint, events, grouped), out);
 
-    qualifying.sort(ascending);
-    changed.sort(ascending);
+    sortSmall(qualifying);
+    sortSmall(changed);
     return {
       qualifying: qualifying.map((i) => defs[i]!),
       changes: changed.map((i) => ({ definition: defs[i]!, qualifies: !(ups[defs[i]!.id]?.status === "realized") })),
@@ -222,31 +249,56 @@ export class EdgePlan {
    * that changed: attributes and opt-out did not change, and a changed profile definition's new
    * membership is its cached result. Any other revision change (a projection in between) drops them.
    */
-  carryForward(held: { revision: number }, revisionBefore: number, changes: ReadonlyArray<{ definition: LiveDefinition; qualifies: boolean }>): void {
-    const r = this.cache.get(held);
+  carryForward(held: PlanCacheHolder, revisionBefore: number, changes: ReadonlyArray<{ definition: LiveDefinition; qualifies: boolean }>): void {
+    const r = cachedResults(held, this);
     if (r === undefined || r.revision !== revisionBefore || held.revision !== revisionBefore + 1) return;
-    const changedIds = new Set(changes.map((c) => c.definition.id));
-    const defs = this.set.definitions;
-    for (const i of this.profileIdx) {
-      for (const ref of defs[i]!.footprint.segmentRefs) if (changedIds.has(ref)) return;
-    }
-    const own = new Set<number>();
-    const realizedEvent = new Set(r.realizedEvent);
+    // Runs on every request that changes a membership: plain loops over the (few) changes, no sets.
+    for (const c of changes) if (this.profileRefs.has(c.definition.id)) return;
+    // The results are updated in place: they belong to this profile's slot alone (decide copies
+    // the lists it extends), and the lists hold no duplicates.
+    const { changed, realizedEvent } = r;
     for (const c of changes) {
       const i = this.indexOf.get(c.definition.id);
       if (i === undefined) continue;
-      own.add(i);
-      if (this.kinds[i] === "event") {
-        if (c.qualifies) realizedEvent.add(i);
-        else realizedEvent.delete(i);
-      }
+      // A change of its own: the membership now holds the cached result.
+      const at = changed.indexOf(i);
+      if (at >= 0) changed.splice(at, 1);
+      if (this.kinds[i] !== "event") continue;
+      const was = realizedEvent.indexOf(i);
+      if (c.qualifies && was < 0) realizedEvent.push(i);
+      else if (!c.qualifies && was >= 0) realizedEvent.splice(was, 1);
     }
-    this.cache.set(held, {
-      revision: held.revision,
-      qualifying: r.qualifying,
-      changed: r.changed.filter((i) => !own.has(i)),
-      realizedEvent: [...realizedEvent],
-    });
+    r.revision = held.revision;
+  }
+
+  /**
+   * `eventsFor`, without a new array per definition run when the footprint maps several types
+   * (the "multiple events" definitions): all the events when every one is of those types, else
+   * the picked ones in a scratch array, which the next call reuses. A predicate reads its
+   * events during its call only.
+   */
+  private eventsOf(footprint: DefinitionFootprint, all: readonly Record<string, unknown>[], byType: Map<string, Record<string, unknown>[]>): readonly Record<string, unknown>[] {
+    const types = footprint.eventTypes;
+    if (types === "any" || types.size < 2) return eventsFor(footprint, all, byType);
+    let total = 0;
+    for (const t of types) total += byType.get(t)?.length ?? 0;
+    if (total === 0) return NO_EVENTS;
+    if (total === all.length) return all;
+    const picked = this.picked;
+    picked.length = 0;
+    for (const e of all) {
+      const t = e["eventType"];
+      if (types.has(typeof t === "string" ? t.toLowerCase() : "")) picked.push(e);
+    }
+    return picked;
+  }
+
+  private nextRealizedStamp(): number {
+    if (this.realizedStamp === 0xffffffff) {
+      this.realized.fill(0);
+      this.realizedStamp = 0;
+    }
+    return ++this.realizedStamp;
   }
 
   private nextStamp(): number {
@@ -257,26 +309,35 @@ export class EdgePlan {
     return ++this.stamp;
   }
 
-  private profileResults(held: { revision: number } | null, view: ProfileView, optedOut: boolean, now: number): ProfileResults {
-    const hit = held === null ? this.unknownProfile : this.cache.get(held);
+  private profileResults(held: PlanCacheHolder | null, view: ProfileView, optedOut: boolean, now: number): ProfileResults {
+    const hit = held === null ? this.unknownProfile : cachedResults(held, this);
     if (hit !== null && hit !== undefined && (held === null || hit.revision === held.revision)) return hit;
     const defs = this.set.definitions;
-    const r: ProfileResults = { revision: held?.revision ?? 0, qualifying: [], changed: [], realizedEvent: [] };
+    const r: ProfileResults = { plan: this, revision: held?.revision ?? 0, qualifying: [], changed: [], realizedEvent: [] };
+    // One pass over the memberships the profile holds (read in place: Object.entries would
+    // allocate a pair per membership) marks the realized definitions of this set, so that the
+    // profile definitions below read a mark instead of looking their id up in the memberships.
+    const mark = this.nextRealizedStamp();
+    const realized = this.realized;
+    const ups = view.ups;
+    for (const id in ups) {
+      if (!Object.hasOwn(ups, id) || ups[id]!.status !== "realized") continue;
+      const i = this.indexOf.get(id);
+      if (i === undefined) continue;
+      realized[i] = mark;
+      if (this.kinds[i] === "event") r.realizedEvent.push(i);
+    }
+    const pc: PredicateContext = { profile: view.profile, events: NO_EVENTS, now };
     for (const i of this.profileIdx) {
       const d = defs[i]!;
-      const was = view.ups[d.id]?.status === "realized";
+      const was = realized[i] === mark;
       // Profile definitions read no clock: `now` cannot change their result.
-      const q = qualifies(d, view.profile, NO_EVENTS, now, optedOut, was);
+      const q = qualifiesWith(d, pc, optedOut, was);
       if (q) r.qualifying.push(i);
       if (q !== was) r.changed.push(i);
     }
-    for (const [id, m] of Object.entries(view.ups)) {
-      if (m.status !== "realized") continue;
-      const i = this.indexOf.get(id);
-      if (i !== undefined && this.kinds[i] === "event") r.realizedEvent.push(i);
-    }
     if (held === null) this.unknownProfile = r;
-    else this.cache.set(held, r);
+    else held.planCache = r;
     return r;
   }
 }
@@ -285,15 +346,16 @@ export class EdgePlan {
 interface Decision {
   qualifying: number[];
   changed: number[];
-  profile: Record<string, unknown>;
   ups: Record<string, MembershipEntry>;
   optedOut: boolean;
-  now: number;
+  /** The predicates' context, one per request: `events` is set for each definition run. */
+  pc: PredicateContext;
 }
 
 function run(d: LiveDefinition, i: number, events: readonly Record<string, unknown>[], out: Decision): void {
   const was = out.ups[d.id]?.status === "realized";
-  const q = qualifies(d, out.profile, events, out.now, out.optedOut, was);
+  out.pc.events = events;
+  const q = qualifiesWith(d, out.pc, out.optedOut, was);
   if (q) out.qualifying.push(i);
   if (q !== was) out.changed.push(i);
 }
@@ -310,16 +372,38 @@ function sameFootprint(a: DefinitionFootprint, b: DefinitionFootprint | undefine
   return typesEqual && sameSet(a.fieldNames, b.fieldNames) && sameSet(a.segmentRefs, b.segmentRefs);
 }
 
-function ascending(a: number, b: number): number {
-  return a - b;
+/**
+ * Sorts a short list of definition indices in place (insertion sort): a request's lists hold
+ * a handful, mostly in order already, and Array.prototype.sort with a comparator allocates a
+ * work copy on every call (≈ 1 KB per request, measured with the sampling heap profiler).
+ */
+function sortSmall(a: number[]): void {
+  for (let i = 1; i < a.length; i++) {
+    const x = a[i]!;
+    let j = i - 1;
+    while (j >= 0 && a[j]! > x) {
+      a[j + 1] = a[j]!;
+      j--;
+    }
+    a[j + 1] = x;
+  }
 }
 
 /** One definition's result for the profile, as the edge decides it. */
 export function qualifies(d: LiveDefinition, profile: Record<string, unknown>, events: readonly Record<string, unknown>[], now: number, optedOut: boolean, was: boolean): boolean {
+  return qualifiesWith(d, { profile, events, now }, optedOut, was);
+}
+
+/**
+ * `qualifies` with a context the caller reuses across the definitions it runs (a request runs
+ * dozens: one object each was most of what the evaluation allocated). Predicates read their
+ * context during the call only.
+ */
+function qualifiesWith(d: LiveDefinition, pc: PredicateContext, optedOut: boolean, was: boolean): boolean {
   if (d.excludeOptOut && optedOut) return false;
   // Segment of segments: disqualified only by the 24-hourly pass, never by a request.
   if (was && d.queryType === "segment-of-segments") return true;
-  return d.predicate({ profile, events, now });
+  return d.predicate(pc);
 }
 
 /** Builds (once per definition set) the plans of the sets it is given; reads the definitions' queries. */

@@ -9,7 +9,7 @@
  *  - **Rate and size.** A batch is written `flushIntervalMs` after the first
  *    item that waits (default 25 ms), or at once (next event-loop turn) when
  *    `maxBatch` items wait (default 2,000). One batch at a time: per tenant one
- *    `append` per dataset with all its events, one `applyMembershipChanges`
+ *    `append` per dataset with all its events, one `writeMembershipChanges`
  *    with all the edge transitions in arrival order. So the hub pays one
  *    durable commit per batch, not per request: when every event is of a
  *    profile the hub knows and carries one identity (the usual case), both
@@ -65,6 +65,13 @@ export interface HubForwarderOptions {
   maxAttempts?: number;
   /** Delay before the first retry; doubles on each further one, at most 5 s (default 100 ms). */
   retryDelayMs?: number;
+  /**
+   * Milliseconds of the event loop that handing a batch to the store (posting its profile-id
+   * reads, building its transitions, its appends) may take in one turn before it yields, so
+   * that interact requests are served in between (default 2; 0 yields at every check: every
+   * READ_CHECK reads or changes, every APPEND_SLICE events; Infinity never yields).
+   */
+  turnBudgetMs?: number;
 }
 
 export interface HubForwarderDeps extends HubForwarderOptions {
@@ -118,6 +125,7 @@ export class HubForwarder {
   private readonly maxQueue: number;
   private readonly maxAttempts: number;
   private readonly retryDelayMs: number;
+  private readonly turnBudgetMs: number;
 
   private queue: ForwardItem[] = [];
   private inFlight = 0;
@@ -136,6 +144,7 @@ export class HubForwarder {
     this.maxQueue = Math.max(1, deps.maxQueue ?? 20_000);
     this.maxAttempts = Math.max(1, deps.maxAttempts ?? 5);
     this.retryDelayMs = Math.max(0, deps.retryDelayMs ?? 100);
+    this.turnBudgetMs = Math.max(0, deps.turnBudgetMs ?? TURN_BUDGET_MS);
   }
 
   /** Items waiting for the hub: queued + in the batch being written. */
@@ -297,16 +306,48 @@ export class HubForwarder {
     }
   }
 
-  private readProfileIds(items: readonly ForwardItem[]): Promise<Array<string | null>> {
+  /**
+   * The hub's profile id of each item's identity: each distinct identity read once, in calls
+   * of READ_CHUNK identities (hub.findProfileIds: on the embedded store one worker message and
+   * one answer per call; one findProfileId per identity, each its own message, answer and
+   * change-feed look-up, cost the store's worker more than the reads, and this thread ~3 µs
+   * per answer). A chunk is posted as soon as it is
+   * full, so the store reads while this thread gathers the next one; gathering yields to the
+   * event loop whenever it has taken `turnBudgetMs` (checked every READ_CHECK items).
+   */
+  private async readProfileIds(items: readonly ForwardItem[]): Promise<Array<string | null>> {
     const hub = this.deps.hub;
     const scope = profileScopeOf(items[0]!.tenant);
-    const reads = new Map<string, Promise<string | null>>();
-    return Promise.all(items.map((it) => {
-      const k = `${it.identity.namespace}\u0000${it.identity.id}`;
-      let p = reads.get(k);
-      if (!p) reads.set(k, (p = hub.findProfileId(scope, it.identity)));
-      return p;
-    }));
+    const distinct = new Map<string, number>();
+    const slots = new Array<number>(items.length);
+    const reads: Array<Promise<Array<string | null>>> = [];
+    let chunk: Identity[] = [];
+    const post = () => {
+      const read = hub.findProfileIds(scope, chunk);
+      // Settled by the Promise.all below; until then a rejection must not count as unhandled.
+      read.catch(() => undefined);
+      reads.push(read);
+      chunk = [];
+    };
+    let turnStart = performance.now();
+    for (let n = 0; n < items.length; n++) {
+      if (n > 0 && n % READ_CHECK === 0 && performance.now() - turnStart >= this.turnBudgetMs) {
+        await yieldToLoop();
+        turnStart = performance.now();
+      }
+      const identity = items[n]!.identity;
+      const k = `${identity.namespace}\u0000${identity.id}`;
+      let slot = distinct.get(k);
+      if (slot === undefined) {
+        distinct.set(k, (slot = distinct.size));
+        chunk.push(identity);
+        if (chunk.length === READ_CHUNK) post();
+      }
+      slots[n] = slot;
+    }
+    if (chunk.length > 0) post();
+    const answers = await Promise.all(reads);
+    return slots.map((slot) => answers[Math.floor(slot / READ_CHUNK)]![slot % READ_CHUNK] ?? null);
   }
 
   private writeToHub(items: ForwardItem[], progress: GroupProgress): Promise<void> {
@@ -318,8 +359,17 @@ export class HubForwarder {
   /**
    * The common case (every event of a known profile, carrying one identity, so the append
    * cannot create or merge graphs and the profile ids are known before it): the events and
-   * the transitions are handed to the store in the same event-loop turn, which commits them
-   * in one transaction (one fsync) instead of two. Otherwise, or for what failed, the steps.
+   * the transitions are handed to the store together, which commits them in one transaction
+   * (one fsync) instead of two. Otherwise, or for what failed, the steps.
+   *
+   * The events go as appends of APPEND_SLICE records, yielding to the event loop between two
+   * of them once the turn has taken `turnBudgetMs` (handing a store thousands of records
+   * costs milliseconds of this thread, during which no interact request is served); the
+   * transitions go in ONE call, in the last append's turn, so that one profile's changes
+   * keep their order on every store. (Splitting the transitions too, one call per slice,
+   * made the embedded store's worker ~1.7 times slower per item, and the forwarder fell
+   * behind.) A failure after some appends is retried from the append: the hub keeps one copy
+   * of an event (its `_id`), so the appends already stored are not doubled.
    */
   private async writeTogether(items: ForwardItem[], progress: GroupProgress): Promise<void> {
     const datasetId = items[0]!.datasetId;
@@ -327,15 +377,43 @@ export class HubForwarder {
     const before = await this.readProfileIds(items);
     if (before.some((pid) => pid === null)) return this.writeInSteps(items, progress);
     const scope = profileScopeOf(items[0]!.tenant);
-    const changes = changesOf(items, before);
-    const appended = this.deps.hub.append(scope, datasetId, items.map((i) => i.record), { ingestedAt: this.deps.now(), maxIdentitiesPerGraph: this.deps.maxIdentitiesPerGraph ?? 50 });
-    const applied = changes.length > 0 ? this.deps.hub.applyMembershipChanges(scope, changes) : Promise.resolve([]);
-    const [a, m] = await Promise.allSettled([appended, applied]);
+    // Built before the writes' turns, under the same budget as the reads (≈ 1 µs per change).
+    const changes = await this.changesInTurns(items, before);
+    const opts = { ingestedAt: this.deps.now(), maxIdentitiesPerGraph: this.deps.maxIdentitiesPerGraph ?? 50 };
+    const appends: Array<Promise<unknown>> = [];
+    let turnStart = performance.now();
+    for (let start = 0; start < items.length; start += APPEND_SLICE) {
+      if (start > 0 && performance.now() - turnStart >= this.turnBudgetMs) {
+        await yieldToLoop();
+        turnStart = performance.now();
+      }
+      const appended = this.deps.hub.append(scope, datasetId, items.slice(start, start + APPEND_SLICE).map((i) => i.record), opts);
+      // Settled by allSettled below; a slice that fails before then must not count as unhandled.
+      appended.catch(() => undefined);
+      appends.push(appended);
+    }
+    const applied = changes.length > 0 ? this.deps.hub.writeMembershipChanges(scope, changes) : Promise.resolve(0);
+    const [a, m] = await Promise.allSettled([Promise.all(appends), applied]);
     if (a.status === "fulfilled") progress.appended.add(datasetId);
     if (m.status === "fulfilled") progress.membershipsWritten = true;
     if (a.status === "rejected") throw a.reason;
     if (m.status === "rejected") throw m.reason;
     progress.profileIds = before;
+  }
+
+  /** changesOf, yielding to the event loop whenever the turn has taken `turnBudgetMs` (checked every READ_CHECK items). */
+  private async changesInTurns(items: readonly ForwardItem[], profileIds: ReadonlyArray<string | null>): Promise<MembershipChange[]> {
+    const changes: MembershipChange[] = [];
+    let turnStart = performance.now();
+    for (let start = 0; start < items.length; start += READ_CHECK) {
+      if (start > 0 && performance.now() - turnStart >= this.turnBudgetMs) {
+        await yieldToLoop();
+        turnStart = performance.now();
+      }
+      const end = Math.min(items.length, start + READ_CHECK);
+      for (let n = start; n < end; n++) pushChanges(changes, items[n]!, profileIds[n]);
+    }
+    return changes;
   }
 
   private async writeInSteps(items: ForwardItem[], progress: GroupProgress): Promise<void> {
@@ -358,7 +436,7 @@ export class HubForwarder {
     // 3. Edge transitions, all in one call, in the order the edge decided them.
     if (!progress.membershipsWritten) {
       const changes = changesOf(items, profileIds);
-      if (changes.length > 0) await hub.applyMembershipChanges(scope, changes);
+      if (changes.length > 0) await hub.writeMembershipChanges(scope, changes);
       progress.membershipsWritten = true;
     }
   }
@@ -392,12 +470,34 @@ export class HubForwarder {
  */
 function changesOf(items: readonly ForwardItem[], profileIds: ReadonlyArray<string | null>): MembershipChange[] {
   const changes: MembershipChange[] = [];
-  for (let n = 0; n < items.length; n++) {
-    const pid = profileIds[n];
-    if (!pid) continue;
-    for (const c of items[n]!.edgeChanges) changes.push({ profileId: pid, definitionId: c.definitionId, status: c.status, source: "edge", at: c.at });
-  }
+  for (let n = 0; n < items.length; n++) pushChanges(changes, items[n]!, profileIds[n]);
   return changes;
+}
+
+function pushChanges(changes: MembershipChange[], item: ForwardItem, profileId: string | null | undefined): void {
+  if (!profileId) return;
+  for (const c of item.edgeChanges) changes.push({ profileId, definitionId: c.definitionId, status: c.status, source: "edge", at: c.at });
+}
+
+/**
+ * The default share of one event-loop turn for posting reads: long enough that a batch of a
+ * few thousand items needs a handful of turns (each yield waits for a round of interact
+ * requests, and the forwarder must keep up with them), short against the 10 ms p99 target.
+ */
+export const TURN_BUDGET_MS = 2;
+/** Items whose identities are gathered between two looks at the clock (≈ 0.3 µs of main-thread work each). */
+export const READ_CHECK = 32;
+/**
+ * Identities per findProfileIds call: a batch of a few thousand items makes a handful of
+ * calls, each answered in one message of this many ids (tens of microseconds of main-thread
+ * work), and the store's reads start before the whole batch is gathered.
+ */
+export const READ_CHUNK = 500;
+/** Events per append call of a batch of known profiles (≈ 3 µs of main-thread work each). */
+export const APPEND_SLICE = 256;
+
+function yieldToLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 function sleep(ms: number): Promise<void> {

@@ -16,18 +16,18 @@
 import { randomUUID } from "node:crypto";
 import type { Clock } from "../platform/clock.js";
 import type { ProfileStore } from "../profiles/store.js";
-import type { Dataset, JsonObject, MembershipStatus } from "../profiles/types.js";
+import type { Dataset, Identity, JsonObject, MembershipStatus, ValidRecord } from "../profiles/types.js";
 import { validateRecord } from "../profiles/validate.js";
 import { ApiError } from "../services/errors.js";
 import { scopeOf, type TenantContext, type TenantDirectory } from "../services/tenancy.js";
 import type { DefinitionRepository, TenantScope } from "../stores/types.js";
-import type { DefinitionCatalog, LiveDefinition } from "../streaming/definition-catalog.js";
+import type { DefinitionCatalog, LiveDefinition, LiveSet } from "../streaming/definition-catalog.js";
 import type { MembershipEntry } from "../streaming/profile-state.js";
 import type { Datastream, DatastreamService } from "./datastreams.js";
 import { EdgeErrorCodes } from "./errors.js";
 import { EdgePlans, type EdgeDecision, type EdgePlan } from "./evaluation-plan.js";
 import type { HubForwarder } from "./hub-forwarder.js";
-import type { EdgeProfile } from "./location-store.js";
+import { buildEvaluationView, isLocalLocationStore, type EdgeEvent, type EdgeProfile, type EvaluationView, type LocalLocationStore, type LocationStore } from "./location-store.js";
 import { tenantKeyOf, type EdgeLocations } from "./locations.js";
 import { primaryIdentityOf } from "./primary-identity.js";
 
@@ -70,24 +70,13 @@ function bad(message: string, code: string = EdgeErrorCodes.badRequest): ApiErro
   return new ApiError(400, code, message);
 }
 
-/** What the definitions see of the profile: projected attributes + memberships (edge results win). */
-export function evaluationProfile(p: EdgeProfile | undefined): { profile: Record<string, unknown>; ups: Record<string, MembershipEntry> } {
-  if (!p) return { profile: { segmentMembership: { ups: {} } }, ups: {} };
-  const ups: Record<string, MembershipEntry> = { ...p.hubMemberships };
-  for (const [id, m] of p.edgeMemberships) ups[id] = m;
-  return { profile: { ...p.attributes, segmentMembership: { ups } }, ups };
-}
-
-// Built once per profile revision: a profile is usually requested many times between changes.
-const evaluationCache = new WeakMap<EdgeProfile, { revision: number; view: ReturnType<typeof evaluationProfile> }>();
-
-function cachedEvaluationProfile(p: EdgeProfile | undefined): ReturnType<typeof evaluationProfile> {
-  if (!p) return evaluationProfile(undefined);
-  const hit = evaluationCache.get(p);
-  if (hit && hit.revision === p.revision) return hit.view;
-  const view = evaluationProfile(p);
-  evaluationCache.set(p, { revision: p.revision, view });
-  return view;
+/**
+ * What the definitions see of the profile: projected attributes + memberships (edge results
+ * win). The location store keeps it current (location-store.ts), so a request builds nothing;
+ * a profile the location does not hold sees no attributes and no memberships.
+ */
+export function evaluationProfile(p: EdgeProfile | undefined): EvaluationView {
+  return p === undefined ? buildEvaluationView({}, {}, new Map()) : p.view;
 }
 
 /** What a request needs of its datastream, resolved once per datastream version (not per request). */
@@ -100,6 +89,15 @@ interface DatastreamContext {
   scope: TenantScope;
   /** The event dataset, read from the hub on the first request. */
   dataset: Dataset | null;
+  /**
+   * The catalog's promise of the sandbox's edge definitions last seen, with its value: while the
+   * catalog hands out the same promise (until the definitions change), the request reads the
+   * value here instead of awaiting it again (each await is a turn of the microtask queue).
+   */
+  setPromise: Promise<LiveSet> | null;
+  set: LiveSet | null;
+  /** The evaluation plan of `set` (plan.set === set), once built. */
+  plan: EdgePlan | null;
 }
 
 // Response parts that do not change between requests, built once (read-only: only serialized).
@@ -119,6 +117,51 @@ function locationHint(location: string): InteractHandle {
   return h;
 }
 
+/** A request that passed the checks of step 1 (but the event's validation). */
+interface CheckedRequest {
+  ds: Datastream;
+  ctx: DatastreamContext;
+  location: string;
+  store: LocationStore;
+  identity: Identity;
+  now: number;
+  /** The event as it will be validated and stored (`_id` and `timestamp` filled in). */
+  eventBody: JsonObject;
+}
+
+type EdgeChange = { definitionId: string; status: MembershipStatus; at: number };
+
+/** The decision of the plan (null: no edge definition applies); fills `segments` and `changes`. */
+function decideFor(req: CheckedRequest, record: ValidRecord, plan: EdgePlan | null, held: EdgeProfile | undefined, segments: InteractSegment[], changes: EdgeChange[]): EdgeDecision | null {
+  if (plan === null) return null;
+  const now = req.now;
+  const view = evaluationProfile(held);
+  const events: Record<string, unknown>[] = [];
+  if (held) for (const e of held.events) events.push(e.body);
+  events.push(record.body);
+  const decision = plan.decide(held ?? null, view, held?.optedOut ?? false, events, now);
+  for (const d of decision.qualifying) segments.push(segmentOf(d));
+  for (const c of decision.changes) changes.push({ definitionId: c.definition.id, status: c.qualifies ? "realized" : "exited", at: now });
+  return decision;
+}
+
+function eventOf(req: CheckedRequest, record: ValidRecord): EdgeEvent {
+  return { id: record.eventId ?? (req.eventBody["_id"] as string), ts: record.timestamp ?? req.now, body: record.body };
+}
+
+/** The location's membership entries of the request's changes. */
+function membershipEntries(changes: readonly EdgeChange[], held: EdgeProfile | undefined, now: number): Array<{ definitionId: string; entry: MembershipEntry }> {
+  const iso = new Date(now).toISOString();
+  const entries = new Array<{ definitionId: string; entry: MembershipEntry }>(changes.length);
+  for (let i = 0; i < changes.length; i++) {
+    const c = changes[i]!;
+    // An exit keeps the time of the last qualification, as the hub does.
+    const since = c.status === "realized" ? iso : (held?.edgeMemberships.get(c.definitionId)?.lastQualificationTime ?? held?.hubMemberships[c.definitionId]?.lastQualificationTime ?? iso);
+    entries[i] = { definitionId: c.definitionId, entry: { status: c.status, lastQualificationTime: since } };
+  }
+  return entries;
+}
+
 export class EdgeInteractService {
   private readonly contexts = new Map<string, DatastreamContext>();
   private readonly plans: EdgePlans;
@@ -132,7 +175,7 @@ export class EdgeInteractService {
     if (hit !== undefined && hit.ds === ds) return hit;
     const tenant = this.deps.tenants.resolve(ds.imsOrgId, ds.sandboxName);
     if (!tenant) throw bad(`Datastream '${ds.id}' belongs to a sandbox that is not configured`, EdgeErrorCodes.datastreamUnknown);
-    const ctx: DatastreamContext = { ds, tenant, tenantKey: tenantKeyOf(tenant), scope: scopeOf(tenant), dataset: null };
+    const ctx: DatastreamContext = { ds, tenant, tenantKey: tenantKeyOf(tenant), scope: scopeOf(tenant), dataset: null, setPromise: null, set: null, plan: null };
     this.contexts.set(ds.id, ctx);
     return ctx;
   }
@@ -145,8 +188,76 @@ export class EdgeInteractService {
     return d;
   }
 
+  /** The plan of the datastream's edge definitions; null when none applies (edge segmentation off, no definition). */
+  private async planOf(ctx: DatastreamContext): Promise<EdgePlan | null> {
+    if (!ctx.ds.edgeSegmentation) return null;
+    const p = this.deps.catalog.get(ctx.tenant, "synchronous");
+    let set: LiveSet;
+    if (p === ctx.setPromise && ctx.set !== null) set = ctx.set;
+    else {
+      set = await p;
+      ctx.setPromise = p;
+      ctx.set = set;
+    }
+    if (set.definitions.length === 0) return null;
+    if (ctx.plan !== null && ctx.plan.set === set) return ctx.plan;
+    const plan = await this.plans.get(set, ctx.scope);
+    // Only the newest set's plan is kept (a request that awaited an older one must not win).
+    if (ctx.set === set) ctx.plan = plan;
+    return plan;
+  }
+
+  /** The plan when it is known without waiting (the request path's common case), else undefined. */
+  private planNow(ctx: DatastreamContext): EdgePlan | null | undefined {
+    if (!ctx.ds.edgeSegmentation) return null;
+    const p = this.deps.catalog.get(ctx.tenant, "synchronous");
+    if (p !== ctx.setPromise || ctx.set === null) return undefined;
+    if (ctx.set.definitions.length === 0) return null;
+    return ctx.plan !== null && ctx.plan.set === ctx.set ? ctx.plan : undefined;
+  }
+
   async interact(locationName: string | undefined, dataStreamId: string | undefined, body: unknown, requestId: string): Promise<InteractResponse> {
+    return this.interactNow(locationName, dataStreamId, body, requestId);
+  }
+
+  /**
+   * `interact`, answered synchronously when nothing needs waiting for (the request path's common
+   * case: the event dataset read, the definition set's plan built, the location's store in this
+   * process); a promise otherwise. Errors are thrown (or reject the promise). The HTTP route
+   * returns the answer as it comes: Fastify sends a plain value without a promise and a turn of
+   * the microtask queue. The steps are small synchronous functions; only what is not known yet
+   * is awaited.
+   */
+  interactNow(locationName: string | undefined, dataStreamId: string | undefined, body: unknown, requestId: string): InteractResponse | Promise<InteractResponse> {
     // 1. Everything that can make the request fail is checked before anything is stored.
+    const req = this.check(locationName, dataStreamId, body);
+    if (req.ctx.dataset === null) return this.interactAfterDataset(req, requestId);
+    const record = this.validate(req);
+    // 2. Evaluate from the location's memory. The plan is resolved first (awaited only when the
+    // definitions changed), so that with a store in this process (the default) nothing is
+    // awaited between reading the profile and storing the request's changes to it.
+    const known = this.planNow(req.ctx);
+    const store = req.store;
+    if (known !== undefined && isLocalLocationStore(store)) return this.evaluateLocal(req, record, known, store, requestId);
+    return this.evaluate(req, record, known, requestId);
+  }
+
+  /** The first request of a datastream: its event dataset is read first. */
+  private async interactAfterDataset(req: CheckedRequest, requestId: string): Promise<InteractResponse> {
+    await this.eventDataset(req.ctx);
+    const record = this.validate(req);
+    return this.evaluate(req, record, this.planNow(req.ctx), requestId);
+  }
+
+  /** Steps 2 and 3 when the plan must be awaited (`known` undefined) or the store is not in this process. */
+  private async evaluate(req: CheckedRequest, record: ValidRecord, known: EdgePlan | null | undefined, requestId: string): Promise<InteractResponse> {
+    const plan = known === undefined ? await this.planOf(req.ctx) : known;
+    const store = req.store;
+    if (isLocalLocationStore(store)) return this.evaluateLocal(req, record, plan, store, requestId);
+    return this.evaluateRemote(req, record, plan, requestId);
+  }
+
+  private check(locationName: string | undefined, dataStreamId: string | undefined, body: unknown): CheckedRequest {
     if (dataStreamId === undefined || dataStreamId === "") throw bad("The dataStreamId query parameter is required");
     const ds = this.deps.datastreams.byId(dataStreamId);
     if (!ds) throw bad(`Unknown dataStreamId '${dataStreamId.slice(0, 100)}'`, EdgeErrorCodes.datastreamUnknown);
@@ -154,7 +265,6 @@ export class EdgeInteractService {
     const store = this.deps.locations.get(location);
     if (!store) throw new ApiError(404, EdgeErrorCodes.locationUnknown, `Unknown edge location '${location.slice(0, 100)}'; configured: ${this.deps.locations.names().join(", ")}`);
     const ctx = this.context(ds);
-    const tenant = ctx.tenant;
     const xdm = isObject(body) && isObject(body["event"]) ? body["event"]["xdm"] : undefined;
     if (!isObject(xdm)) throw bad("The body must be {event: {xdm: {identityMap, eventType, timestamp, ...}}}");
     const identity = primaryIdentityOf(xdm["identityMap"]);
@@ -162,51 +272,63 @@ export class EdgeInteractService {
     const eventBody: JsonObject = { ...(xdm as JsonObject) };
     if (typeof eventBody["_id"] !== "string" || eventBody["_id"] === "") eventBody["_id"] = randomUUID();
     if (eventBody["timestamp"] === undefined) eventBody["timestamp"] = new Date(now).toISOString();
-    const dataset = ctx.dataset ?? (await this.eventDataset(ctx));
-    const validated = validateRecord(eventBody, 0, dataset);
+    return { ds, ctx, location, store, identity, now, eventBody };
+  }
+
+  /** The event, validated against its dataset (read by then); admitted to the hub's queue. */
+  private validate(req: CheckedRequest): ValidRecord {
+    const validated = validateRecord(req.eventBody, 0, req.ctx.dataset!);
     if (!validated.ok) {
       throw new ApiError(400, EdgeErrorCodes.invalidEvent, `The event is not valid: ${validated.errors.map((e) => e.message).join("; ")}`, validated.errors.map((e) => ({ code: e.code, message: e.message, ...(e.path ? { field: e.path } : {}) })));
     }
-    const record = validated.record;
     // Backpressure: when the hub forwarder's queue is full, refuse before storing anything.
     if (!this.deps.forwarder.admit()) {
       throw new ApiError(503, EdgeErrorCodes.busy, "The edge is forwarding a backlog of events to the hub; retry shortly");
     }
+    return validated.record;
+  }
 
-    // 2. Evaluate from the location's memory.
-    const tk = ctx.tenantKey;
-    const held = await store.lookup(tk, identity);
+  /** Steps 2 and 3 with a store in this process: synchronous, on the profile entry found once. */
+  private evaluateLocal(req: CheckedRequest, record: ValidRecord, plan: EdgePlan | null, store: LocalLocationStore, requestId: string): InteractResponse {
+    const tk = req.ctx.tenantKey;
+    const held = store.lookupNow(tk, req.identity);
+    // The profile's revision the decision is made at (carryForward checks it is the only change since).
+    const revisionBefore = held?.revision ?? 0;
     const segments: InteractSegment[] = [];
-    const changes: Array<{ definitionId: string; status: MembershipStatus; at: number }> = [];
-    let carry: { plan: EdgePlan; revision: number; changes: EdgeDecision["changes"] } | null = null;
-    if (ds.edgeSegmentation) {
-      const set = await this.deps.catalog.get(tenant, "synchronous");
-      if (set.definitions.length > 0) {
-        const plan = await this.plans.get(set, ctx.scope);
-        const view = cachedEvaluationProfile(held);
-        const events: Record<string, unknown>[] = [];
-        if (held) for (const e of held.events) events.push(e.body);
-        events.push(record.body);
-        const decision = plan.decide(held ?? null, view, held?.optedOut ?? false, events, now);
-        for (const d of decision.qualifying) segments.push(segmentOf(d));
-        for (const c of decision.changes) changes.push({ definitionId: c.definition.id, status: c.qualifies ? "realized" : "exited", at: now });
-        if (held && decision.changes.length > 0) carry = { plan, revision: held.revision, changes: decision.changes };
-      }
-    }
-
+    const changes: EdgeChange[] = [];
+    const decision = decideFor(req, record, plan, held, segments, changes);
     // 3. Store at the location, then queue the forward to the hub (written later, in batches).
-    await store.collect(tk, identity, { id: record.eventId ?? (eventBody["_id"] as string), ts: record.timestamp ?? now, body: record.body }, now);
+    const stored = store.collectNow(tk, req.identity, eventOf(req, record), req.now);
     if (changes.length > 0) {
-      const iso = new Date(now).toISOString();
-      await store.setEdgeMemberships(tk, identity, changes.map((c) => ({
-        definitionId: c.definitionId,
-        entry: { status: c.status, lastQualificationTime: c.status === "realized" ? iso : (held?.edgeMemberships.get(c.definitionId)?.lastQualificationTime ?? held?.hubMemberships[c.definitionId]?.lastQualificationTime ?? iso) },
-      })));
+      // Into the entry the event went to (the same turn: nothing came in between).
+      store.applyEdgeMemberships(stored, membershipEntries(changes, held, req.now));
       // The profile's cached results survive its own changes (not a projection in between).
-      if (carry && held) carry.plan.carryForward(held, carry.revision, carry.changes);
+      if (held && plan !== null && decision !== null) plan.carryForward(held, revisionBefore, decision.changes);
     }
-    this.deps.forwarder.enqueue({ tenant, datasetId: ds.eventDatasetId, record, identity, location, newAtLocation: held === undefined, edgeChanges: changes });
+    return this.finish(req, record, held, segments, changes, requestId);
+  }
 
+  /** Steps 2 and 3 with a store behind an asynchronous interface (another process). */
+  private async evaluateRemote(req: CheckedRequest, record: ValidRecord, plan: EdgePlan | null, requestId: string): Promise<InteractResponse> {
+    const { store, identity, now } = req;
+    const tk = req.ctx.tenantKey;
+    const held = await store.lookup(tk, identity);
+    const revisionBefore = held?.revision ?? 0;
+    const segments: InteractSegment[] = [];
+    const changes: EdgeChange[] = [];
+    const decision = decideFor(req, record, plan, held, segments, changes);
+    await store.collect(tk, identity, eventOf(req, record), now);
+    if (changes.length > 0) {
+      await store.setEdgeMemberships(tk, identity, membershipEntries(changes, held, now));
+      if (held && plan !== null && decision !== null) plan.carryForward(held, revisionBefore, decision.changes);
+    }
+    return this.finish(req, record, held, segments, changes, requestId);
+  }
+
+  /** Queues the forward to the hub; the response. */
+  private finish(req: CheckedRequest, record: ValidRecord, held: EdgeProfile | undefined, segments: InteractSegment[], changes: EdgeChange[], requestId: string): InteractResponse {
+    const { ds, location } = req;
+    this.deps.forwarder.enqueue({ tenant: req.ctx.tenant, datasetId: ds.eventDatasetId, record, identity: req.identity, location, newAtLocation: held === undefined, edgeChanges: changes });
     return {
       requestId,
       handle: [
@@ -220,5 +342,4 @@ export class EdgeInteractService {
       ],
     };
   }
-
 }

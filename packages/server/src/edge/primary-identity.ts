@@ -19,7 +19,10 @@ export function primaryIdentityOf(identityMap: unknown): Identity {
     throw new ApiError(400, EdgeErrorCodes.primaryIdentity, "event.xdm.identityMap is required and must hold exactly one identity marked primary");
   }
   const primaries: Identity[] = [];
-  for (const [ns, entries] of Object.entries(identityMap)) {
+  // Read in place (Object.entries would allocate a pair per namespace on every request).
+  for (const ns in identityMap) {
+    if (!Object.hasOwn(identityMap, ns)) continue;
+    const entries = identityMap[ns];
     if (!Array.isArray(entries)) continue;
     for (const e of entries) {
       if (isObject(e) && e["primary"] === true && typeof e["id"] === "string" && e["id"] !== "") {

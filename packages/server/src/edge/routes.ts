@@ -13,7 +13,7 @@ import { tenantOf } from "../http/request-context.js";
 import { authHeaders, commonErrorResponses, idParam } from "../http/schemas.js";
 import { ApiError } from "../services/errors.js";
 import type { DatastreamInput, DatastreamService } from "./datastreams.js";
-import type { EdgeInteractService } from "./interact.js";
+import type { EdgeInteractService, InteractResponse } from "./interact.js";
 
 export const DATASTREAMS_PREFIX = "/data/core/edge";
 
@@ -73,23 +73,35 @@ export async function interactRoutes(app: FastifyInstance, opts: { interact: Edg
   // Per-request info logs ("incoming request", "request completed") are off on this hot path
   // when the app logs at info; errors are still logged, and a debug/trace level keeps them.
   const quiet = app.log.level === "info" ? { logLevel: "warn" as const } : {};
-  const handle = async (location: string | undefined, request: { query: { dataStreamId?: string }; body: unknown; id: string }, reply: { header(name: string, value: string): unknown }) => {
+  // Backpressure: the hub forwarder's queue is full; the client may retry shortly.
+  const retryAfter = (err: unknown, reply: { header(name: string, value: string): unknown }): void => {
+    if (err instanceof ApiError && err.status === 503) reply.header("retry-after", "1");
+  };
+  // The answer as it comes (interactNow): a plain value in the common case, which Fastify sends
+  // without a promise; a promise when something had to be awaited. Errors either way are Fastify's
+  // to send, as from an async handler.
+  const handle = (location: string | undefined, request: { query: { dataStreamId?: string }; body: unknown; id: string }, reply: { header(name: string, value: string): unknown }) => {
+    let answer: InteractResponse | Promise<InteractResponse>;
     try {
-      return await opts.interact.interact(location, request.query.dataStreamId, request.body, request.id);
+      answer = opts.interact.interactNow(location, request.query.dataStreamId, request.body, request.id);
     } catch (err) {
-      // Backpressure: the hub forwarder's queue is full; the client may retry shortly.
-      if (err instanceof ApiError && err.status === 503) reply.header("retry-after", "1");
+      retryAfter(err, reply);
       throw err;
     }
+    if (!(answer instanceof Promise)) return answer;
+    return answer.catch((err: unknown) => {
+      retryAfter(err, reply);
+      throw err;
+    });
   };
   app.post<Req>("/ee/v2/interact", {
     ...quiet,
     schema: { tags, summary: "Edge interact at the default location", querystring: interactQuery, response },
-  }, async (request, reply) => handle(undefined, request, reply));
+  }, (request, reply) => handle(undefined, request, reply));
   app.post<Req>("/ee/:location/v2/interact", {
     ...quiet,
     schema: { tags, summary: "Edge interact at a named location", querystring: interactQuery, params: idParam("location"), response },
-  }, async (request, reply) => handle(request.params.location, request, reply));
+  }, (request, reply) => handle(request.params.location, request, reply));
 }
 
 const datastreamSchema = {

@@ -10,7 +10,10 @@ import { deepMerge } from "./xdm-object.js";
 export interface LoadedState {
   /** Graph id of every stored identity of the batch, by identityKey. */
   graphs: Map<string, number>;
-  /** Identity count of those graphs. */
+  /**
+   * Identity count of those graphs: at least of the graphs of identities that appear in a record
+   * with other identities (the only ones stitching can grow; see GraphWorkspace).
+   */
   sizes: Map<number, number>;
   /** Stored fragment of this dataset per primary identityKey. */
   fragments: Map<string, { timestamp: number; body: JsonObject }>;
@@ -49,7 +52,7 @@ export interface AppendPlan {
 export interface FinalWrites {
   assigned: Array<{ identity: Identity; graph: number }>;
   merges: Array<{ from: number; into: number }>;
-  /** Final size of every graph touched (new graphs included). */
+  /** Final size of every graph whose size changed (new graphs included). */
   sizes: Map<number, number>;
   createdIds: number[];
   fragments: FragmentWrite[];
@@ -63,6 +66,23 @@ export function identitiesOf(records: readonly ValidRecord[]): Identity[] {
   const seen = new Map<string, Identity>();
   for (const r of records) for (const i of r.identities) seen.set(identityKey(i), i);
   return [...seen.values()];
+}
+
+/**
+ * Stored graphs whose size planning needs (`loaded.graphs` filled): those of the identities of
+ * records that carry more than one identity. A record with a single identity links nothing, so
+ * an event batch (one identity per event) needs no sizes at all.
+ */
+export function graphsToSize(records: readonly ValidRecord[], graphs: ReadonlyMap<string, number>): number[] {
+  const out = new Set<number>();
+  for (const r of records) {
+    if (r.identities.length < 2) continue;
+    for (const i of r.identities) {
+      const g = graphs.get(identityKey(i));
+      if (g !== undefined) out.add(g);
+    }
+  }
+  return [...out];
 }
 
 /** Combines a stored fragment with a new record: the newer one wins per attribute. */
@@ -85,12 +105,15 @@ export function planAppend(records: readonly ValidRecord[], loaded: LoadedState,
   return {
     outcome,
     finalize(allocated) {
+      // Every record is stitched by now, so fin() gives each graph its final id at once.
       const fin = finalIdResolver(ws, outcome, allocated);
       const fragments = new Map<string, FragmentWrite>();
       const events: EventWrite[] = [];
       const refused: RefusedLinkReport[] = [];
+      const touched = new Set<number>();
       for (const { record, graph, refused: rs } of perRecord) {
         const g = fin(graph);
+        touched.add(g);
         for (const r of rs) refused.push({ index: record.index, identity: r.identity, code: r.code, message: r.message });
         const timestamp = record.timestamp ?? ingestedAt;
         if (record.kind === "experienceevent") {
@@ -102,21 +125,24 @@ export function planAppend(records: readonly ValidRecord[], loaded: LoadedState,
         const merged = mergeFragment(prev, { timestamp, body: record.body });
         fragments.set(k, { primary: record.primary, graph: g, ...merged });
       }
-      // A fragment's graph may have been merged after the record was stitched.
-      const frags = [...fragments.values()].map((f) => ({ ...f, graph: fin(f.graph) }));
-      const evs = events.map((e) => ({ ...e, graph: fin(e.graph) }));
       const sizes = new Map<number, number>();
-      for (const [g, s] of outcome.sizes) sizes.set(fin(g), s);
-      const touched = new Set<number>([...frags.map((f) => f.graph), ...evs.map((e) => e.graph), ...sizes.keys()]);
+      for (const [g, s] of outcome.sizes) {
+        const f = fin(g);
+        sizes.set(f, s);
+        touched.add(f);
+      }
+      // Every stored graph the batch mentions counts as touched, as every graph the batch created.
+      for (const g of loaded.graphs.values()) touched.add(fin(g));
       return {
         assigned: outcome.assigned.map((a) => ({ identity: a.identity, graph: fin(a.graph) })),
         merges: outcome.merges.map((m) => ({ from: m.from, into: fin(m.into) })),
         sizes,
         createdIds: outcome.created.map((g) => fin(g)),
-        fragments: frags,
-        events: evs,
+        fragments: [...fragments.values()],
+        events,
         refused,
-        touchedGraphs: [...touched].sort((a, b) => a - b),
+        // A typed array sorts numbers without a comparator call per comparison.
+        touchedGraphs: Array.from(Float64Array.from(touched).sort()),
       };
     },
   };

@@ -4,6 +4,7 @@
 // visible before the batch succeeded. A staged record is its validation result
 // (meta) plus the record's JSON text, so completing needs no re-validation and
 // the same limits that applied at upload time stay applied.
+import { withLazyBody } from "./lazy-body.js";
 import type { SchemaClass, ValidRecord } from "./types.js";
 
 /** Records applied per step while completing a batch (bounds memory, not the transaction). */
@@ -28,13 +29,7 @@ export function encodeStaged(r: ValidRecord): { meta: string; body: string } {
 export function decodeStaged(meta: string, body: string, kind: SchemaClass): ValidRecord {
   const m = JSON.parse(meta) as StagedMeta;
   const identities = m.ids.map(([namespace, id]) => ({ namespace, id }));
-  const record = {
-    index: m.i, kind, primary: { namespace: m.p[0], id: m.p[1] }, identities,
-    timestamp: m.t, eventId: m.e, size: m.s, json: body,
-  } as ValidRecord;
-  // Stores write events and lake records from `json`; only profile fragments (merged
-  // per attribute) need the parsed body, so it is parsed on first use.
-  let parsed: ValidRecord["body"] | undefined;
-  Object.defineProperty(record, "body", { enumerable: true, get: () => (parsed ??= JSON.parse(body) as ValidRecord["body"]) });
-  return record;
+  // Stores write events and lake records from `json`; only profile fragments (merged per
+  // attribute) need the parsed body, so it is parsed on first use.
+  return withLazyBody({ index: m.i, kind, primary: { namespace: m.p[0], id: m.p[1] }, identities, timestamp: m.t, eventId: m.e, size: m.s, json: body });
 }

@@ -43,7 +43,7 @@ export interface WorkspaceOutcome {
   merges: Array<{ from: number; into: number }>;
   /** Temporary ids of graphs created in this batch that survive, in creation order. */
   created: number[];
-  /** Size of every graph touched by the batch, by root id. */
+  /** Size of every graph whose size the batch changed (created, grown or merged), by root id. */
   sizes: Map<number, number>;
 }
 
@@ -53,11 +53,15 @@ export class GraphWorkspace {
   private readonly sizeOf = new Map<number, number>();
   private readonly newIdentities = new Map<string, Identity>();
   private readonly createdOrder: number[] = [];
+  /** Graphs whose size changed (may include graphs merged away since; outcome() keeps the roots). */
+  private readonly grown = new Set<number>();
   private nextTemp = -1;
 
   /**
    * @param existing graph id of every already-stored identity the batch mentions
-   * @param sizes current identity count of each of those graphs
+   * @param sizes current identity count of those graphs; needed only for the graphs of identities
+   *   that appear in a record with other identities (a lone identity links nothing), and asking
+   *   for one that was not given throws rather than guess
    * @param cap identities per graph
    */
   constructor(existing: ReadonlyMap<string, number>, sizes: ReadonlyMap<number, number>, private readonly cap: number) {
@@ -79,7 +83,10 @@ export class GraphWorkspace {
   }
 
   size(g: number): number {
-    return this.sizeOf.get(this.find(g)) ?? 0;
+    const root = this.find(g);
+    const s = this.sizeOf.get(root);
+    if (s === undefined) throw new Error(`the size of graph ${root} was not loaded`);
+    return s;
   }
 
   /** Graph of an identity as of now, or undefined. */
@@ -99,7 +106,8 @@ export class GraphWorkspace {
     const k = identityKey(i);
     this.graphOf.set(k, g);
     this.newIdentities.set(k, i);
-    this.sizeOf.set(g, (this.sizeOf.get(g) ?? 0) + 1);
+    this.sizeOf.set(g, this.size(g) + 1);
+    this.grown.add(g);
   }
 
   /** Older graph survives: real ids beat temporary ones, smaller real ids beat larger, earlier temps beat later. */
@@ -112,9 +120,11 @@ export class GraphWorkspace {
 
   private union(a: number, b: number): number {
     const [keep, gone] = GraphWorkspace.survivor(a, b);
+    const size = this.size(keep) + this.size(gone);
     this.parent.set(gone, keep);
-    this.sizeOf.set(keep, (this.sizeOf.get(keep) ?? 0) + (this.sizeOf.get(gone) ?? 0));
+    this.sizeOf.set(keep, size);
     this.sizeOf.delete(gone);
+    this.grown.add(keep);
     return keep;
   }
 
@@ -157,8 +167,9 @@ export class GraphWorkspace {
       if (g > 0) merges.push({ from: g, into: this.find(g) });
     }
     const created = this.createdOrder.filter((g) => this.find(g) === g);
+    // Only changed sizes: a graph the batch merely read (or added events to) keeps its stored size.
     const sizes = new Map<number, number>();
-    for (const [g, s] of this.sizeOf) if (this.find(g) === g) sizes.set(g, s);
+    for (const g of this.grown) if (this.find(g) === g) sizes.set(g, this.sizeOf.get(g)!);
     return { assigned, merges, created, sizes };
   }
 }

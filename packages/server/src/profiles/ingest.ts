@@ -73,6 +73,17 @@ export async function ingestRecords(store: ProfileStore, scope: TenantScope, dat
   records: ReadonlyArray<{ index: number; value: unknown }>, opts: IngestOptions): Promise<IngestResult> {
   const dataset = await store.getDataset(scope, datasetId);
   if (dataset === null) throw new StoreError("DATASET_NOT_FOUND", `dataset ${datasetId} does not exist in sandbox ${scope.sandboxName}`);
+  return ingestIntoDataset(store, scope, dataset, records, opts);
+}
+
+/**
+ * Validates the records against `dataset` (synchronously, before the first await: a caller
+ * that starts the next chunk's ingestion while this one's append is in flight overlaps
+ * validation with the store's write) and appends the valid ones. The store checks again
+ * inside its write transaction that the dataset exists and holds the records' class.
+ */
+export async function ingestIntoDataset(store: ProfileStore, scope: TenantScope, dataset: Dataset,
+  records: ReadonlyArray<{ index: number; value: unknown }>, opts: IngestOptions): Promise<IngestResult> {
   const limits: ValidationLimits = { ...DEFAULT_LIMITS, ...opts.limits };
   const { valid, failed } = validateAll(records, dataset, limits, opts);
   const read = records.length + (opts.extraRead ?? 0);
@@ -81,7 +92,7 @@ export async function ingestRecords(store: ProfileStore, scope: TenantScope, dat
     maxIdentitiesPerGraph: limits.maxIdentitiesPerGraph,
     ...(opts.batch === undefined ? {} : { batch: { ...opts.batch, read, failed } }),
   };
-  const res = await store.append(scope, datasetId, valid, appendOpts);
+  const res = await store.append(scope, dataset.id, valid, appendOpts);
   return {
     received: read,
     accepted: res.fragments + res.events + res.lakeOnly + res.duplicates,

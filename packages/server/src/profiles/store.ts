@@ -22,6 +22,9 @@ import type {
   ValidRecord,
 } from "./types.js";
 import type { RefusedLinkReport } from "./append-plan.js";
+import type { MembershipSet, MembershipSetCounts, MembershipSetOptions } from "./membership-sets.js";
+
+export type { MembershipSet, MembershipSetCounts, MembershipSetOptions } from "./membership-sets.js";
 
 export interface AppendOptions {
   /** Ingestion time (epoch ms): fragment timestamp when a record has no _repo.modifyDate. */
@@ -211,6 +214,13 @@ export interface ProfileStore {
 
   // Identities and profiles
   findProfileId(scope: TenantScope, identity: Identity): Promise<string | null>;
+  /**
+   * findProfileId of each identity, answered in order (null = not in any graph; an identity
+   * may appear more than once). One call for many: the embedded worker store answers in one
+   * message, PostgreSQL in one statement (the edge forwarder reads thousands per batch, and one
+   * call per identity cost more than the reads).
+   */
+  findProfileIds(scope: TenantScope, identities: readonly Identity[]): Promise<Array<string | null>>;
   graphIdentities(scope: TenantScope, profileId: string): Promise<Identity[]>;
   getProfile(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null>;
   getEvents(scope: TenantScope, identity: Identity, policy: MergePolicySpec, query?: EventQuery): Promise<EventPage>;
@@ -221,6 +231,20 @@ export interface ProfileStore {
   // Memberships (written by the batch, streaming and edge engines)
   /** Applies changes; records a transition for each status change; returns those transitions. */
   applyMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]>;
+  /**
+   * applyMembershipChanges for a caller that does not read the transitions (the edge
+   * forwarder): the same writes, answering only how many transitions were recorded. Building
+   * the transition objects and, from the worker store, copying them back to the caller's
+   * thread cost about as much as writing them.
+   */
+  writeMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<number>;
+  /**
+   * A batch job's changes in bulk (membership-sets.ts), in one transaction: the stored result
+   * of applyMembershipChanges with the same changes and `from`, without transition objects.
+   * The arrays may be transferred to another thread (the embedded worker store): the caller
+   * must not use them afterwards. Invalid sets reject with a RangeError/TypeError, writing nothing.
+   */
+  applyMembershipSets(scope: TenantScope, sets: readonly MembershipSet[], opts: MembershipSetOptions): Promise<MembershipSetCounts>;
   getMemberships(scope: TenantScope, profileId: string): Promise<Membership[]>;
   listMembers(scope: TenantScope, definitionId: string, opts?: { status?: MembershipStatus; limit?: number; afterProfileId?: string }): Promise<Membership[]>;
   countMembers(scope: TenantScope, definitionId: string): Promise<{ realized: number; exited: number }>;

@@ -89,44 +89,54 @@ function extractIdentityMap(raw: unknown, index: number, errors: RecordError[], 
       message: "identityMap must be an object of namespace code → array of {id, primary?, authenticatedState?}" });
     return;
   }
-  for (const [ns, entries] of Object.entries(raw)) {
-    const base = `identityMap.${ns}`;
-    if (normalizeNamespace(ns) === "") {
-      errors.push({ index, code: ERROR_CODES.identityMapInvalid, path: base, message: "identityMap has an empty namespace code" });
+  // Runs for every event (edge interact, streaming): the field paths of the messages are only
+  // built when there is an error to report, and the namespace is normalized once.
+  for (const ns in raw) {
+    if (!Object.hasOwn(raw, ns)) continue;
+    const entries = raw[ns];
+    const namespace = normalizeNamespace(ns);
+    if (namespace === "") {
+      errors.push({ index, code: ERROR_CODES.identityMapInvalid, path: `identityMap.${ns}`, message: "identityMap has an empty namespace code" });
       continue;
     }
     if (!Array.isArray(entries) || entries.length === 0) {
-      errors.push({ index, code: ERROR_CODES.identityMapInvalid, path: base,
+      errors.push({ index, code: ERROR_CODES.identityMapInvalid, path: `identityMap.${ns}`,
         message: `identityMap.${ns} must be a non-empty array of {id, primary?, authenticatedState?}` });
       continue;
     }
-    entries.forEach((entry, i) => {
-      const path = `${base}[${i}]`;
+    for (let i = 0; i < entries.length; i++) {
+      if (!(i in entries)) continue; // a hole: skipped, as forEach does
+      const entry: unknown = entries[i];
       if (!isPlainObject(entry)) {
+        const path = `identityMap.${ns}[${i}]`;
         errors.push({ index, code: ERROR_CODES.identityMapInvalid, path, message: `${path} must be an object with an id` });
-        return;
+        continue;
       }
       const id = entry["id"];
       if (typeof id !== "string" || id.trim() === "") {
+        const path = `identityMap.${ns}[${i}]`;
         errors.push({ index, code: ERROR_CODES.identityIdEmpty, path: `${path}.id`,
           message: `${path}.id must be a non-empty string` });
-        return;
+        continue;
       }
-      if (entry["primary"] !== undefined && typeof entry["primary"] !== "boolean") {
+      const primary = entry["primary"];
+      if (primary !== undefined && typeof primary !== "boolean") {
+        const path = `identityMap.${ns}[${i}]`;
         errors.push({ index, code: ERROR_CODES.identityMapInvalid, path: `${path}.primary`,
           message: `${path}.primary must be a boolean` });
-        return;
+        continue;
       }
       const auth = entry["authenticatedState"];
       if (auth !== undefined && (typeof auth !== "string" || !AUTH_STATES.has(auth))) {
+        const path = `identityMap.${ns}[${i}]`;
         errors.push({ index, code: ERROR_CODES.identityMapInvalid, path: `${path}.authenticatedState`,
           message: `${path}.authenticatedState must be one of ambiguous, authenticated, loggedOut` });
-        return;
+        continue;
       }
-      const identity = { namespace: normalizeNamespace(ns), id };
+      const identity = { namespace, id };
       out.identities.push(identity);
-      if (entry["primary"] === true) out.primaries.push(identity);
-    });
+      if (primary === true) out.primaries.push(identity);
+    }
   }
 }
 
@@ -147,6 +157,8 @@ function extractIdentityFields(body: JsonObject, fields: IdentityFieldDescriptor
 }
 
 function dedupe(list: Identity[]): Identity[] {
+  // The common case (one identity, or none) needs no set: the list is returned as is.
+  if (list.length < 2) return list;
   const seen = new Set<string>();
   const out: Identity[] = [];
   for (const i of list) {
@@ -251,7 +263,8 @@ export function validateRecord(raw: unknown, index: number, target: ValidationTa
 
   if (errors.length > 0) return { ok: false, errors };
   const primary = primaries[0] ?? identities[0]!;
-  const ordered = [primary, ...identities.filter((i) => identityKey(i) !== identityKey(primary))];
+  const ordered = identities.length === 1 && identities[0] === primary ? identities
+    : [primary, ...identities.filter((i) => identityKey(i) !== identityKey(primary))];
   // Events carry a canonical ISO timestamp so every reader (PQL, exports) sees one format.
   const iso = kind === "experienceevent" && timestamp !== null ? new Date(timestamp).toISOString() : null;
   const stored = iso !== null && body["timestamp"] !== iso ? { ...body, timestamp: iso } : body;

@@ -82,6 +82,8 @@ export interface StreamingEngineOptions {
    * engine's states stale): the store then reads every previous status.
    */
   passFrom?: boolean;
+  /** Membership writes committing at once (membership-writer.ts; default 4, 1 = one at a time). */
+  maxWritesInFlight?: number;
   onError?: (err: unknown) => void;
 }
 
@@ -141,7 +143,7 @@ export class StreamingEngine {
   constructor(private readonly opts: StreamingEngineOptions) {
     this.passFrom = opts.passFrom ?? true;
     this.states = new LruMap(opts.maxCachedProfiles ?? 200_000);
-    this.writer = new MembershipWriter(opts.hub);
+    this.writer = new MembershipWriter(opts.hub, opts.maxWritesInFlight);
   }
 
   start(): void {

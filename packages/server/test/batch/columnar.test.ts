@@ -14,6 +14,7 @@ import { SnapshotCache } from "../../src/batch/columnar/cache.js";
 import { PackedStrings } from "../../src/batch/columnar/table.js";
 import { buildSnapshot, PartBuilder, SNAPSHOT_SCAN_CHUNK, type Snapshot } from "../../src/batch/columnar/snapshot.js";
 import { evaluateJob } from "../../src/batch/engine/evaluate-job.js";
+import { membershipChangesOf } from "../../src/batch/engine/membership-output.js";
 import { DEMO_DATASETS, demoEvents, demoProfiles } from "../../src/profiles/demo.js";
 import { ingestRecords } from "../../src/profiles/ingest.js";
 import type { MembershipChange, ScannedProfile } from "../../src/profiles/store.js";
@@ -366,7 +367,7 @@ describe("columnar snapshots over a profile store", () => {
     const cached = await evaluateJob(ts.store, SCOPE, defs, { now: NOW, snapshots: cache });
     for (const d of defs) {
       const want = await referenceMembers(ts.store, d.query, { excludeOptOut: false });
-      assert.deepEqual(new Set(cached.changes.filter((c) => c.definitionId === d.id).map((c) => c.profileId)), want, d.id);
+      assert.deepEqual(new Set(membershipChangesOf(cached.memberships, NOW).filter((c) => c.definitionId === d.id).map((c) => c.profileId)), want, d.id);
     }
   });
 
@@ -439,7 +440,7 @@ describe("columnar engine on demo data", () => {
         const members = d.id === "inJob" ? new Map([["profileOnly", expected.get("profileOnly")!], ["counts", expected.get("counts")!]]) : undefined;
         const want = await referenceMembers(ts.store, d.query, { excludeOptOut: true, policy, now: DEMO_NOW, ...(members === undefined ? {} : { members }) });
         expected.set(d.id, want);
-        const got = new Set(out.changes.filter((c) => c.definitionId === d.id && c.status === "realized").map((c) => c.profileId));
+        const got = new Set(membershipChangesOf(out.memberships, DEMO_NOW).filter((c) => c.definitionId === d.id && c.status === "realized").map((c) => c.profileId));
         assert.deepEqual(got, want, `${policy.identityGraph.type}: ${d.id}: ${QUERIES[d.id]}`);
         assert.equal(out.counters.get(d.id)!.qualified, want.size);
         if (want.size > 0) nonEmpty++;
@@ -454,21 +455,24 @@ describe("columnar engine on demo data", () => {
     const cache = new SnapshotCache();
     const d = definition("adults-demo", 'loyalty.tier = "gold"', { excludeOptOut: false });
     const first = await evaluateJob(ts.store, SCOPE, [d], { now: DEMO_NOW, snapshots: cache });
-    assert.ok(first.changes.length > 2 && first.changes.every((c) => c.from === null && c.status === "realized"));
-    await ts.store.applyMembershipChanges(SCOPE, first.changes);
-    const leaving = first.changes[0]!.profileId;
+    // As changes (copied before the write: the worker store detaches the arrays it is given).
+    const firstChanges = membershipChangesOf(first.memberships, DEMO_NOW);
+    assert.ok(firstChanges.length > 2 && firstChanges.every((c) => c.from === null && c.status === "realized"));
+    assert.equal(first.writes, firstChanges.length);
+    await ts.store.applyMembershipSets(SCOPE, first.memberships, { source: "batch", at: DEMO_NOW });
+    const leaving = firstChanges[0]!.profileId;
     const crm = (await ts.store.graphIdentities(SCOPE, leaving)).find((i) => i.namespace === "crmid")!;
     const ds = (await ts.store.listDatasets(SCOPE)).find((x) => x.schemaClass === "profile")!.id;
     await ingestRecords(ts.store, SCOPE, ds, [{ index: 0, value: { identityMap: { CRMID: [{ id: crm.id, primary: true }] }, loyalty: { tier: "bronze" }, _repo: { modifyDate: new Date(DEMO_NOW).toISOString() } } }], { now: DEMO_NOW });
     const second = await evaluateJob(ts.store, SCOPE, [d], { now: DEMO_NOW + 1000, snapshots: cache });
     assert.equal(cache.stats(SCOPE, PDG)?.mode, "incremental");
-    assert.deepEqual(second.changes.map((c) => [c.profileId, c.status, c.from]), [[leaving, "exited", "realized"]]);
+    assert.deepEqual(membershipChangesOf(second.memberships, DEMO_NOW + 1000).map((c) => [c.profileId, c.status, c.from]), [[leaving, "exited", "realized"]]);
     const c = second.counters.get(d.id)!;
-    assert.deepEqual([c.realized, c.existing, c.exited], [0, first.changes.length - 1, 1]);
-    await ts.store.applyMembershipChanges(SCOPE, second.changes);
+    assert.deepEqual([c.realized, c.existing, c.exited], [0, firstChanges.length - 1, 1]);
+    await ts.store.applyMembershipSets(SCOPE, second.memberships, { source: "batch", at: DEMO_NOW + 1000 });
     // Back to gold: realized again, from exited.
     await ingestRecords(ts.store, SCOPE, ds, [{ index: 0, value: { identityMap: { CRMID: [{ id: crm.id, primary: true }] }, loyalty: { tier: "gold" }, _repo: { modifyDate: new Date(DEMO_NOW + 1).toISOString() } } }], { now: DEMO_NOW + 1 });
     const third = await evaluateJob(ts.store, SCOPE, [d], { now: DEMO_NOW + 2000, snapshots: cache });
-    assert.deepEqual(third.changes.map((x) => [x.profileId, x.status, x.from]), [[leaving, "realized", "exited"]]);
+    assert.deepEqual(membershipChangesOf(third.memberships, DEMO_NOW + 2000).map((x) => [x.profileId, x.status, x.from]), [[leaving, "realized", "exited"]]);
   });
 });

@@ -9,7 +9,7 @@ import fc from "fast-check";
 import { evaluateJob, JobCancelledError, type JobDefinition } from "../../src/batch/engine/evaluate-job.js";
 import { DependencyCycleError, dependencyOrder } from "../../src/batch/engine/dependency-order.js";
 import { ingestRecords } from "../../src/profiles/ingest.js";
-import type { MembershipChange, ScanOptions } from "../../src/profiles/store.js";
+import type { MembershipSet, ScanOptions } from "../../src/profiles/store.js";
 import { NO_MERGE_POLICY } from "../../src/profiles/types.js";
 import { openTestStore, type TestStore } from "../profiles/test-store.js";
 import { NOW, coveredQuery } from "./pql-gen.js";
@@ -17,8 +17,11 @@ import { SCOPE, definition, populate, referenceMembers, type Population } from "
 
 const N = 80;
 
-function membersOf(changes: readonly MembershipChange[], id: string, status: string): Set<string> {
-  return new Set(changes.filter((c) => c.definitionId === id && c.status === status).map((c) => c.profileId));
+/** Profiles a job makes realized (entered or re-entered) or exited for a definition. */
+function membersOf(sets: readonly MembershipSet[], id: string, status: string): Set<string> {
+  const s = sets.find((x) => x.definitionId === id);
+  const lists = s === undefined ? [] : status === "realized" ? [s.entered, s.reentered] : status === "exited" ? [s.exited] : [];
+  return new Set(lists.flatMap((l) => Array.from(l, String)));
 }
 
 describe("batch engine", () => {
@@ -71,7 +74,7 @@ describe("batch engine", () => {
       }
       for (const d of defs) {
         const want = await referenceMembers(ts.store, d.query, { excludeOptOut: true });
-        assert.deepEqual(membersOf(out.changes, d.id, "realized"), want, `${backend}: ${texts[Number(d.id.slice(1))]}`);
+        assert.deepEqual(membersOf(out.memberships, d.id, "realized"), want, `${backend}: ${texts[Number(d.id.slice(1))]}`);
         const c = out.counters.get(d.id)!;
         assert.equal(c.qualified, want.size);
         assert.equal(c.realized, want.size, "first job: every member is new");
@@ -91,9 +94,9 @@ describe("batch engine", () => {
     assert.ok(baseSet.size > 0 && midSet.size > 0 && midSet.size < baseSet.size + 1);
     for (const backend of ["columnar", "sql", "js"] as const) {
       const out = await evaluateJob(ts.store, SCOPE, [top, mid, base], { now: NOW, backend });
-      assert.deepEqual(membersOf(out.changes, "base", "realized"), baseSet, backend);
-      assert.deepEqual(membersOf(out.changes, "mid", "realized"), midSet, backend);
-      assert.deepEqual(membersOf(out.changes, "top", "realized"), topSet, backend);
+      assert.deepEqual(membersOf(out.memberships, "base", "realized"), baseSet, backend);
+      assert.deepEqual(membersOf(out.memberships, "mid", "realized"), midSet, backend);
+      assert.deepEqual(membersOf(out.memberships, "top", "realized"), topSet, backend);
       assert.deepEqual(out.sqlDefinitions, backend === "sql" ? ["base"] : [], backend);
     }
   });
@@ -101,12 +104,13 @@ describe("batch engine", () => {
   it("a job reading segmentMembership directly falls back to the in-memory back end and sees stored memberships", async () => {
     const base = definition("storedBase", "person.age >= 18");
     const first = await evaluateJob(ts.store, SCOPE, [base], { now: NOW });
-    await ts.store.applyMembershipChanges(SCOPE, first.changes);
-    const stored = membersOf(first.changes, "storedBase", "realized");
+    // Read before the write: the worker store takes (detaches) the arrays.
+    const stored = membersOf(first.memberships, "storedBase", "realized");
+    await ts.store.applyMembershipSets(SCOPE, first.memberships, { source: "batch", at: NOW });
     assert.ok(stored.size > 0);
     const direct = definition("direct", 'segmentMembership.ups.storedBase.status = "realized"');
     const out = await evaluateJob(ts.store, SCOPE, [direct], { now: NOW });
-    assert.deepEqual(membersOf(out.changes, "direct", "realized"), stored);
+    assert.deepEqual(membersOf(out.memberships, "direct", "realized"), stored);
     assert.match(out.inMemoryDefinitions["direct"] ?? "", /^in-memory: definition direct reads segmentMembership directly/);
     // Undo: later tests start from no stored memberships.
     await ts.store.applyMembershipChanges(SCOPE, [...stored].map((profileId) => ({ profileId, definitionId: "storedBase", status: "exited" as const, source: "batch" as const, at: NOW })));
@@ -120,8 +124,8 @@ describe("batch engine", () => {
     assert.ok(pid !== null);
     const all = (extra: Partial<JobDefinition>) => definition(`all-${String(extra.excludeOptOut)}`, "true", extra);
     const out = await evaluateJob(ts.store, SCOPE, [all({ excludeOptOut: true }), all({ excludeOptOut: false })], { now: NOW });
-    const strict = membersOf(out.changes, "all-true", "realized");
-    const loose = membersOf(out.changes, "all-false", "realized");
+    const strict = membersOf(out.memberships, "all-true", "realized");
+    const loose = membersOf(out.memberships, "all-false", "realized");
     assert.equal(loose.size, N);
     assert.equal(strict.size, N - 1);
     assert.ok(!strict.has(pid) && loose.has(pid));
@@ -130,8 +134,8 @@ describe("batch engine", () => {
   it("a second job records exited for profiles that left, keeps the others existing", async () => {
     const d = definition("adults", "person.age >= 18", { excludeOptOut: false });
     const first = await evaluateJob(ts.store, SCOPE, [d], { now: NOW });
-    await ts.store.applyMembershipChanges(SCOPE, first.changes);
-    const members = membersOf(first.changes, "adults", "realized");
+    const members = membersOf(first.memberships, "adults", "realized");
+    await ts.store.applyMembershipSets(SCOPE, first.memberships, { source: "batch", at: NOW });
     assert.ok(members.size >= 2, "fixture has adults");
     // Two members become minors; one non-member becomes an adult.
     const pidToEcid = new Map<string, string>();
@@ -145,13 +149,14 @@ describe("batch engine", () => {
     ], { now: t });
     const second = await evaluateJob(ts.store, SCOPE, [d], { now: t + 1000 });
     const c = second.counters.get("adults")!;
-    assert.deepEqual(membersOf(second.changes, "adults", "exited"), new Set(leaving));
-    assert.deepEqual(membersOf(second.changes, "adults", "realized"), new Set([joining]));
+    assert.deepEqual(membersOf(second.memberships, "adults", "exited"), new Set(leaving));
+    assert.deepEqual(membersOf(second.memberships, "adults", "realized"), new Set([joining]));
     assert.equal(c.exited, 2);
     assert.equal(c.realized, 1);
     assert.equal(c.existing, members.size - 2);
     assert.equal(c.qualified, members.size - 1);
-    const transitions = await ts.store.applyMembershipChanges(SCOPE, second.changes);
+    assert.deepEqual(await ts.store.applyMembershipSets(SCOPE, second.memberships, { source: "batch", at: t + 1000 }), { realized: 1, exited: 2 });
+    const transitions = await ts.store.listTransitions(SCOPE, { definitionId: "adults", since: t + 1000 });
     assert.equal(transitions.length, 3);
     assert.ok(transitions.every((tr) => tr.source === "batch"));
     assert.deepEqual((await ts.store.getMemberships(SCOPE, leaving[0]!)).find((m) => m.definitionId === "adults")?.status, "exited");
@@ -170,9 +175,9 @@ describe("batch engine", () => {
     const p1 = await ts.store.findProfileId(SCOPE, { namespace: "ecid", id: "P1" });
     for (const d of defs) {
       const want = await referenceMembers(ts.store, d.query, { excludeOptOut: false, policy: NO_MERGE_POLICY });
-      assert.deepEqual(membersOf(out.changes, d.id, "realized"), want, d.id);
+      assert.deepEqual(membersOf(out.memberships, d.id, "realized"), want, d.id);
     }
-    assert.ok(membersOf(out.changes, "none0", "realized").has(p1!), "the Email entry qualifies the profile");
+    assert.ok(membersOf(out.memberships, "none0", "realized").has(p1!), "the Email entry qualifies the profile");
     assert.equal(out.profilesByPolicy["mp-none"], out.totalProfiles + 2, "two profiles are scanned once per identity");
   });
 

@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { HubForwardError, HubForwarder, type ForwardItem, type HubForwarderOptions } from "../../src/edge/hub-forwarder.js";
+import { APPEND_SLICE, HubForwardError, HubForwarder, READ_CHECK, READ_CHUNK, type ForwardItem, type HubForwarderOptions } from "../../src/edge/hub-forwarder.js";
 import type { EdgeProjector } from "../../src/edge/projector.js";
 import type { ProfileStore } from "../../src/profiles/store.js";
 import type { Dataset, MembershipStatus, MergePolicySpec } from "../../src/profiles/types.js";
@@ -33,7 +33,12 @@ async function waitFor(cond: () => boolean, what: string, ms = 10_000): Promise<
 
 /** A hub that counts calls and can fail them: `fail.append = 2` fails the next two appends. */
 function instrumentedHub(hub: ProfileStore) {
-  const calls = { append: 0, appended: 0, appendSizes: [] as number[], memberships: 0, membershipsApplied: 0, membershipsInAppendTurn: [] as boolean[] };
+  const calls = { append: 0, appended: 0, appendSizes: [] as number[], memberships: 0, membershipsApplied: 0, membershipsInAppendTurn: [] as boolean[], reads: 0, readSizes: [] as number[], mostReadCallsInOneTurn: 0, readsOutstanding: 0, mostReadsOutstanding: 0, appendsInOneTurn: [] as number[] };
+  // findProfileIds calls made in the current synchronous run (a microtask resets it: anything
+  // the forwarder awaits, a yield or answers, ends the run).
+  let readCallsThisTurn = 0;
+  // Appends made in the current synchronous run (same), pushed to appendsInOneTurn when it ends.
+  let appendsThisTurn = 0;
   // True from an append call until the end of that synchronous turn (a microtask resets it).
   let inAppendTurn = false;
   const fail = { append: 0, memberships: 0, always: false };
@@ -41,6 +46,12 @@ function instrumentedHub(hub: ProfileStore) {
     kind: hub.kind,
     async append(...args: Parameters<ProfileStore["append"]>) {
       calls.append++;
+      if (appendsThisTurn++ === 0) {
+        queueMicrotask(() => {
+          calls.appendsInOneTurn.push(appendsThisTurn);
+          appendsThisTurn = 0;
+        });
+      }
       inAppendTurn = true;
       queueMicrotask(() => (inAppendTurn = false));
       if (fail.always || fail.append > 0) {
@@ -51,8 +62,15 @@ function instrumentedHub(hub: ProfileStore) {
       calls.appendSizes.push(args[2].length);
       return hub.append(...args);
     },
-    findProfileId: (...args: Parameters<ProfileStore["findProfileId"]>) => hub.findProfileId(...args),
-    async applyMembershipChanges(...args: Parameters<ProfileStore["applyMembershipChanges"]>) {
+    findProfileIds(...args: Parameters<ProfileStore["findProfileIds"]>) {
+      calls.reads += args[1].length;
+      calls.readSizes.push(args[1].length);
+      if (readCallsThisTurn++ === 0) queueMicrotask(() => (readCallsThisTurn = 0));
+      calls.mostReadCallsInOneTurn = Math.max(calls.mostReadCallsInOneTurn, readCallsThisTurn);
+      calls.mostReadsOutstanding = Math.max(calls.mostReadsOutstanding, ++calls.readsOutstanding);
+      return hub.findProfileIds(...args).finally(() => calls.readsOutstanding--);
+    },
+    async writeMembershipChanges(...args: Parameters<ProfileStore["writeMembershipChanges"]>) {
       calls.memberships++;
       calls.membershipsInAppendTurn.push(inAppendTurn);
       if (fail.memberships > 0) {
@@ -60,7 +78,7 @@ function instrumentedHub(hub: ProfileStore) {
         throw new Error("hub unavailable (memberships)");
       }
       calls.membershipsApplied++;
-      return hub.applyMembershipChanges(...args);
+      return hub.writeMembershipChanges(...args);
     },
   } as unknown as ProfileStore;
   return { store, calls, fail };
@@ -143,6 +161,130 @@ describe("hub forwarder", () => {
     await fw.close();
   });
 
+  /**
+   * The item with an `identity` that counts how many items' identities the forwarder looks at
+   * in one synchronous run (it reads them only to gather the profile-id reads).
+   */
+  const looks = { thisTurn: 0, most: 0 };
+  function counted(it: ForwardItem): ForwardItem {
+    const identity = it.identity;
+    return Object.defineProperty({ ...it }, "identity", {
+      get() {
+        if (looks.thisTurn++ === 0) queueMicrotask(() => (looks.thisTurn = 0));
+        looks.most = Math.max(looks.most, looks.thisTurn);
+        return identity;
+      },
+    });
+  }
+
+  it("reads the profile ids of a large batch in calls of READ_CHUNK identities, once per identity, yielding every READ_CHECK items when the budget is spent", async () => {
+    const { store, calls } = instrumentedHub(f.hub);
+    const fw = forwarder(store, { maxBatch: 5000, flushIntervalMs: 60_000, turnBudgetMs: 0 });
+    const profiles = READ_CHUNK + 8 * READ_CHECK + 3;
+    for (let i = 0; i < profiles; i++) fw.enqueue(item(`reads-${i}`));
+    await fw.idle();
+    calls.reads = 0;
+    calls.readSizes.length = 0;
+    looks.most = 0;
+    // Two events per profile: one read per identity; each profile qualifies with its first
+    // event and exits with its second (changes built over several turns, in order).
+    for (let i = 0; i < 2 * profiles; i++) fw.enqueue(counted(item(`reads-${i % profiles}`, [{ definitionId: "d-reads", status: i < profiles ? "realized" : "exited" }])));
+    await fw.idle();
+    assert.equal(calls.reads, profiles, "one read per distinct identity");
+    assert.deepEqual(calls.readSizes, [READ_CHUNK, profiles - READ_CHUNK], "in calls of READ_CHUNK identities");
+    assert.equal(looks.most, READ_CHECK, "no budget: never more than READ_CHECK items gathered in one turn");
+    assert.deepEqual(calls.membershipsInAppendTurn, [true], "the transitions still go in the events' turn (one group commit)");
+    const transitions = await f.hub.listTransitions(scope, { definitionId: "d-reads", limit: 10_000 });
+    assert.equal(transitions.length, 2 * profiles);
+    for (const t of transitions.filter((x) => x.to === "exited")) assert.equal(t.from, "realized");
+    // Every transition of the right profile: the answers of both calls were matched to their items.
+    const pids = await f.hub.findProfileIds(scope, Array.from({ length: profiles }, (_, i) => ({ namespace: "crmid", id: `reads-${i}` })));
+    assert.deepEqual(transitions.filter((x) => x.to === "realized").map((t) => t.profileId), pids);
+    assert.deepEqual(transitions.filter((x) => x.to === "exited").map((t) => t.profileId), pids);
+    const n = 2 * profiles;
+    assert.deepEqual(calls.appendSizes.slice(-Math.ceil(n / APPEND_SLICE)), [...new Array<number>(Math.floor(n / APPEND_SLICE)).fill(APPEND_SLICE), n % APPEND_SLICE],
+      "the known profiles' events went together, in slices");
+    await fw.close();
+  });
+
+  it("posts a batch's reads in one turn when the turn budget is unlimited", async () => {
+    const { store, calls } = instrumentedHub(f.hub);
+    const fw = forwarder(store, { maxBatch: 5000, flushIntervalMs: 60_000, turnBudgetMs: Infinity });
+    const profiles = 2 * READ_CHUNK + 5;
+    for (let i = 0; i < profiles; i++) fw.enqueue(item(`reads-at-once-${i}`));
+    await fw.idle();
+    calls.mostReadCallsInOneTurn = 0;
+    calls.mostReadsOutstanding = 0;
+    calls.reads = 0;
+    calls.readSizes.length = 0;
+    looks.most = 0;
+    for (let i = 0; i < profiles; i++) fw.enqueue(counted(item(`reads-at-once-${i}`)));
+    await fw.idle();
+    assert.equal(calls.reads, profiles);
+    assert.deepEqual(calls.readSizes, [READ_CHUNK, READ_CHUNK, 5]);
+    assert.equal(looks.most, profiles, "every item gathered in one turn");
+    assert.equal(calls.mostReadCallsInOneTurn, 3, "every call posted in that turn");
+    assert.equal(calls.mostReadsOutstanding, 3, "none waited for another's answer");
+    for (let p = 0; p < profiles; p += 97) assert.equal(await hubEventCount(`reads-at-once-${p}`), 2);
+    await fw.close();
+  });
+
+  it("appends a large batch in slices, yielding between them when the budget is spent, with the transitions in the last slice's turn", async () => {
+    const { store, calls } = instrumentedHub(f.hub);
+    const fw = forwarder(store, { maxBatch: 5000, flushIntervalMs: 60_000, turnBudgetMs: 0 });
+    const profiles = 2 * APPEND_SLICE + 10;
+    for (let p = 0; p < profiles; p++) fw.enqueue(item(`sliced-${p}`));
+    await fw.idle();
+    calls.appendSizes.length = 0;
+    calls.appendsInOneTurn.length = 0;
+    for (let p = 0; p < profiles; p++) fw.enqueue(item(`sliced-${p}`, [{ definitionId: "d-sliced", status: "realized" }]));
+    await fw.idle();
+    assert.deepEqual(calls.appendSizes, [APPEND_SLICE, APPEND_SLICE, 10], "one append per slice");
+    assert.deepEqual(calls.appendsInOneTurn, [1, 1, 1], "no budget: one slice per turn");
+    assert.deepEqual(calls.membershipsInAppendTurn, [true], "the transitions go in one call, in the last slice's turn");
+    let events = 0;
+    for (let p = 0; p < profiles; p++) events += await hubEventCount(`sliced-${p}`);
+    assert.equal(events, 2 * profiles, "every event once");
+    assert.equal((await f.hub.listTransitions(scope, { definitionId: "d-sliced", limit: 10_000 })).length, profiles);
+
+    // An unlimited budget hands every slice over in one turn.
+    calls.appendsInOneTurn.length = 0;
+    const fast = forwarder(store, { maxBatch: 5000, flushIntervalMs: 60_000, turnBudgetMs: Infinity });
+    for (let p = 0; p < profiles; p++) fast.enqueue(item(`sliced-${p}`));
+    await fast.idle();
+    assert.deepEqual(calls.appendsInOneTurn, [3]);
+    await fw.close();
+    await fast.close();
+  });
+
+  it("retries a batch whose second append failed without doubling the events already stored", async () => {
+    const { store, calls, fail } = instrumentedHub(f.hub);
+    const errors: unknown[] = [];
+    const fw = forwarder(store, { maxBatch: 5000, flushIntervalMs: 60_000, retryDelayMs: 1, turnBudgetMs: 0 }, errors);
+    const profiles = APPEND_SLICE + 5;
+    for (let p = 0; p < profiles; p++) fw.enqueue(item(`retry-slice-${p}`));
+    await fw.idle();
+    for (let p = 0; p < profiles; p++) fw.enqueue(item(`retry-slice-${p}`, [{ definitionId: "d-retry-slice", status: "realized" }]));
+    // The first slice is stored; the second fails once.
+    const append = store.append.bind(store);
+    let seen = 0;
+    (store as { append: ProfileStore["append"] }).append = async (...args) => {
+      if (++seen === 2) fail.append = 1;
+      return append(...args);
+    };
+    const membershipCalls = calls.memberships;
+    await fw.idle();
+    assert.equal(errors.length, 1, "one failed attempt, reported");
+    assert.ok(errors[0] instanceof HubForwardError && errors[0].willRetry);
+    assert.equal(fw.stats.dropped, 0);
+    assert.equal(calls.memberships - membershipCalls, 1, "the transitions were applied once (the retry only appends)");
+    let events = 0;
+    for (let p = 0; p < profiles; p++) events += await hubEventCount(`retry-slice-${p}`);
+    assert.equal(events, 2 * profiles, "every event once");
+    assert.equal((await f.hub.listTransitions(scope, { definitionId: "d-retry-slice", limit: 10_000 })).length, profiles, "one transition per profile");
+    await fw.close();
+  });
+
   it("applies backpressure: admit() refuses once maxQueue items wait, and accepts again after the drain", async () => {
     const fw = forwarder(f.hub, { maxQueue: 3, flushIntervalMs: 60_000 });
     for (let i = 0; i < 3; i++) {
@@ -169,7 +311,9 @@ describe("hub forwarder", () => {
     assert.equal(fw.pending, 0);
     assert.equal(fw.stats.forwarded, 1200);
     assert.equal(fw.stats.dropped, 0);
-    assert.deepEqual(calls.appendSizes, [500, 500, 200]);
+    // The first batch creates the profiles (one append, then their ids); the others are of
+    // known profiles, appended in slices of at most APPEND_SLICE events.
+    assert.deepEqual(calls.appendSizes, [500, APPEND_SLICE, 500 - APPEND_SLICE, 200]);
     for (let p = 0; p < 12; p++) assert.equal(await hubEventCount(`drain-${p}`), 100, `drain-${p}`);
     const transitions = await f.hub.listTransitions(scope, { definitionId: "d-drain" });
     assert.equal(transitions.length, 12, "the 12 edge qualifications (one per profile) are recorded");

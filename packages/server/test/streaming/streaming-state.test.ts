@@ -3,14 +3,15 @@
  * (events by type kept in step incrementally, duplicates, trimming, the
  * inSegment mirror updated in place), the sweep schedule (re-scheduling the
  * same instant does not grow the heap; several windows), and the membership
- * writer (one store call per drain, each caller gets its own transitions).
+ * writer (one store call per drain, each caller gets its own transitions;
+ * writes pipelined up to a limit, failures reach only their own callers).
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import type { MembershipChange, ProfileStore } from "../../src/profiles/store.js";
 import type { JsonObject, MembershipTransition, TenantScope } from "../../src/profiles/types.js";
-import { MembershipWriter } from "../../src/streaming/membership-writer.js";
+import { MAX_IN_FLIGHT, MembershipWriter } from "../../src/streaming/membership-writer.js";
 import { addEvent, eventsByType, LruMap, newProfileState, setMembership, trimEvents, type ProfileState } from "../../src/streaming/profile-state.js";
 import { groupEventsByType, ReverseIndex, footprintOf } from "../../src/streaming/reverse-index.js";
 import { nextWindowChange, nextWindowChangeOf, SweepSchedule } from "../../src/streaming/sweep-schedule.js";
@@ -192,4 +193,75 @@ describe("membership writer", () => {
     assert.ok(calls[0]!.every((c) => c.from === null), "from is passed through");
     results.forEach((r, i) => assert.deepEqual(r.map((t) => `${t.profileId}/${t.definitionId}`).sort(), [`${i}/d1`, `${i}/d2`]));
   });
+
+  /** A store whose writes stay in flight until the test releases them (or fails them), in call order. */
+  function heldStore() {
+    const calls: Array<{ changes: MembershipChange[]; release: () => void; fail: (err: Error) => void }> = [];
+    const hub = {
+      applyMembershipChanges(_s: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]> {
+        return new Promise((resolve, reject) => {
+          const transitions = changes.map((c) => ({ profileId: c.profileId, definitionId: c.definitionId, from: c.from ?? null, to: c.status, source: c.source, at: new Date(c.at).toISOString() }));
+          calls.push({ changes: [...changes], release: () => resolve(transitions), fail: reject });
+        });
+      },
+    } as unknown as ProfileStore;
+    return { hub, calls };
+  }
+  const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+  const change = (p: string): MembershipChange => ({ profileId: p, definitionId: "d", status: "realized", source: "streaming", at: T });
+
+  it("sends a turn's changes while earlier writes are still in flight, up to MAX_IN_FLIGHT, then the rest together", async () => {
+    const { hub, calls } = heldStore();
+    const w = new MembershipWriter(hub);
+    const results: Array<Promise<MembershipTransition[]>> = [];
+    for (let turn = 0; turn < MAX_IN_FLIGHT; turn++) {
+      results.push(w.write(scope, [change(`p${turn}`)]));
+      await nextTurn();
+      await nextTurn();
+      assert.equal(calls.length, turn + 1, `turn ${turn}'s change is sent without waiting for the ${turn} write(s) in flight`);
+    }
+    assert.equal(w.writing, MAX_IN_FLIGHT);
+    // At the limit: the next turns' changes wait, and go out together when a write finishes.
+    results.push(w.write(scope, [change("late1")]));
+    await nextTurn();
+    results.push(w.write(scope, [change("late2")]));
+    await nextTurn();
+    await nextTurn();
+    assert.equal(calls.length, MAX_IN_FLIGHT, "nothing more is sent while MAX_IN_FLIGHT writes are in flight");
+    calls[0]!.release();
+    await results[0];
+    await nextTurn();
+    await nextTurn();
+    assert.equal(calls.length, MAX_IN_FLIGHT + 1);
+    assert.deepEqual(calls[MAX_IN_FLIGHT]!.changes.map((c) => c.profileId), ["late1", "late2"], "the waiting changes go out as one call");
+    for (const c of calls.slice(1)) c.release();
+    const all = await Promise.all(results);
+    const expected = [...Array.from({ length: MAX_IN_FLIGHT }, (_, i) => [`p${i}`]), ["late1"], ["late2"]];
+    assert.deepEqual(all.map((r) => r.map((t) => t.profileId)), expected, "each caller gets its own transitions");
+    await w.idle();
+    assert.equal(w.writing, 0);
+  });
+
+  it("rejects only the callers of a failed write; idle() waits for every write in flight", async () => {
+    const { hub, calls } = heldStore();
+    const w = new MembershipWriter(hub);
+    const first = w.write(scope, [change("a")]);
+    await nextTurn();
+    await nextTurn();
+    const second = w.write(scope, [change("b")]);
+    await nextTurn();
+    await nextTurn();
+    assert.equal(calls.length, 2);
+    let idle = false;
+    const idled = w.idle().then(() => (idle = true));
+    calls[0]!.fail(new Error("disk full"));
+    await assert.rejects(first, /disk full/);
+    await nextTurn();
+    assert.equal(idle, false, "the second write is still in flight");
+    calls[1]!.release();
+    assert.deepEqual((await second).map((t) => t.profileId), ["b"]);
+    await idled;
+    assert.equal(idle, true);
+  });
 });
+

@@ -12,7 +12,7 @@
  * written into the `segmentMembership.ups.<id>.status` column its dependents
  * read. Cancellation is checked between scan chunks and between definitions.
  */
-import type { MembershipChange, ProfileStore } from "../../profiles/store.js";
+import type { MembershipSet, ProfileStore } from "../../profiles/store.js";
 import type { MembershipStatus, MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { SnapshotCache } from "../columnar/cache.js";
 import type { Column } from "../columnar/layout.js";
@@ -20,6 +20,7 @@ import { compileDefinition, type ColumnarCompiled } from "../columnar/predicate.
 import { BuildCancelledError, membersOf, statusOverrides, type Snapshot, type SnapshotPart } from "../columnar/snapshot.js";
 import type { DefinitionCounters, EvaluationOptions, EvaluationOutcome, JobDefinition } from "./evaluate-job.js";
 import { JobCancelledError } from "./evaluate-job.js";
+import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
 import { usesEvents } from "./uses-events.js";
 
 function policyKey(p: MergePolicySpec): string {
@@ -112,7 +113,7 @@ export async function evaluateColumnar(
 
   // 3. Definitions in dependency order.
   const counters = new Map<string, DefinitionCounters>();
-  const changes: MembershipChange[] = [];
+  const memberships: MembershipSet[] = [];
   const fallbacks: Record<string, string> = {};
   const columnarDefinitions: string[] = [];
   const compiledCache = new Map<string, ColumnarCompiled>();
@@ -150,6 +151,8 @@ export async function evaluateColumnar(
     storedIds.delete(`exited\u0000${d.id}`);
 
     const c: DefinitionCounters = { qualified: 0, byNamespace: {}, realized: 0, existing: 0, exited: 0 };
+    // Numeric ids (the stores' pids): a string that is not one becomes NaN, which the store refuses by name.
+    const out = new MembershipSetBuilder(d.id);
     for (const { part, offset } of snap.parts()) {
       const nsCount = new Int32Array(part.namespaces.length);
       const stamp = new Int32Array(part.namespaces.length).fill(-1);
@@ -174,11 +177,11 @@ export async function evaluateColumnar(
           if (p === 1) c.existing++;
           else {
             c.realized++;
-            changes.push({ profileId: profileIds[o]!, definitionId: d.id, status: "realized", source: "batch", at: opts.now, from: p === 2 ? "exited" : null });
+            (p === 2 ? out.reentered : out.entered).push(Number(profileIds[o]!));
           }
         } else {
           c.exited++;
-          changes.push({ profileId: profileIds[o]!, definitionId: d.id, status: "exited", source: "batch", at: opts.now, from: "realized" });
+          out.exited.push(Number(profileIds[o]!));
         }
       }
       part.namespaces.forEach((ns, code) => {
@@ -186,6 +189,7 @@ export async function evaluateColumnar(
       });
     }
     counters.set(d.id, c);
+    if (out.size > 0) memberships.push(out.finish());
     definitionMs[d.id] = performance.now() - t0;
   }
   let totalProfiles = 0;
@@ -196,7 +200,7 @@ export async function evaluateColumnar(
     profilesByPolicy[d.policy.id] = snap.entryCount;
   }
   report(Math.max(totalProfiles, lastReported));
-  return { changes, counters, totalProfiles, profilesByPolicy, sqlDefinitions: [], inMemoryDefinitions: fallbacks, columnarDefinitions, definitionMs };
+  return { memberships, writes: membershipWrites(memberships), counters, totalProfiles, profilesByPolicy, sqlDefinitions: [], inMemoryDefinitions: fallbacks, columnarDefinitions, definitionMs };
 }
 
 /**

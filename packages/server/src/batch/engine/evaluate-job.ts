@@ -20,7 +20,7 @@
  * (columnar-engine.ts).
  */
 import { compile, type CompiledQuery, type Query, toBoolean } from "@segmentd/pql";
-import type { MembershipChange, ProfileStore, ScannedProfile } from "../../profiles/store.js";
+import type { MembershipSet, ProfileStore, ScannedProfile } from "../../profiles/store.js";
 import type { JsonObject, MembershipStatus, MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { SqlCompiler } from "../sql/compile-sql.js";
 import { SqliteDialect } from "../sql/dialect.js";
@@ -29,6 +29,7 @@ import type { SnapshotCache } from "../columnar/cache.js";
 import { evaluateColumnar } from "./columnar-engine.js";
 import { readsStoredMemberships } from "./reads-memberships.js";
 import { dependencyOrder } from "./dependency-order.js";
+import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
 import { usesEvents } from "./uses-events.js";
 
 export interface JobDefinition {
@@ -71,7 +72,13 @@ export interface DefinitionCounters {
 }
 
 export interface EvaluationOutcome {
-  changes: MembershipChange[];
+  /**
+   * Per definition with changes, the profiles that enter, re-enter or exit, for ONE
+   * applyMembershipSets call at the job's `now` (membership-output.ts).
+   */
+  memberships: MembershipSet[];
+  /** Membership writes (transitions) in `memberships`. */
+  writes: number;
   counters: Map<string, DefinitionCounters>;
   /** Distinct profiles scanned (the largest scan: every scan covers every profile). */
   totalProfiles: number;
@@ -155,11 +162,10 @@ export async function evaluateJob(store: ProfileStore, scope: TenantScope, defin
   const crossScan = new Map<string, Set<string>>();
   const evaluated = new Set<string>();
   const counters = new Map(ordered.map((d) => [d.id, emptyCounters()]));
-  const changes: MembershipChange[] = [];
+  const builders = new Map(ordered.map((d) => [d.id, new MembershipSetBuilder(d.id)]));
   const profilesByPolicy: Record<string, number> = {};
   let processed = 0;
   let totalProfiles = 0;
-  const qualifiedAt = opts.now;
 
   for (const g of groups) {
     const defs = [...g.sql, ...g.js];
@@ -195,6 +201,8 @@ export async function evaluateJob(store: ProfileStore, scope: TenantScope, defin
             for (let j = 0; j < n; j++) qual[j] = qual[j]! | own[j]!;
           }
           groupProfiles++;
+          // Numeric ids (the stores' pids): a string that is not one becomes NaN, which the store refuses by name.
+          const numericPid = Number(pid);
           for (let j = 0; j < n; j++) {
             const d = defs[j]!;
             const c = counters.get(d.id)!;
@@ -205,12 +213,13 @@ export async function evaluateJob(store: ProfileStore, scope: TenantScope, defin
               if (prev === "realized") c.existing++;
               else {
                 c.realized++;
-                changes.push({ profileId: pid, definitionId: d.id, status: "realized", source: "batch", at: qualifiedAt });
+                const b = builders.get(d.id)!;
+                (prev === "exited" ? b.reentered : b.entered).push(numericPid);
               }
               if (referenced.has(d.id)) setOf(crossScan, d.id).add(pid);
             } else if (prev === "realized") {
               c.exited++;
-              changes.push({ profileId: pid, definitionId: d.id, status: "exited", source: "batch", at: qualifiedAt });
+              builders.get(d.id)!.exited.push(numericPid);
             }
           }
         }
@@ -224,8 +233,10 @@ export async function evaluateJob(store: ProfileStore, scope: TenantScope, defin
     profilesByPolicy[g.policy.id] = entriesSeen;
     totalProfiles = Math.max(totalProfiles, groupProfiles);
   }
+  const memberships = [...builders.values()].filter((b) => b.size > 0).map((b) => b.finish());
   return {
-    changes,
+    memberships,
+    writes: membershipWrites(memberships),
     counters,
     totalProfiles,
     profilesByPolicy,

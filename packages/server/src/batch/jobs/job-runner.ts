@@ -4,7 +4,8 @@
  * FAILED, or CANCELLING → CANCELLED.
  *
  * Atomic results: the engine computes every change first; they are written
- * with ONE `applyMembershipChanges` call, which both profile stores commit as
+ * with ONE `applyMembershipSets` call (typed arrays of profile ids per
+ * definition, no per-change objects), which both profile stores commit as
  * one transaction. A cancel or a crash before that call leaves the previous
  * job's memberships untouched; after it, the job's results are complete.
  *
@@ -195,7 +196,7 @@ export class JobRunner {
       await pendingProgress;
       // Last point where a cancel takes effect: after this the single write transaction runs.
       if (cancelled()) throw new JobCancelledError();
-      await this.o.profiles.applyMembershipChanges(scope, outcome.changes);
+      await this.o.profiles.applyMembershipSets(scope, outcome.memberships, { source: "batch", at: segStart });
       const segEnd = this.o.clock.now();
       const r = await this.o.repo.get<StoredJob>("segment-job", scope, id);
       if (r === null) return;
@@ -218,7 +219,7 @@ export class JobRunner {
       // PROCESSING or CANCELLING: a cancel that arrives during the write is too late; the job completed.
       await this.o.repo.update("segment-job", r);
       await this.finish(r, "SUCCEEDED", undefined, ["PROCESSING", "CANCELLING"]);
-      this.o.logger?.info({ jobId: id, profiles: outcome.totalProfiles, changes: outcome.changes.length }, "segment job succeeded");
+      this.o.logger?.info({ jobId: id, profiles: outcome.totalProfiles, changes: outcome.writes }, "segment job succeeded");
     } catch (e) {
       const r = await this.o.repo.get<StoredJob>("segment-job", scope, id);
       if (r === null) return;

@@ -12,7 +12,7 @@ import { tenantKey } from "../change-feed.js";
 import type { ProfileStore, ScannedProfile } from "../store.js";
 import type { TenantScope } from "../types.js";
 import { EmbeddedProfileStore, type EmbeddedStoreOptions } from "./sqlite-store.js";
-import { toWire, unwireRecords, type FeedDelta, type WireRecords, type WorkerCall, type WorkerReply } from "./worker-store.js";
+import { toWire, unwireChanges, unwireIdentities, unwireRecords, type FeedDelta, type WireChanges, type WireRecords, type WorkerCall, type WorkerReply } from "./worker-store.js";
 
 const port = parentPort;
 if (port === null) throw new Error("store-worker.ts runs as a worker thread only");
@@ -48,6 +48,14 @@ async function run(method: string, args: unknown[]): Promise<unknown> {
     case "append":
     case "stageBatchRecords":
       args[2] = unwireRecords(args[2] as WireRecords);
+      break;
+    case "findProfileIds":
+      args[1] = unwireIdentities(args[1] as string[]);
+      break;
+    case "applyMembershipChanges":
+    case "writeMembershipChanges":
+      // [scope, count, columns] (wireChanges), or [scope, changes] as they were.
+      if (args.length === 3) args.splice(1, 2, unwireChanges(args[2] as WireChanges));
       break;
     case "scanOpen": {
       const [scope, policy, opts] = args as Parameters<ProfileStore["scanProfiles"]>;

@@ -10,6 +10,7 @@ import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
 import { ChangeFeed, tenantKey, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
 import { decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
+import { jsonIntegers, KIND_EXITED, KIND_REENTERED, planMembershipSets, transitionCounts, type PlannedSet } from "../membership-sets.js";
 import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, planMembershipChanges, toMembership, type GraphRows, type MembershipRow, type StoredStatuses } from "../scan-assembly.js";
 import {
   MAX_BATCH_ERRORS,
@@ -25,6 +26,9 @@ import {
   type IngestBatch,
   type IngestBatchStatus,
   type MembershipChange,
+  type MembershipSet,
+  type MembershipSetCounts,
+  type MembershipSetOptions,
   type ProfileStore,
   type ScanOptions,
   type ScannedProfile,
@@ -76,6 +80,8 @@ interface EventRow { seq: number; pid: number; ds: string; eid: string; ns: stri
 const NO_TENANT = -1;
 /** Rows per membership statement (unnest arrays): bounds one statement's size for million-change calls. */
 const MEMBERSHIP_CHUNK = 20_000;
+/** Identities per findProfileIds statement (unnest arrays): bounds one statement's size. */
+const IDENTITY_CHUNK = 20_000;
 /** Writes per group commit: bounds how long one transaction holds the tenant locks. */
 const MAX_GROUP = 256;
 
@@ -525,6 +531,20 @@ export class PostgresProfileStore implements ProfileStore {
     return pid === null ? null : String(pid);
   }
 
+  /** One statement per IDENTITY_CHUNK identities (unnest arrays, joined on the identities' primary key). */
+  async findProfileIds(scope: TenantScope, identities: readonly Identity[]): Promise<Array<string | null>> {
+    const tid = await this.tid(this.pool, scope, false);
+    const out = new Array<string | null>(identities.length).fill(null);
+    if (tid === NO_TENANT) return out;
+    for (let start = 0; start < identities.length; start += IDENTITY_CHUNK) {
+      const part = identities.slice(start, start + IDENTITY_CHUNK);
+      const rows = await this.q<{ k: number; pid: number }>(this.pool, `SELECT u.k, i.pid FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(ns, idv, k)
+        JOIN identities i ON i.tid = $1 AND i.ns = u.ns AND i.idv = u.idv`, [tid, part.map((i) => i.namespace), part.map((i) => i.id)]);
+      for (const r of rows) out[start + r.k - 1] = String(r.pid);
+    }
+    return out;
+  }
+
   async graphIdentities(scope: TenantScope, profileId: string): Promise<Identity[]> {
     const rows = await this.q<{ ns: string; idv: string }>(this.pool, "SELECT ns, idv FROM identities WHERE tid = $1 AND pid = $2 ORDER BY ns COLLATE \"C\", idv COLLATE \"C\"",
       [await this.tid(this.pool, scope, false), Number(profileId)]);
@@ -619,34 +639,69 @@ export class PostgresProfileStore implements ProfileStore {
   // ---- memberships ----------------------------------------------------------
 
   applyMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]> {
+    return this.write(scope, (c, tid) => this.membershipChanges(c, tid, changes));
+  }
+
+  async writeMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<number> {
+    return (await this.write(scope, (c, tid) => this.membershipChanges(c, tid, changes))).length;
+  }
+
+  /** The writes of applyMembershipChanges (in the caller's write job); the transitions recorded. */
+  private async membershipChanges(c: pg.PoolClient, tid: number, changes: readonly MembershipChange[]): Promise<MembershipTransition[]> {
+    if (changes.length === 0) return [];
+    // Previous statuses are read only for changes without the caller's `from`, in chunks.
+    const stored: StoredStatuses = new Map();
+    const unknown = changes.filter((ch) => ch.from === undefined);
+    for (let i = 0; i < unknown.length; i += MEMBERSHIP_CHUNK) {
+      const part = unknown.slice(i, i + MEMBERSHIP_CHUNK);
+      const rows = await this.q<{ pid: number; def: string; status: MembershipStatus }>(c, `SELECT m.pid, m.def, m.status FROM memberships m
+        JOIN unnest($2::int8[], $3::text[]) AS u(pid, def) ON m.pid = u.pid AND m.def = u.def WHERE m.tid = $1`,
+      [tid, part.map((ch) => Number(ch.profileId)), part.map((ch) => ch.definitionId)]);
+      for (const r of rows) addStoredStatus(stored, r.pid, r.def, r.status);
+    }
+    const plan = planMembershipChanges(changes, stored);
+    const t = plan.transitions;
+    for (let i = 0; i < plan.upserts.length; i += MEMBERSHIP_CHUNK) {
+      const part = plan.upserts.slice(i, i + MEMBERSHIP_CHUNK);
+      await c.query(`INSERT INTO memberships (tid, pid, def, status, lqt) SELECT $1, u.pid, u.def, u.status, u.lqt FROM unnest($2::int8[], $3::text[], $4::text[], $5::text[]) AS u(pid, def, status, lqt)
+        ON CONFLICT (tid, pid, def) DO UPDATE SET status = EXCLUDED.status, lqt = EXCLUDED.lqt`,
+      [tid, part.map((k) => plan.pids[k]!), part.map((k) => t[k]!.definitionId), part.map((k) => t[k]!.to), part.map((k) => t[k]!.at)]);
+    }
+    for (let i = 0; i < t.length; i += MEMBERSHIP_CHUNK) {
+      const end = Math.min(t.length, i + MEMBERSHIP_CHUNK);
+      const part = t.slice(i, end);
+      await c.query(`INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at)
+        SELECT $1, u.pid, u.def, u.f, u.t, u.s, u.at FROM unnest($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[]) WITH ORDINALITY AS u(pid, def, f, t, s, at, ord) ORDER BY u.ord`,
+      [tid, plan.pids.slice(i, end), part.map((x) => x.definitionId), part.map((x) => x.from), part.map((x) => x.to), part.map((x) => x.source), plan.ats.slice(i, end)]);
+    }
+    return t;
+  }
+
+  /**
+   * Set by set, in chunks of MEMBERSHIP_CHUNK profiles: one statement upserts the memberships and
+   * records the transitions (in the set's order) from one int8 array of `pid * 4 + kind` codes,
+   * sent as array text (no per-row parameters).
+   */
+  async applyMembershipSets(scope: TenantScope, sets: readonly MembershipSet[], opts: MembershipSetOptions): Promise<MembershipSetCounts> {
+    // async: an invalid set rejects (planMembershipSets throws) before anything is queued.
+    const planned: PlannedSet[] = planMembershipSets(sets, opts);
+    const counts = transitionCounts(planned);
+    if (counts.realized + counts.exited === 0) return counts;
+    const lqt = new Date(opts.at).toISOString();
     return this.write(scope, async (c, tid) => {
-      if (changes.length === 0) return [];
-      // Previous statuses are read only for changes without the caller's `from`, in chunks.
-      const stored: StoredStatuses = new Map();
-      const unknown = changes.filter((ch) => ch.from === undefined);
-      for (let i = 0; i < unknown.length; i += MEMBERSHIP_CHUNK) {
-        const part = unknown.slice(i, i + MEMBERSHIP_CHUNK);
-        const rows = await this.q<{ pid: number; def: string; status: MembershipStatus }>(c, `SELECT m.pid, m.def, m.status FROM memberships m
-          JOIN unnest($2::int8[], $3::text[]) AS u(pid, def) ON m.pid = u.pid AND m.def = u.def WHERE m.tid = $1`,
-        [tid, part.map((ch) => Number(ch.profileId)), part.map((ch) => ch.definitionId)]);
-        for (const r of rows) addStoredStatus(stored, r.pid, r.def, r.status);
+      for (const p of planned) {
+        for (let i = 0; i < p.codes.length; i += MEMBERSHIP_CHUNK) {
+          const json = jsonIntegers(p.codes, i, Math.min(p.codes.length, i + MEMBERSHIP_CHUNK)).toString("latin1");
+          await c.query(`WITH u AS (SELECT code / 4 AS pid, code % 4 AS kind, ord FROM unnest($2::int8[]) WITH ORDINALITY AS x(code, ord)),
+            m AS (INSERT INTO memberships (tid, pid, def, status, lqt) SELECT $1, u.pid, $3, CASE u.kind WHEN ${KIND_EXITED} THEN 'exited' ELSE 'realized' END, $4 FROM u
+              ON CONFLICT (tid, pid, def) DO UPDATE SET status = EXCLUDED.status, lqt = EXCLUDED.lqt)
+            INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at)
+              SELECT $1, u.pid, $3, CASE u.kind WHEN ${KIND_REENTERED} THEN 'exited' WHEN ${KIND_EXITED} THEN 'realized' END,
+                CASE u.kind WHEN ${KIND_EXITED} THEN 'exited' ELSE 'realized' END, $5, $6 FROM u ORDER BY u.ord`,
+          [tid, `{${json.slice(1, -1)}}`, p.definitionId, lqt, opts.source, opts.at]);
+        }
       }
-      const plan = planMembershipChanges(changes, stored);
-      const t = plan.transitions;
-      for (let i = 0; i < plan.upserts.length; i += MEMBERSHIP_CHUNK) {
-        const part = plan.upserts.slice(i, i + MEMBERSHIP_CHUNK);
-        await c.query(`INSERT INTO memberships (tid, pid, def, status, lqt) SELECT $1, u.pid, u.def, u.status, u.lqt FROM unnest($2::int8[], $3::text[], $4::text[], $5::text[]) AS u(pid, def, status, lqt)
-          ON CONFLICT (tid, pid, def) DO UPDATE SET status = EXCLUDED.status, lqt = EXCLUDED.lqt`,
-        [tid, part.map((k) => plan.pids[k]!), part.map((k) => t[k]!.definitionId), part.map((k) => t[k]!.to), part.map((k) => t[k]!.at)]);
-      }
-      for (let i = 0; i < t.length; i += MEMBERSHIP_CHUNK) {
-        const end = Math.min(t.length, i + MEMBERSHIP_CHUNK);
-        const part = t.slice(i, end);
-        await c.query(`INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at)
-          SELECT $1, u.pid, u.def, u.f, u.t, u.s, u.at FROM unnest($2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[]) WITH ORDINALITY AS u(pid, def, f, t, s, at, ord) ORDER BY u.ord`,
-        [tid, plan.pids.slice(i, end), part.map((x) => x.definitionId), part.map((x) => x.from), part.map((x) => x.to), part.map((x) => x.source), plan.ats.slice(i, end)]);
-      }
-      return t;
+      return counts;
     });
   }
 
