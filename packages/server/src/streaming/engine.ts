@@ -185,9 +185,11 @@ export class StreamingEngine {
     if (set.definitions.length === 0 || records.length === 0) return [];
     const tk = this.remember(tenant);
     const scope = this.tenants.get(tk)!.scope;
+    // One read for the request's records (on the worker store one message, not one per record).
+    const profileIds = await this.opts.hub.findProfileIds(scope, records.map((r) => r.primary));
     const results = await Promise.all(
-      records.map(async (record) => {
-        const profileId = await this.opts.hub.findProfileId(scope, record.primary);
+      records.map((record, i) => {
+        const profileId = profileIds[i] ?? null;
         if (profileId === null) return NO_TRANSITIONS;
         return this.queue.run(`${tk}\u0000${profileId}`, () => this.processRecord(tk, set, profileId, record));
       }),

@@ -2,6 +2,7 @@
 // the automatic WAL checkpoint switched off and checkpoints in a later turn. These tests pin
 // that the commit does not copy the WAL into the database file, that the deferred checkpoint
 // does in a later turn, and that the setting comes back (after a success and after a failure).
+// (With the default background checkpoints, checkpointer.test.ts, no commit checkpoints at all.)
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
@@ -30,7 +31,8 @@ const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(reso
 async function withStore(fn: (store: EmbeddedProfileStore, other: Database.Database, file: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-ckpt-"));
   const file = path.join(dir, "profiles.sqlite");
-  const store = new EmbeddedProfileStore({ path: file });
+  // Inline checkpoints: the deferral applies when SQLite's automatic checkpoint is on.
+  const store = new EmbeddedProfileStore({ path: file, checkpoints: "inline" });
   const other = new Database(file);
   try {
     await fn(store, other, file);
@@ -61,7 +63,7 @@ await describe("deferred WAL checkpoint of bulk membership writes", async () => 
 
   await it("restores wal_autocheckpoint after a write that fails", async () => {
     await withStore(async (store, other) => {
-      other.exec("CREATE TRIGGER refuse_d3 BEFORE INSERT ON transitions WHEN NEW.def = 'd3' BEGIN SELECT RAISE(ABORT, 'refused'); END");
+      other.exec("CREATE TRIGGER refuse_d3 BEFORE INSERT ON transitions WHEN NEW.def = (SELECT code FROM definition_codes WHERE id = 'd3') BEGIN SELECT RAISE(ABORT, 'refused'); END");
       await assert.rejects(store.applyMembershipSets(SCOPE, [set("d3", 1, 2000)], { source: "batch", at: AT }), /refused/);
       assert.equal(connectionOf(store).pragma("wal_autocheckpoint", { simple: true }), 1000);
       assert.equal((other.prepare("SELECT count(*) AS n FROM memberships").get() as { n: number }).n, 0);

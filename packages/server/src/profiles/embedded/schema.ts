@@ -27,12 +27,8 @@ CREATE TABLE IF NOT EXISTS lake_records (seq INTEGER PRIMARY KEY, tid INTEGER NO
   idv TEXT NOT NULL, ts INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS lake_eid ON lake_records (tid, ds, eid);
 CREATE INDEX IF NOT EXISTS lake_identity ON lake_records (tid, ns, idv);
-CREATE TABLE IF NOT EXISTS memberships (tid INTEGER NOT NULL, pid INTEGER NOT NULL, def TEXT NOT NULL, status TEXT NOT NULL,
-  lqt TEXT NOT NULL, PRIMARY KEY (tid, pid, def)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS memberships_def ON memberships (tid, def, status, pid);
-CREATE TABLE IF NOT EXISTS transitions (seq INTEGER PRIMARY KEY, tid INTEGER NOT NULL, pid INTEGER NOT NULL, def TEXT NOT NULL,
-  from_status TEXT, to_status TEXT NOT NULL, source TEXT NOT NULL, at INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS transitions_def_at ON transitions (tid, def, at);
+-- memberships, transitions and definition_codes: membership-codes.ts (MEMBERSHIP_SCHEMA), created
+-- after migrateTextMemberships has converted an older file's text tables.
 -- One transitions index: the engines' transition queries all name a definition (one without scans
 -- the table); each index costs ~0.2 µs per transition in bulk membership writes.
 DROP INDEX IF EXISTS transitions_at;

@@ -21,7 +21,7 @@ import { DEFAULT_IDENTITY_CACHE_ENTRIES, IdentityPidCache } from "./identity-cac
 import { ChangeFeed, tenantKey, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
 import { decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
-import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, parseBody, planMembershipChanges, toMembership, type GraphRows, type MembershipRow, type StoredStatuses } from "../scan-assembly.js";
+import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, parseBody, planMembershipChanges, toMembership, type GraphRows, type StoredStatuses } from "../scan-assembly.js";
 import {
   MAX_BATCH_ERRORS,
   StoreError,
@@ -64,6 +64,8 @@ import { identityKey } from "../validate.js";
 import { removePath, setPath } from "../xdm-object.js";
 import { jsonIntegers, KIND_EXITED, KIND_REENTERED, pidMajorCodes, planMembershipSets, setGroups, transitionCounts, type PlannedSet } from "../membership-sets.js";
 import { SQLITE_SCHEMA } from "./schema.js";
+import { BackgroundCheckpointer } from "./checkpointer.js";
+import { decodeTime, DefinitionCodes, encodeTime, MEMBERSHIP_SCHEMA, migrateTextMemberships, sourceCode, sourceName, STATUS_CODE, statusCode, statusName } from "./membership-codes.js";
 
 export interface EmbeddedStoreOptions {
   /** Database file; ":memory:" for throw-away stores. */
@@ -78,6 +80,11 @@ export interface EmbeddedStoreOptions {
   cacheMiB?: number;
   /** Identities whose profile id the writer keeps in memory (identity-cache.ts; default 2,000,000, 0 = none). */
   identityCacheEntries?: number;
+  /**
+   * "background" (default for a file): WAL checkpoints on a thread and connection of their own
+   * (checkpointer.ts), never inside a commit; "inline": SQLite's automatic checkpoint at commit.
+   */
+  checkpoints?: "background" | "inline";
 }
 
 interface DatasetRow { id: string; name: string; description: string | null; schema_class: string; profile_enabled: number; identity_fields: string; created: number; updated: number }
@@ -154,6 +161,10 @@ export class EmbeddedProfileStore implements ProfileStore {
   private readonly identityPids: IdentityPidCache;
   /** PRAGMA data_version when the cache was last known to mirror the file (another connection's commit changes it). */
   private dataVersion = 0;
+  /** Definition id <-> the integer stored in memberships and transitions (membership-codes.ts). */
+  private readonly defCodes: DefinitionCodes;
+  /** Runs the WAL checkpoints while the writer's automatic ones are off; null = automatic (inline). */
+  private checkpointer: BackgroundCheckpointer | null = null;
 
   constructor(opts: EmbeddedStoreOptions) {
     this.path = opts.path;
@@ -164,8 +175,29 @@ export class EmbeddedProfileStore implements ProfileStore {
     this.db.pragma("temp_store = MEMORY");
     this.db.pragma("busy_timeout = 5000");
     this.db.exec(SQLITE_SCHEMA);
+    migrateTextMemberships(this.db);
+    this.db.exec(MEMBERSHIP_SCHEMA);
+    this.defCodes = new DefinitionCodes(this.db);
     this.identityPids = new IdentityPidCache(opts.identityCacheEntries ?? DEFAULT_IDENTITY_CACHE_ENTRIES);
     this.dataVersion = this.readDataVersion();
+    if ((opts.checkpoints ?? "background") === "background" && opts.path !== ":memory:" && opts.path !== "") {
+      const pages = this.db.pragma("wal_autocheckpoint", { simple: true }) as number;
+      this.db.pragma("wal_autocheckpoint = 0");
+      this.checkpointer = new BackgroundCheckpointer({
+        path: opts.path,
+        synchronous: opts.synchronous ?? "full",
+        // Without its thread the WAL would grow for ever: back to SQLite's own checkpoints.
+        onStopped: () => {
+          this.checkpointer = null;
+          if (!this.closed) this.db.pragma(`wal_autocheckpoint = ${pages}`);
+        },
+      });
+    }
+  }
+
+  /** Resolves once background checkpoints run (at once when they are inline). */
+  checkpointsReady(): Promise<void> {
+    return this.checkpointer?.ready ?? Promise.resolve();
   }
 
   private readDataVersion(): number {
@@ -176,6 +208,8 @@ export class EmbeddedProfileStore implements ProfileStore {
     if (this.closed) return;
     if (this.queue.length > 0) this.flush();
     this.closed = true;
+    // The checkpoint thread's connection first: the last connection to close checkpoints the WAL.
+    await this.checkpointer?.stop();
     this.scanConn?.db.close();
     this.db.close();
   }
@@ -227,7 +261,7 @@ export class EmbeddedProfileStore implements ProfileStore {
    * made a million-change membership write (bench/memberships.ts) three times slower.
    */
   private commitGroup(jobs: QueuedWrite[]): void {
-    if (jobs.length !== 1 || jobs[0]!.deferCheckpoint !== true) {
+    if (jobs.length !== 1 || jobs[0]!.deferCheckpoint !== true || this.checkpointer !== null) {
       this.commitNow(jobs);
       return;
     }
@@ -713,8 +747,8 @@ export class EmbeddedProfileStore implements ProfileStore {
         .all(tid, lo, hi, eventsSince ?? Number.MIN_SAFE_INTEGER) as EventRow[];
       for (const r of rows) g(r.pid).events.push(eventFromRow(r));
     }
-    for (const r of stmt("SELECT pid, def, status, lqt FROM memberships WHERE tid = ? AND pid BETWEEN ? AND ? ORDER BY pid, def").all(tid, lo, hi) as MembershipRow[]) {
-      g(r.pid).memberships.push(toMembership(r));
+    for (const r of stmt(`${SELECT_MEMBERSHIPS} WHERE m.tid = ? AND m.pid BETWEEN ? AND ? ORDER BY m.pid, c.id`).all(tid, lo, hi) as StoredMembershipRow[]) {
+      g(r.pid).memberships.push(membershipOf(r));
     }
     return graphs;
   }
@@ -782,12 +816,14 @@ export class EmbeddedProfileStore implements ProfileStore {
 
   applyMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]> {
     const tid = this.tenantForWrite(scope);
-    return this.write(() => this.membershipChanges(tid, changes), changes.length >= SOLO_MEMBERSHIP_CHANGES);
+    const codes = this.defCodes.ensure(definitionIdsOf(changes));
+    return this.write(() => this.membershipChanges(tid, changes, codes), changes.length >= SOLO_MEMBERSHIP_CHANGES);
   }
 
   writeMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<number> {
     const tid = this.tenantForWrite(scope);
-    return this.write(() => this.membershipChanges(tid, changes).length, changes.length >= SOLO_MEMBERSHIP_CHANGES);
+    const codes = this.defCodes.ensure(definitionIdsOf(changes));
+    return this.write(() => this.membershipChanges(tid, changes, codes).length, changes.length >= SOLO_MEMBERSHIP_CHANGES);
   }
 
   /**
@@ -803,17 +839,17 @@ export class EmbeddedProfileStore implements ProfileStore {
    * page there before modifying it: a few pages for a dense chunk, one or two per row for a
    * sparse one.)
    */
-  private membershipChanges(tid: number, changes: readonly MembershipChange[]): MembershipTransition[] {
+  private membershipChanges(tid: number, changes: readonly MembershipChange[], codes: ReadonlyMap<string, number>): MembershipTransition[] {
     if (changes.length === 0) return [];
-    const plan = planMembershipChanges(changes, this.readStoredStatuses(tid, changes));
+    const plan = planMembershipChanges(changes, this.readStoredStatuses(tid, changes, codes));
     const t = plan.transitions;
     // The tenant id is part of the statement text (an integer): one parameter less per row.
     this.writeRows(plan.upserts.length, 4, (i) => plan.pids[plan.upserts[i]!]!,
       (n) => `INSERT INTO memberships (tid, pid, def, status, lqt) VALUES ${rowsSql(n, 4, `${tid}, `)} ON CONFLICT (tid, pid, def) DO UPDATE SET status = excluded.status, lqt = excluded.lqt`,
-      (i, args) => { const k = plan.upserts[i]!; const x = t[k]!; args.push(plan.pids[k]!, x.definitionId, x.to, x.at); });
+      (i, args) => { const k = plan.upserts[i]!; const x = t[k]!; args.push(plan.pids[k]!, codes.get(x.definitionId)!, statusCode(x.to), encodeTime(x.at)); });
     this.writeRows(t.length, 6, (i) => plan.pids[i]!,
       (n) => `INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at) VALUES ${rowsSql(n, 6, `${tid}, `)}`,
-      (i, args) => { const x = t[i]!; args.push(plan.pids[i]!, x.definitionId, x.from, x.to, x.source, plan.ats[i]!); });
+      (i, args) => { const x = t[i]!; args.push(plan.pids[i]!, codes.get(x.definitionId)!, x.from === null ? null : statusCode(x.from), statusCode(x.to), sourceCode(x.source), plan.ats[i]!); });
     return t;
   }
 
@@ -863,27 +899,30 @@ export class EmbeddedProfileStore implements ProfileStore {
     const total = counts.realized + counts.exited;
     if (total === 0) return counts;
     const tid = this.tenantForWrite(scope);
+    const defs = this.defCodes.ensure(planned.map((p) => p.definitionId));
+    const source = sourceCode(opts.source);
     return this.write(() => {
-      const lqt = new Date(opts.at).toISOString();
-      this.db.exec("CREATE TEMP TABLE IF NOT EXISTS membership_set_rows (idx INTEGER PRIMARY KEY, def TEXT NOT NULL, status TEXT NOT NULL)");
+      const lqt = opts.at;
+      this.db.exec("CREATE TEMP TABLE IF NOT EXISTS membership_set_codes (idx INTEGER PRIMARY KEY, def INTEGER NOT NULL, status INTEGER NOT NULL)");
       const upsert = this.stmt(`INSERT INTO memberships (tid, pid, def, status, lqt) SELECT ${tid}, v.value / CAST(@modulus AS INTEGER), r.def, r.status, @lqt
-        FROM json_each(CAST(@ids AS TEXT)) AS v CROSS JOIN temp.membership_set_rows AS r ON r.idx = v.value % CAST(@modulus AS INTEGER)
+        FROM json_each(CAST(@ids AS TEXT)) AS v CROSS JOIN temp.membership_set_codes AS r ON r.idx = v.value % CAST(@modulus AS INTEGER)
         WHERE true ON CONFLICT (tid, pid, def) DO UPDATE SET status = excluded.status, lqt = excluded.lqt`);
-      const addRow = this.stmt("INSERT INTO temp.membership_set_rows (idx, def, status) VALUES (?, ?, ?)");
+      const addRow = this.stmt("INSERT INTO temp.membership_set_codes (idx, def, status) VALUES (?, ?, ?)");
       for (const g of setGroups(planned)) {
-        this.stmt("DELETE FROM temp.membership_set_rows").run();
+        this.stmt("DELETE FROM temp.membership_set_codes").run();
         for (let s = 0; s < g.count; s++) {
-          addRow.run(2 * s, planned[g.first + s]!.definitionId, "realized");
-          addRow.run(2 * s + 1, planned[g.first + s]!.definitionId, "exited");
+          addRow.run(2 * s, defs.get(planned[g.first + s]!.definitionId)!, STATUS_CODE.realized);
+          addRow.run(2 * s + 1, defs.get(planned[g.first + s]!.definitionId)!, STATUS_CODE.exited);
         }
         const { codes, modulus } = pidMajorCodes(planned, g.first, g.count);
         for (let i = 0; i < codes.length; i += MEMBERSHIP_SET_ROWS) upsert.run({ modulus, lqt, ids: jsonIntegers(codes, i, Math.min(codes.length, i + MEMBERSHIP_SET_ROWS)) });
       }
       const record = this.stmt(`INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at)
-        SELECT ${tid}, value >> 2, @def, CASE value & 3 WHEN ${KIND_REENTERED} THEN 'exited' WHEN ${KIND_EXITED} THEN 'realized' END,
-          CASE value & 3 WHEN ${KIND_EXITED} THEN 'exited' ELSE 'realized' END, @source, @at FROM json_each(CAST(@ids AS TEXT))`);
+        SELECT ${tid}, value >> 2, @def, CASE value & 3 WHEN ${KIND_REENTERED} THEN ${STATUS_CODE.exited} WHEN ${KIND_EXITED} THEN ${STATUS_CODE.realized} END,
+          CASE value & 3 WHEN ${KIND_EXITED} THEN ${STATUS_CODE.exited} ELSE ${STATUS_CODE.realized} END, @source, @at FROM json_each(CAST(@ids AS TEXT))`);
       for (const p of planned) {
-        for (let i = 0; i < p.codes.length; i += MEMBERSHIP_SET_ROWS) record.run({ def: p.definitionId, source: opts.source, at: opts.at, ids: jsonIntegers(p.codes, i, Math.min(p.codes.length, i + MEMBERSHIP_SET_ROWS)) });
+        const def = defs.get(p.definitionId)!;
+        for (let i = 0; i < p.codes.length; i += MEMBERSHIP_SET_ROWS) record.run({ def, source, at: opts.at, ids: jsonIntegers(p.codes, i, Math.min(p.codes.length, i + MEMBERSHIP_SET_ROWS)) });
       }
       return counts;
     }, total >= SOLO_MEMBERSHIP_CHANGES, true);
@@ -898,7 +937,7 @@ export class EmbeddedProfileStore implements ProfileStore {
    * each. May return more statuses than asked for (members of the range that did not change); the
    * planner only reads the ones it needs.
    */
-  private readStoredStatuses(tid: number, changes: readonly MembershipChange[]): StoredStatuses {
+  private readStoredStatuses(tid: number, changes: readonly MembershipChange[], codes: ReadonlyMap<string, number>): StoredStatuses {
     const stored: StoredStatuses = new Map();
     const byDef = new Map<string, number[]>();
     const sparse: Array<[number, string]> = [];
@@ -917,7 +956,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       }
       pids.push(pid);
     }
-    const range = this.stmt("SELECT pid, status FROM memberships WHERE tid = ? AND def = ? AND status IN ('realized', 'exited') AND pid BETWEEN ? AND ?");
+    const range = this.stmt(`SELECT pid, status FROM memberships WHERE tid = ? AND def = ? AND status IN (${STATUS_CODE.realized}, ${STATUS_CODE.exited}) AND pid BETWEEN ? AND ?`);
     for (const [def, list] of byDef) {
       const pids = Float64Array.from(list).sort();
       for (let i = 0; i < pids.length;) {
@@ -933,7 +972,7 @@ export class EmbeddedProfileStore implements ProfileStore {
         }
         const lo = pids[i]!, hi = pids[j - 1]!;
         if (distinct >= MIN_RANGE_READ) {
-          for (const r of range.all(tid, def, lo, hi) as Array<{ pid: number; status: MembershipStatus }>) addStoredStatus(stored, r.pid, def, r.status);
+          for (const r of range.all(tid, codes.get(def)!, lo, hi) as Array<{ pid: number; status: number }>) addStoredStatus(stored, r.pid, def, statusName(r.status));
         } else {
           for (let k = i; k < j; k++) sparse.push([pids[k]!, def]);
         }
@@ -944,8 +983,8 @@ export class EmbeddedProfileStore implements ProfileStore {
     // memberships measured ~3 times the CPU per id of these point reads (2.1 vs 0.7 µs).
     const point = this.stmt(`SELECT status FROM memberships WHERE tid = ${tid} AND pid = ? AND def = ?`).pluck();
     for (const [pid, def] of sparse) {
-      const status = point.get(pid, def) as MembershipStatus | undefined;
-      if (status !== undefined) addStoredStatus(stored, pid, def, status);
+      const status = point.get(pid, codes.get(def)!) as number | undefined;
+      if (status !== undefined) addStoredStatus(stored, pid, def, statusName(status));
     }
     return stored;
   }
@@ -974,34 +1013,46 @@ export class EmbeddedProfileStore implements ProfileStore {
   }
 
   async getMemberships(scope: TenantScope, profileId: string): Promise<Membership[]> {
-    const rows = this.stmt("SELECT pid, def, status, lqt FROM memberships WHERE tid = ? AND pid = ? ORDER BY def").all(this.tid(scope, false), Number(profileId)) as MembershipRow[];
-    return rows.map(toMembership);
+    const rows = this.stmt(`${SELECT_MEMBERSHIPS} WHERE m.tid = ? AND m.pid = ? ORDER BY c.id`).all(this.tid(scope, false), Number(profileId)) as StoredMembershipRow[];
+    return rows.map(membershipOf);
   }
 
   async listMembers(scope: TenantScope, definitionId: string, opts: { status?: MembershipStatus; limit?: number; afterProfileId?: string } = {}): Promise<Membership[]> {
-    const rows = this.stmt(`SELECT pid, def, status, lqt FROM memberships WHERE tid = ? AND def = ? AND status = ? AND pid > ? ORDER BY pid LIMIT ?`)
-      .all(this.tid(scope, false), definitionId, opts.status ?? "realized", Number(opts.afterProfileId ?? 0), opts.limit ?? 1000) as MembershipRow[];
-    return rows.map(toMembership);
+    const def = this.defCodes.find(definitionId);
+    if (def === undefined) return [];
+    const rows = this.stmt(`SELECT pid, status, lqt FROM memberships WHERE tid = ? AND def = ? AND status = ? AND pid > ? ORDER BY pid LIMIT ?`)
+      .all(this.tid(scope, false), def, statusCode(opts.status ?? "realized"), Number(opts.afterProfileId ?? 0), opts.limit ?? 1000) as Array<Omit<StoredMembershipRow, "def">>;
+    return rows.map((r) => membershipOf({ ...r, def: definitionId }));
   }
 
   async listMemberIds(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<string[]> {
-    const rows = this.stmt("SELECT pid FROM memberships WHERE tid = ? AND def = ? AND status = ? ORDER BY pid").raw(true).all(this.tid(scope, false), definitionId, status) as Array<[number]>;
+    const def = this.defCodes.find(definitionId);
+    if (def === undefined) return [];
+    const rows = this.stmt("SELECT pid FROM memberships WHERE tid = ? AND def = ? AND status = ? ORDER BY pid").raw(true).all(this.tid(scope, false), def, statusCode(status)) as Array<[number]>;
     return rows.map((r) => String(r[0]));
   }
 
   async countMembers(scope: TenantScope, definitionId: string): Promise<{ realized: number; exited: number }> {
-    const rows = this.stmt("SELECT status, count(*) AS n FROM memberships WHERE tid = ? AND def = ? GROUP BY status").all(this.tid(scope, false), definitionId) as Array<{ status: string; n: number }>;
-    return { realized: rows.find((r) => r.status === "realized")?.n ?? 0, exited: rows.find((r) => r.status === "exited")?.n ?? 0 };
+    const def = this.defCodes.find(definitionId);
+    if (def === undefined) return { realized: 0, exited: 0 };
+    const rows = this.stmt("SELECT status, count(*) AS n FROM memberships WHERE tid = ? AND def = ? GROUP BY status").all(this.tid(scope, false), def) as Array<{ status: number; n: number }>;
+    return { realized: rows.find((r) => r.status === STATUS_CODE.realized)?.n ?? 0, exited: rows.find((r) => r.status === STATUS_CODE.exited)?.n ?? 0 };
   }
 
   async listTransitions(scope: TenantScope, q: TransitionQuery = {}): Promise<MembershipTransition[]> {
     const where = ["tid = ?", "at >= ?", "at < ?"];
     const params: Array<string | number> = [this.tid(scope, false), q.since ?? Number.MIN_SAFE_INTEGER, q.until ?? Number.MAX_SAFE_INTEGER];
-    if (q.definitionId !== undefined) { where.push("def = ?"); params.push(q.definitionId); }
-    if (q.sources !== undefined && q.sources.length > 0) { where.push(`source IN (${q.sources.map(() => "?").join(", ")})`); params.push(...q.sources); }
+    if (q.definitionId !== undefined) {
+      const def = this.defCodes.find(q.definitionId);
+      if (def === undefined) return [];
+      where.push("def = ?");
+      params.push(def);
+    }
+    if (q.sources !== undefined && q.sources.length > 0) { where.push(`source IN (${q.sources.map(() => "?").join(", ")})`); params.push(...q.sources.map(sourceCode)); }
     const rows = this.db.prepare(`SELECT pid, def, from_status, to_status, source, at FROM transitions WHERE ${where.join(" AND ")} ORDER BY at, seq LIMIT ?`)
-      .all(...params, q.limit ?? 10_000) as Array<{ pid: number; def: string; from_status: MembershipStatus | null; to_status: MembershipStatus; source: MembershipChange["source"]; at: number }>;
-    return rows.map((r) => ({ profileId: String(r.pid), definitionId: r.def, from: r.from_status, to: r.to_status, source: r.source, at: new Date(r.at).toISOString() }));
+      .all(...params, q.limit ?? 10_000) as Array<{ pid: number; def: number; from_status: number | null; to_status: number; source: number; at: number }>;
+    return rows.map((r) => ({ profileId: String(r.pid), definitionId: this.defCodes.idOf(r.def), from: r.from_status === null ? null : statusName(r.from_status),
+      to: statusName(r.to_status), source: sourceName(r.source), at: new Date(r.at).toISOString() }));
   }
 
   // ---- data lifecycle -------------------------------------------------------
@@ -1107,4 +1158,20 @@ export class EmbeddedProfileStore implements ProfileStore {
 
 function eventFromRow(r: EventRow): StoredEvent {
   return { datasetId: r.ds, eventId: r.eid, primary: { namespace: r.ns, id: r.idv }, timestamp: r.ts, body: parseBody(r.body) };
+}
+
+/** A membership row with its definition id (SELECT_MEMBERSHIPS) and coded status and time. */
+interface StoredMembershipRow { pid: number; def: string; status: number; lqt: number | string }
+
+const SELECT_MEMBERSHIPS = "SELECT m.pid, c.id AS def, m.status, m.lqt FROM memberships m JOIN definition_codes c ON c.code = m.def";
+
+function membershipOf(r: StoredMembershipRow): Membership {
+  return toMembership({ pid: r.pid, def: r.def, status: statusName(r.status), lqt: decodeTime(r.lqt) });
+}
+
+/** The distinct definition ids of a list of changes. */
+function definitionIdsOf(changes: readonly MembershipChange[]): Set<string> {
+  const ids = new Set<string>();
+  for (const c of changes) ids.add(c.definitionId);
+  return ids;
 }
