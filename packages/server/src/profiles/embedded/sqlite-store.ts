@@ -65,7 +65,7 @@ import { removePath, setPath } from "../xdm-object.js";
 import { jsonIntegers, KIND_EXITED, KIND_REENTERED, pidMajorCodes, planMembershipSets, setGroups, transitionCounts, type PlannedSet } from "../membership-sets.js";
 import { SQLITE_SCHEMA } from "./schema.js";
 import { BackgroundCheckpointer } from "./checkpointer.js";
-import { decodeTime, DefinitionCodes, encodeTime, MEMBERSHIP_SCHEMA, migrateTextMemberships, sourceCode, sourceName, STATUS_CODE, statusCode, statusName } from "./membership-codes.js";
+import { decodeTime, DefinitionCodes, MEMBERSHIP_SCHEMA, migrateTextMemberships, sourceCode, sourceName, STATUS_CODE, statusCode, statusName } from "./membership-codes.js";
 
 export interface EmbeddedStoreOptions {
   /** Database file; ":memory:" for throw-away stores. */
@@ -846,7 +846,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     // The tenant id is part of the statement text (an integer): one parameter less per row.
     this.writeRows(plan.upserts.length, 4, (i) => plan.pids[plan.upserts[i]!]!,
       (n) => `INSERT INTO memberships (tid, pid, def, status, lqt) VALUES ${rowsSql(n, 4, `${tid}, `)} ON CONFLICT (tid, pid, def) DO UPDATE SET status = excluded.status, lqt = excluded.lqt`,
-      (i, args) => { const k = plan.upserts[i]!; const x = t[k]!; args.push(plan.pids[k]!, codes.get(x.definitionId)!, statusCode(x.to), encodeTime(x.at)); });
+      (i, args) => { const k = plan.upserts[i]!; const x = t[k]!; args.push(plan.pids[k]!, codes.get(x.definitionId)!, statusCode(x.to), plan.ats[k]!); });
     this.writeRows(t.length, 6, (i) => plan.pids[i]!,
       (n) => `INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at) VALUES ${rowsSql(n, 6, `${tid}, `)}`,
       (i, args) => { const x = t[i]!; args.push(plan.pids[i]!, codes.get(x.definitionId)!, x.from === null ? null : statusCode(x.from), statusCode(x.to), sourceCode(x.source), plan.ats[i]!); });
