@@ -68,6 +68,27 @@ await describe("background WAL checkpoints", async () => {
     });
   });
 
+  await it("keep the WAL near its limit under steady writes: the writer catches up and the WAL starts over", async () => {
+    await withTempFile("bgckpt", async (file) => {
+      // The thread's rounds never come during the test: only the writer's catch-up can bound the WAL.
+      const limit = 512 * 1024;
+      const store = new EmbeddedProfileStore({ path: file, checkpointIntervalMs: 3_600_000, walLimitBytes: limit });
+      try {
+        await store.checkpointsReady();
+        let largest = 0;
+        for (let round = 0; round < 12; round++) {
+          await store.applyMembershipSets(SCOPE, [set(`w${round}`, 4000)], { source: "batch", at: AT });
+          largest = Math.max(largest, statSync(`${file}-wal`).size);
+        }
+        // One write is ~0.3 MB of WAL: twelve of them, never copied back, would pass 3 MB.
+        assert.ok(largest < 3 * limit, `the WAL reached ${largest} bytes`);
+        assert.equal((await store.countMembers(SCOPE, "w11")).realized, 4000);
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
   await it("stay inline when asked, and for an in-memory store", async () => {
     await withTempFile("bgckpt", async (file) => {
       const inline = new EmbeddedProfileStore({ path: file, checkpoints: "inline" });
