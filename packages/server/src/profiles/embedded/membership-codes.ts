@@ -59,14 +59,23 @@ export function decodeTime(stored: number | string): string {
 export class DefinitionCodes {
   private readonly byId = new Map<string, number>();
   private readonly byCode = new Map<number, string>();
+  // Prepared once: a miss (a definition never stored, read by every listMemberIds of it) costs a lookup, not a parse.
+  private readonly codeOf: Database.Statement;
+  private readonly idOfCode: Database.Statement;
+  private readonly insert: Database.Statement;
 
-  constructor(private readonly db: Database.Database) {}
+  /** After MEMBERSHIP_SCHEMA: the statements need definition_codes. */
+  constructor(db: Database.Database) {
+    this.codeOf = db.prepare("SELECT code FROM definition_codes WHERE id = ?").pluck();
+    this.idOfCode = db.prepare("SELECT id FROM definition_codes WHERE code = ?").pluck();
+    this.insert = db.prepare("INSERT OR IGNORE INTO definition_codes (id) VALUES (?)");
+  }
 
   /** The code of a definition id that has been stored, else undefined. */
   find(id: string): number | undefined {
     const cached = this.byId.get(id);
     if (cached !== undefined) return cached;
-    const code = this.db.prepare("SELECT code FROM definition_codes WHERE id = ?").pluck().get(id) as number | undefined;
+    const code = this.codeOf.get(id) as number | undefined;
     if (code !== undefined) this.remember(id, code);
     return code;
   }
@@ -78,7 +87,7 @@ export class DefinitionCodes {
       if (out.has(id)) continue;
       let code = this.find(id);
       if (code === undefined) {
-        this.db.prepare("INSERT OR IGNORE INTO definition_codes (id) VALUES (?)").run(id);
+        this.insert.run(id);
         code = this.find(id)!;
       }
       out.set(id, code);
@@ -89,7 +98,7 @@ export class DefinitionCodes {
   idOf(code: number): string {
     const cached = this.byCode.get(code);
     if (cached !== undefined) return cached;
-    const id = this.db.prepare("SELECT id FROM definition_codes WHERE code = ?").pluck().get(code) as string | undefined;
+    const id = this.idOfCode.get(code) as string | undefined;
     if (id === undefined) throw new Error(`definition code ${code} is not stored`);
     this.remember(id, code);
     return id;
