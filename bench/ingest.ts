@@ -8,6 +8,7 @@
 //     [--store embedded|postgres] [--db bench/.data/ingest.db] [--sync full|normal] \
 //     [--url postgres://127.0.0.1:5432/test] [--lookups 20000] [--http-lookups 5000] [--scan] [--reuse] \
 //     [--mode direct|staged] [--chunk 50000] [--depth 2] [--batch-records 200000] [--cache 1024]
+//     [--checkpoints background|inline] [--checkpoint-interval ms]
 //
 // --mode direct (default) validates and appends each chunk of --chunk records in
 // one durable transaction, pipelined (ingest-pipeline.ts): up to --depth chunks are
@@ -56,6 +57,10 @@ const { values: args } = parseArgs({
     mode: { type: "string", default: "direct" },
     "batch-records": { type: "string", default: "200000" },
     cache: { type: "string", default: "1024" },
+    /** Embedded store: WAL checkpoints on their own thread (default) or inside commits. */
+    checkpoints: { type: "string", default: "background" },
+    /** Embedded store, background checkpoints: milliseconds between rounds (default: the store's). */
+    "checkpoint-interval": { type: "string" },
     scan: { type: "boolean", default: false },
     reuse: { type: "boolean", default: false },
     /** The embedded store on the main thread instead of its worker thread (the server's default). */
@@ -82,7 +87,11 @@ function openStore(): ProfileStore {
   if (args.store === "postgres") return new PostgresProfileStore({ connectionString: args.url!, schema: "bench_ingest", poolSize: Math.min(clients, 16) });
   mkdirSync(path.dirname(args.db!), { recursive: true });
   if (!args.reuse) for (const suffix of ["", "-wal", "-shm"]) rmSync(args.db! + suffix, { force: true });
-  const o = { path: args.db!, synchronous: args.sync === "normal" ? "normal" as const : "full" as const, cacheMiB: Number(args.cache) };
+  const o = {
+    path: args.db!, synchronous: args.sync === "normal" ? "normal" as const : "full" as const, cacheMiB: Number(args.cache),
+    checkpoints: args.checkpoints === "inline" ? "inline" as const : "background" as const,
+    ...(args["checkpoint-interval"] === undefined ? {} : { checkpointIntervalMs: Number(args["checkpoint-interval"]) }),
+  };
   return args["direct-store"] === true ? new EmbeddedProfileStore(o) : new WorkerProfileStore(o);
 }
 
@@ -300,7 +309,7 @@ try {
   const lookup = await lookups(store);
   const httpLookup = await httpLookups(store);
   const result = {
-    store: args.store, sync: args.store === "embedded" ? args.sync : "n/a", mode: staged ? "staged" : "direct", chunk, depth: staged ? null : depth,
+    store: args.store, sync: args.store === "embedded" ? args.sync : "n/a", checkpoints: args.store === "embedded" ? args.checkpoints : "n/a", mode: staged ? "staged" : "direct", chunk, depth: staged ? null : depth,
     batchRecords: staged ? batchRecords : null, profiles: nProfiles, events: nEvents, streamed: nStream, clients,
     batchProfilesPerSec: Math.round(profilesPhase.perSec), batchEventsPerSec: Math.round(eventsPhase.perSec), streamingRecordsPerSec: Math.round(streamPerSec),
     lookupMs: lookup, httpLookupMs: httpLookup, profileCount: await store.countProfiles(scope),

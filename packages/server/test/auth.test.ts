@@ -193,6 +193,15 @@ describe("platform endpoints", () => {
     const create = obj(obj(paths["/data/core/ups/segment/definitions"]).post);
     assert.ok(obj(create.requestBody), "create has a request body schema");
     assert.ok(obj(obj(create.responses)["200"]), "create has a 200 schema");
+    // Export jobs: every CreateExportJobRequest option and the cancel route are documented.
+    const exportBody = obj(obj(obj(obj(obj(obj(paths["/data/core/ups/export/jobs"]).post).requestBody).content)["application/json"]).schema);
+    const props = obj(exportBody.properties);
+    assert.deepEqual(Object.keys(obj(obj(props.filter).properties)).sort(), ["emptyProfiles", "fromIngestTimestamp", "segmentQualificationTime", "segments"]);
+    assert.deepEqual(Object.keys(obj(obj(obj(obj(props.additionalFields).properties).eventList).properties)).sort(), ["fields", "filter"]);
+    assert.ok(obj(obj(props.destination).properties).segmentPerBatch);
+    assert.ok(obj(obj(props.evaluationInfo).properties).segmentation);
+    const cancel = obj(obj(paths["/data/core/ups/export/jobs/{EXPORT_JOB_ID}"]).delete);
+    assert.deepEqual(Object.keys(obj(obj(obj(obj(obj(obj(cancel.responses)["200"]).content)["application/json"]).schema).properties)).sort(), ["message", "status"]);
     const page = await fetch(`${h.url}/docs/`);
     assert.equal(page.status, 200);
     const html = await page.text();

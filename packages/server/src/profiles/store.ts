@@ -10,6 +10,7 @@ import type {
   Dataset,
   DatasetInput,
   Identity,
+  JsonObject,
   JsonValue,
   Membership,
   MembershipSource,
@@ -172,6 +173,25 @@ export interface CompletedBatch {
   refusedLinks: RefusedLinkReport[];
 }
 
+/**
+ * When a profile's data last changed, as far as the store records it (export job filters).
+ * The store keeps the ingestion time of profile fragments but not of events (an event keeps
+ * only its own `timestamp`).
+ */
+export interface ProfileDataTimes {
+  /** Newest ingestion time (epoch ms) of the profile's fragments; null = no profile fragment. */
+  lastFragmentIngestedAt: number | null;
+  /** Newest event timestamp (epoch ms) of the profile; null = no event. */
+  lastEventAt: number | null;
+}
+
+/** A record of a dataset that is not profile-enabled (kept in the dataset only). */
+export interface LakeRecord {
+  /** Position in the dataset (write order); pass the last one as `afterSeq` for the next page. */
+  seq: number;
+  body: JsonObject;
+}
+
 export class StoreError extends Error {
   constructor(readonly code: "DATASET_NOT_FOUND" | "DATASET_EXISTS" | "BATCH_NOT_FOUND" | "BATCH_NOT_OPEN" | "INVALID_CURSOR", message: string) {
     super(message);
@@ -227,6 +247,16 @@ export interface ProfileStore {
   /** Every merged profile with its events, chunk by chunk (never all in memory). */
   scanProfiles(scope: TenantScope, policy: MergePolicySpec, opts?: ScanOptions): AsyncIterable<ScannedProfile[]>;
   countProfiles(scope: TenantScope): Promise<number>;
+  /**
+   * profileDataTimes of each profile (graph) id, answered in order; an unknown id answers
+   * both null. One call for many (one worker message; one PostgreSQL statement).
+   */
+  profileDataTimes(scope: TenantScope, profileIds: readonly string[]): Promise<ProfileDataTimes[]>;
+  /**
+   * The records of a dataset that is not profile-enabled (export destinations), in write
+   * order, `limit` (default 1000) after `afterSeq`. A profile-enabled or unknown dataset has none.
+   */
+  listLakeRecords(scope: TenantScope, datasetId: string, opts?: { afterSeq?: number; limit?: number }): Promise<LakeRecord[]>;
 
   // Memberships (written by the batch, streaming and edge engines)
   /** Applies changes; records a transition for each status change; returns those transitions. */

@@ -107,6 +107,37 @@ await describe("embedded store with the identity cache", async () => {
     });
   }
 
+  // An event batch whose identities are all cached skips stitching (knownEvents); anything
+  // stitching would change must still take the full path.
+  for (const entries of [undefined, 0]) {
+    const label = entries === 0 ? "without the cache" : "with the cache";
+    await it(`events of known identities: one event naming two profiles merges them, a new identity links (${label})`, async () => {
+      const f = await fixture(entries);
+      try {
+        assert.equal(await ingest(f, f.profiles, [profile({ CRMID: "a", ECID: "x" }), profile({ CRMID: "b", ECID: "y" })]), 2);
+        assert.equal(await ingest(f, f.events, [event("x"), event("y")]), 2); // both cached now
+        assert.equal(await f.store.countProfiles(SCOPE), 2);
+        const both = { ...event("x"), identityMap: { ECID: [{ id: "x", primary: true }, { id: "y" }] } };
+        const linked = { ...event("x"), identityMap: { ECID: [{ id: "x", primary: true }], Email: [{ id: "x@example.com" }] } };
+        const r = await ingestRecords(f.store, SCOPE, f.events, [event("x"), both, linked].map((value, index) => ({ index, value })), { now: NOW });
+        assert.equal(r.accepted, 3);
+        assert.equal(await f.store.countProfiles(SCOPE), 1, "the event naming x and y merged their profiles");
+        assert.equal((await eventIdsOf(f, "y"))?.length, 5);
+        const byEmail = await f.store.getProfile(SCOPE, { namespace: "email", id: "x@example.com" }, POLICY);
+        assert.ok(byEmail !== null, "the event's new identity joined the graph");
+        // A replayed batch of known events: all duplicates, nothing stored twice.
+        const again = await ingestRecords(f.store, SCOPE, f.events, [{ index: 0, value: event("x") }], { now: NOW });
+        assert.equal(again.accepted, 1);
+        seq--;
+        const dup = await ingestRecords(f.store, SCOPE, f.events, [{ index: 0, value: event("x") }], { now: NOW });
+        assert.equal(dup.accepted, 1);
+        assert.equal((await eventIdsOf(f, "x"))?.length, 6, "the replayed _id is stored once");
+      } finally {
+        await f.done();
+      }
+    });
+  }
+
   await it("an event for a deleted identity starts a new profile", async () => {
     const f = await fixture();
     try {

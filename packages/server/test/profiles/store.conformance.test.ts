@@ -323,6 +323,46 @@ describe(`profile store conformance (${STORE_KIND})`, () => {
     });
   });
 
+  describe("export reads: profileDataTimes and listLakeRecords", () => {
+    const X: TenantScope = { orgId: "org4", sandboxName: "exports" };
+    let prof: string, evs: string, lake: string;
+    before(async () => {
+      prof = (await store.createDataset(X, { name: "p", schemaClass: "profile", profileEnabled: true }, T0)).id;
+      evs = (await store.createDataset(X, { name: "e", schemaClass: "experienceevent", profileEnabled: true }, T0)).id;
+      lake = (await store.createDataset(X, { name: "export", schemaClass: "profile", profileEnabled: false }, T0)).id;
+      // The record's own _repo.modifyDate is not its ingestion time.
+      await ingestRecords(store, X, prof, rec({ identityMap: { ECID: [{ id: "F1" }] }, a: 1, _repo: { modifyDate: new Date(T0 - 9999).toISOString() } }), { now: T0 + 1000 });
+      await ingestRecords(store, X, prof, rec({ identityMap: { ECID: [{ id: "F1" }] }, b: 2 }), { now: T0 + 5000 });
+      await ingestRecords(store, X, evs, rec(pageView("x-1", "F1", T0 + 7), pageView("x-2", "EV", T0 + 10), pageView("x-3", "EV", T0 + 20)), { now: T0 + 6000 });
+      await ingestRecords(store, X, lake, rec(...["L1", "L2", "L3"].map((id, i) => ({ identityMap: { ECID: [{ id }] }, n: i }))), { now: T0 });
+    });
+
+    it("answers the newest fragment ingestion time and event timestamp per profile id, in order", async () => {
+      const f1 = (await store.findProfileId(X, ecid("F1")))!;
+      const ev = (await store.findProfileId(X, ecid("EV")))!;
+      assert.deepEqual(await store.profileDataTimes(X, [ev, f1, "999999", f1]), [
+        { lastFragmentIngestedAt: null, lastEventAt: T0 + 20 },
+        { lastFragmentIngestedAt: T0 + 5000, lastEventAt: T0 + 7 },
+        { lastFragmentIngestedAt: null, lastEventAt: null },
+        { lastFragmentIngestedAt: T0 + 5000, lastEventAt: T0 + 7 },
+      ]);
+      assert.deepEqual(await store.profileDataTimes(X, []), []);
+      assert.deepEqual(await store.profileDataTimes(B, [f1]), [{ lastFragmentIngestedAt: null, lastEventAt: null }], "another sandbox sees nothing");
+    });
+
+    it("lists a lake dataset's records in write order, page by page, in its sandbox only", async () => {
+      const first = await store.listLakeRecords(X, lake, { limit: 2 });
+      assert.deepEqual(first.map((r) => r.body["n"]), [0, 1]);
+      assert.deepEqual(first[0]!.body["identityMap"], { ECID: [{ id: "L1" }] });
+      const rest = await store.listLakeRecords(X, lake, { afterSeq: first[1]!.seq });
+      assert.deepEqual(rest.map((r) => r.body["n"]), [2]);
+      assert.ok(rest[0]!.seq > first[1]!.seq);
+      assert.deepEqual(await store.listLakeRecords(X, prof), [], "profile-enabled records are not lake records");
+      assert.deepEqual(await store.listLakeRecords(B, lake), []);
+      assert.deepEqual(await store.listLakeRecords(X, "unknown"), []);
+    });
+  });
+
   it("a failed first write of a new sandbox does not lose that sandbox's later writes", async () => {
     const C: TenantScope = { orgId: "org3", sandboxName: "fresh" };
     await assert.rejects(store.append(C, "missing", [], { ingestedAt: T0, maxIdentitiesPerGraph: 50 }), (e: unknown) => e instanceof StoreError && e.code === "DATASET_NOT_FOUND");

@@ -1,7 +1,7 @@
 /**
  * Export jobs (segmentation-api.md §6): write the members of audiences to a
  * dataset as profile records (merged attributes, identityMap,
- * segmentMembership), with metrics.
+ * segmentMembership, optionally the profile's events), with metrics.
  *
  * Rules segmentd applies:
  * - the destination is a Catalog dataset of class profile that is NOT
@@ -9,28 +9,66 @@
  * - filter.segments[].status: `realized` and `existing` both select stored
  *   `realized` memberships (the stored statuses are realized/exited, decisions
  *   §2), `exited` selects exited ones; default ["realized", "existing"];
- * - a profile in several selected audiences is exported once;
+ * - filter.segmentQualificationTime {startTime?, endTime?} (RFC 3339, both
+ *   inclusive) keeps only the memberships whose lastQualificationTime is in
+ *   the range;
+ * - filter.fromIngestTimestamp (RFC 3339, strictly after) keeps only profiles
+ *   updated after it: a profile fragment ingested after it, or an event whose
+ *   timestamp is after it (the store records when fragments were ingested but
+ *   not when events were, so an event counts by its own timestamp);
+ * - filter.emptyProfiles (default false): a profile with events but no profile
+ *   fragment is exported only when true;
+ * - a profile in several selected audiences is exported once per batch;
  * - `fields` (comma-separated dot paths) projects the attributes; identityMap
  *   and segmentMembership are always written;
- * - the records are written in one ingestion batch (destination.batchId).
- * Not implemented: segmentPerBatch, additionalFields.eventList,
- * filter.segmentQualificationTime / fromIngestTimestamp / emptyProfiles,
- * evaluationInfo.segmentation (segment before exporting); they are refused
- * with 400 rather than ignored.
+ * - additionalFields.eventList adds `eventList` to each record: the profile's
+ *   events (under the merge policy's identity graph), oldest first, projected
+ *   to eventList.fields (`_id` and `timestamp` always kept), filtered by
+ *   eventList.filter.fromIngestTimestamp (strictly after) / toIngestTimestamp
+ *   (up to and including), compared with the event's timestamp (see above);
+ * - destination.segmentPerBatch false: one ingestion batch
+ *   (destination.batchId); true: one batch per filter.segments entry
+ *   (destination.batches[{segmentId, segmentNs, status, batchId}]);
+ * - records are staged with their batch and the batches completed only once
+ *   every record is staged: a cancelled or failed export aborts its batches,
+ *   so none of its records is ever visible in the dataset;
+ * - evaluationInfo.segmentation true: a segment job over the selected
+ *   definitions runs first (evaluationInfo.segmentJobId); the export reads the
+ *   memberships once it SUCCEEDED and FAILS when it did not;
+ * - DELETE cancels: NEW / PROCESSING → CANCELLING → CANCELLED (the runner stops
+ *   at its next profile, aborts its batches and cancels its segment job if that
+ *   has not finished); a cancel that arrives while the batches are being
+ *   completed is too late (the job SUCCEEDS). A finished job cannot be
+ *   cancelled (400 SEGMENTD-BATCH-NOT-CANCELLABLE-400);
+ * - start-up recovery: a job left NEW / PROCESSING by a stop is FAILED, a
+ *   CANCELLING one CANCELLED; their loading batches are aborted.
+ * Every request field is type-checked; a refused request stores nothing.
+ * Not implemented: filter.segments is required (AEP exports every profile
+ * without it); mergePolicy.version (the current policy is used); jobType is
+ * always BATCH; no computeGatewayJobId.
  */
 import type { Clock } from "../../platform/clock.js";
 import type { Logger } from "../../platform/logger.js";
 import type { ProfileStore } from "../../profiles/store.js";
-import { NO_MERGE_POLICY, type JsonObject, type JsonValue, type MembershipStatus, type MergePolicySpec, type ValidRecord } from "../../profiles/types.js";
-import { badRequest, notFound } from "../../services/errors.js";
+import { NO_MERGE_POLICY, type Identity, type JsonObject, type JsonValue, type MembershipStatus, type MergePolicySpec, type TenantScope, type ValidRecord } from "../../profiles/types.js";
+import { ApiError, badRequest, notFound } from "../../services/errors.js";
 import type { MetadataStore } from "../../stores/types.js";
 import { BatchErrorCodes } from "../errors.js";
-import { profileScope, type BatchTenant } from "../jobs/job-service.js";
-import type { TimeMetric } from "../jobs/segment-job.js";
-import type { BatchRepository } from "../store/types.js";
+import { profileScope, type BatchTenant, type JobService } from "../jobs/job-service.js";
+import type { JobStatus, TimeMetric } from "../jobs/segment-job.js";
+import type { BatchRepository, StoredResource } from "../store/types.js";
 
 const KIND = "export-job" as const;
+/** Memberships per listMembers page, and profiles per staged chunk. */
 const PAGE = 1000;
+/** Events per getEvents page. */
+const EVENT_PAGE = 1000;
+const MAX_IDENTITIES_PER_GRAPH = 50;
+
+export const EXPORT_STATUSES = ["NEW", "PROCESSING", "CANCELLING", "CANCELLED", "SUCCEEDED", "FAILED"] as const;
+export type ExportStatus = (typeof EXPORT_STATUSES)[number];
+const ACTIVE: readonly ExportStatus[] = ["NEW", "PROCESSING", "CANCELLING"];
+export const CANCEL_MESSAGE = "Export job has been marked for cancelling";
 
 export interface ExportInput {
   fields?: unknown;
@@ -42,15 +80,40 @@ export interface ExportInput {
   evaluationInfo?: unknown;
 }
 
+type Status = "realized" | "existing" | "exited";
+
+export interface ExportSegment {
+  segmentId: string;
+  segmentNs: string;
+  status: Status[];
+}
+
+export interface ExportBatch extends ExportSegment {
+  batchId: string;
+}
+
+export interface EventListSpec {
+  fields?: string;
+  filter?: { fromIngestTimestamp?: string; toIngestTimestamp?: string };
+}
+
 export interface ExportJob {
   id: number;
   jobType: "BATCH";
-  destination: { datasetId: string; segmentPerBatch: false; batchId?: string };
+  destination: { datasetId: string; segmentPerBatch: boolean; batchId?: string; batches?: ExportBatch[] };
   fields?: string;
   schema: { name: string };
   imsOrgId: string;
-  status: "NEW" | "PROCESSING" | "SUCCEEDED" | "FAILED";
-  filter: { segments: Array<{ segmentId: string; segmentNs: string; status: Array<"realized" | "existing" | "exited"> }> };
+  status: ExportStatus;
+  filter: {
+    segments: ExportSegment[];
+    segmentQualificationTime?: { startTime?: string; endTime?: string };
+    fromIngestTimestamp?: string;
+    emptyProfiles?: boolean;
+  };
+  additionalFields?: { eventList: EventListSpec };
+  /** segmentJobId: segmentd extension, the segment job run before the export. */
+  evaluationInfo?: { segmentation: boolean; segmentJobId?: string };
   mergePolicy: { id: string; version: number };
   profileInstanceId: string;
   errors?: Array<{ code: string; msg: string }>;
@@ -60,7 +123,23 @@ export interface ExportJob {
   requestId: string;
 }
 
-type Status = "realized" | "existing" | "exited";
+/** The request's times as epoch ms (validated once, at create). */
+interface RunPlan {
+  qualifiedFrom: number | null;
+  qualifiedTo: number | null;
+  updatedAfter: number | null;
+  emptyProfiles: boolean;
+  fields: string[] | null;
+  events: { fields: string[] | null; after: number | null; upTo: number | null } | null;
+}
+
+/** Why a run stopped early. */
+class ExportCancelled extends Error {}
+class ExportFailure extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+  }
+}
 
 function project(entity: JsonObject, paths: readonly string[] | null): JsonObject {
   if (paths === null) return entity;
@@ -80,8 +159,89 @@ function project(entity: JsonObject, paths: readonly string[] | null): JsonObjec
   return out;
 }
 
+function fieldList(text: string | undefined): string[] | null {
+  return text === undefined ? null : text.split(",").map((x) => x.trim()).filter((x) => x !== "");
+}
+
+// ---- request validation ------------------------------------------------------
+
+const bad = (message: string) => badRequest(message, BatchErrorCodes.badExport);
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function show(v: unknown): string {
+  const text = JSON.stringify(v) ?? String(v);
+  return text.length > 60 ? `${text.slice(0, 60)}...` : text;
+}
+
+function objectAt(v: unknown, path: string, allowed: readonly string[]): Record<string, unknown> {
+  if (!isObject(v)) throw bad(`${path} must be an object`);
+  for (const k of Object.keys(v)) {
+    if (!allowed.includes(k)) throw bad(`${path}.${k} is not supported: use ${allowed.join(", ")}`);
+  }
+  return v;
+}
+
+function booleanAt(v: unknown, path: string): boolean | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== "boolean") throw bad(`${path} must be a boolean (true or false), got ${show(v)}`);
+  return v;
+}
+
+function fieldsAt(v: unknown, path: string): string | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== "string") throw bad(`${path} must be a comma-separated string of field paths`);
+  return v;
+}
+
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
+
+/** Epoch ms of an RFC 3339 date-time (seconds and zone required); null when it is not one. */
+export function parseRfc3339(v: string): number | null {
+  const m = RFC3339.exec(v);
+  if (m === null) return null;
+  const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const daysInMonth = new Date(Date.UTC(y, mo, 0)).getUTCDate();
+  if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth || h > 23 || mi > 59 || s > 59) return null;
+  if (m[8] !== undefined && (Number(m[8]) > 23 || Number(m[9]) > 59)) return null;
+  const ms = Date.parse(v.toUpperCase());
+  return Number.isNaN(ms) ? null : ms;
+}
+
+function timeAt(v: unknown, path: string): { text: string; ms: number } | undefined {
+  if (v === undefined) return undefined;
+  const ms = typeof v === "string" ? parseRfc3339(v) : null;
+  if (ms === null) throw bad(`${path} must be an RFC 3339 date-time such as 2026-01-31T00:00:00Z, got ${show(v)}`);
+  return { text: v as string, ms };
+}
+
+function rangeAt(v: unknown, path: string, keys: readonly [string, string]): { from?: { text: string; ms: number }; to?: { text: string; ms: number } } {
+  const o = objectAt(v, path, keys);
+  const from = timeAt(o[keys[0]], `${path}.${keys[0]}`);
+  const to = timeAt(o[keys[1]], `${path}.${keys[1]}`);
+  if (from !== undefined && to !== undefined && from.ms > to.ms) throw bad(`${path}.${keys[0]} must not be after ${path}.${keys[1]}`);
+  return { ...(from === undefined ? {} : { from }), ...(to === undefined ? {} : { to }) };
+}
+
+function key(scope: TenantScope, id: number | string): string {
+  return `${scope.orgId}\u0000${scope.sandboxName}\u0000${id}`;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+const FINISHED_SEGMENT_JOB: readonly JobStatus[] = ["SUCCEEDED", "FAILED", "CANCELLED"];
+
 export class ExportService {
   private readonly running = new Set<Promise<void>>();
+  /** Jobs running in this process (scope + id). */
+  private readonly active = new Set<string>();
+  private readonly cancelRequested = new Set<string>();
+  private stopped = false;
+  private inserting: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly metadata: MetadataStore,
@@ -89,74 +249,200 @@ export class ExportService {
     private readonly repo: BatchRepository,
     private readonly clock: Clock,
     private readonly logger?: Pick<Logger, "error">,
+    /** Runs the segment job of evaluationInfo.segmentation. */
+    private readonly jobs?: JobService,
   ) {}
 
-  async create(ctx: BatchTenant, input: ExportInput, requestId: string, profileInstanceId = "ups"): Promise<ExportJob> {
+  async create(ctx: BatchTenant, input: unknown, requestId: string, profileInstanceId = "ups"): Promise<ExportJob> {
     const scope = profileScope(ctx);
-    for (const k of ["additionalFields", "evaluationInfo"] as const) {
-      if (input[k] !== undefined) throw badRequest(`${k} is not supported by segmentd export jobs`, BatchErrorCodes.badExport);
-    }
-    const dest = input.destination as { datasetId?: unknown; segmentPerBatch?: unknown } | undefined;
-    if (typeof dest?.datasetId !== "string") throw badRequest("destination.datasetId is required", BatchErrorCodes.badExport);
-    if (dest.segmentPerBatch === true) throw badRequest("destination.segmentPerBatch is not supported", BatchErrorCodes.badExport);
-    const schemaName = (input.schema as { name?: unknown } | undefined)?.name;
-    if (schemaName !== "_xdm.context.profile") throw badRequest('schema.name is required and must be "_xdm.context.profile"', BatchErrorCodes.badExport);
-    const dataset = await this.profiles.getDataset(scope, dest.datasetId);
-    if (dataset === null) throw badRequest(`Dataset ${dest.datasetId} does not exist in this sandbox`, BatchErrorCodes.badExport);
-    if (dataset.schemaClass !== "profile" || dataset.profileEnabled) {
-      throw badRequest(`Dataset ${dest.datasetId} cannot receive an export: it must be of class profile and not enabled for Profile`, BatchErrorCodes.badExport);
-    }
-    const f = (input.filter ?? {}) as { segments?: unknown; [k: string]: unknown };
-    for (const k of Object.keys(f)) if (k !== "segments") throw badRequest(`filter.${k} is not supported by segmentd export jobs`, BatchErrorCodes.badExport);
-    if (!Array.isArray(f.segments) || f.segments.length === 0) throw badRequest("filter.segments is required: the audiences to export", BatchErrorCodes.badExport);
-    const segments = (f.segments as Array<{ segmentId?: unknown; segmentNs?: unknown; status?: unknown }>).map((s) => {
-      if (typeof s.segmentId !== "string") throw badRequest("filter.segments[].segmentId is required", BatchErrorCodes.badExport);
-      const status = s.status ?? ["realized", "existing"];
+    if (!isObject(input)) throw bad("The request body must be a JSON object (CreateExportJobRequest)");
+    const body = input as ExportInput;
+    const dest = body.destination;
+    if (!isObject(dest) || typeof dest["datasetId"] !== "string") throw bad("destination.datasetId is required");
+    const datasetId = dest["datasetId"];
+    const segmentPerBatch = booleanAt(dest["segmentPerBatch"], "destination.segmentPerBatch") ?? false;
+    const schemaName = isObject(body.schema) ? body.schema["name"] : undefined;
+    if (schemaName !== "_xdm.context.profile") throw bad('schema.name is required and must be "_xdm.context.profile"');
+    const fields = fieldsAt(body.fields, "fields");
+
+    // filter
+    const f = objectAt(body.filter ?? {}, "filter", ["segments", "segmentQualificationTime", "fromIngestTimestamp", "emptyProfiles"]);
+    if (!Array.isArray(f["segments"]) || f["segments"].length === 0) throw bad("filter.segments is required: the audiences to export");
+    const segments = (f["segments"] as unknown[]).map((s): ExportSegment => {
+      if (!isObject(s) || typeof s["segmentId"] !== "string") throw bad("filter.segments[].segmentId is required");
+      const status = s["status"] ?? ["realized", "existing"];
       if (!Array.isArray(status) || status.length === 0 || !status.every((x) => x === "realized" || x === "existing" || x === "exited")) {
-        throw badRequest('filter.segments[].status lists "realized", "existing" and/or "exited"', BatchErrorCodes.badExport);
+        throw bad('filter.segments[].status lists "realized", "existing" and/or "exited"');
       }
-      return { segmentId: s.segmentId, segmentNs: typeof s.segmentNs === "string" ? s.segmentNs : "ups", status: status as Status[] };
+      if (s["segmentNs"] !== undefined && typeof s["segmentNs"] !== "string") throw bad("filter.segments[].segmentNs must be a string");
+      return { segmentId: s["segmentId"], segmentNs: typeof s["segmentNs"] === "string" ? s["segmentNs"] : "ups", status: status as Status[] };
     });
+    const qualification = f["segmentQualificationTime"] === undefined ? undefined : rangeAt(f["segmentQualificationTime"], "filter.segmentQualificationTime", ["startTime", "endTime"]);
+    const updatedAfter = timeAt(f["fromIngestTimestamp"], "filter.fromIngestTimestamp");
+    const emptyProfiles = booleanAt(f["emptyProfiles"], "filter.emptyProfiles");
+
+    // additionalFields
+    let eventList: EventListSpec | undefined;
+    let eventRange: ReturnType<typeof rangeAt> = {};
+    if (body.additionalFields !== undefined) {
+      const a = objectAt(body.additionalFields, "additionalFields", ["eventList"]);
+      if (a["eventList"] === undefined) throw bad("additionalFields.eventList is required when additionalFields is given");
+      const e = objectAt(a["eventList"], "additionalFields.eventList", ["fields", "filter"]);
+      const eventFields = fieldsAt(e["fields"], "additionalFields.eventList.fields");
+      if (e["filter"] !== undefined) eventRange = rangeAt(e["filter"], "additionalFields.eventList.filter", ["fromIngestTimestamp", "toIngestTimestamp"]);
+      eventList = {
+        ...(eventFields === undefined ? {} : { fields: eventFields }),
+        ...(e["filter"] === undefined ? {} : {
+          filter: {
+            ...(eventRange.from === undefined ? {} : { fromIngestTimestamp: eventRange.from.text }),
+            ...(eventRange.to === undefined ? {} : { toIngestTimestamp: eventRange.to.text }),
+          },
+        }),
+      };
+    }
+
+    // evaluationInfo
+    let segmentation: boolean | undefined;
+    if (body.evaluationInfo !== undefined) {
+      const ev = objectAt(body.evaluationInfo, "evaluationInfo", ["segmentation"]);
+      segmentation = booleanAt(ev["segmentation"], "evaluationInfo.segmentation");
+      if (segmentation === undefined) throw bad("evaluationInfo.segmentation is required when evaluationInfo is given (true or false)");
+    }
+
+    let mergePolicyId: string | undefined;
+    if (body.mergePolicy !== undefined) {
+      if (!isObject(body.mergePolicy) || (body.mergePolicy["id"] !== undefined && typeof body.mergePolicy["id"] !== "string")) throw bad("mergePolicy must be an object with a string id");
+      mergePolicyId = body.mergePolicy["id"] as string | undefined;
+    }
+
+    const dataset = await this.profiles.getDataset(scope, datasetId);
+    if (dataset === null) throw bad(`Dataset ${datasetId} does not exist in this sandbox`);
+    if (dataset.schemaClass !== "profile" || dataset.profileEnabled) {
+      throw bad(`Dataset ${datasetId} cannot receive an export: it must be of class profile and not enabled for Profile`);
+    }
     const found = await this.metadata.definitions.getMany({ orgId: ctx.orgId, sandboxId: ctx.sandbox.sandboxId }, segments.map((s) => s.segmentId));
     const missing = segments.filter((s) => !found.has(s.segmentId)).map((s) => s.segmentId);
     if (missing.length > 0) throw badRequest(`Segment definitions not found: ${missing.join(", ")}`, BatchErrorCodes.unknownDefinition);
-    if (input.fields !== undefined && typeof input.fields !== "string") throw badRequest("fields must be a comma-separated string of field paths", BatchErrorCodes.badExport);
-    const mpId = (input.mergePolicy as { id?: unknown } | undefined)?.id;
-    const mergePolicyId = typeof mpId === "string" ? mpId : found.get(segments[0]!.segmentId)!.definition.mergePolicyId;
+    if (segmentation === true && this.jobs === undefined) throw bad("evaluationInfo.segmentation is not available in this process");
+
     const now = this.clock.now();
-    const existing = await this.repo.list<ExportJob>(KIND, scope, { direction: "desc", offset: 0, limit: 1 });
-    const id = (existing.items[0]?.doc.id ?? 0) + 1;
+    // Last, so that a refused request starts nothing: the segment job (400 on an inSegment cycle).
+    const segmentJobId = segmentation === true
+      ? (await this.jobs!.create(ctx, { segmentIds: [...new Set(segments.map((s) => s.segmentId))], source: "api", requestId, profileInstanceId })).id
+      : undefined;
+    const filter: ExportJob["filter"] = { segments };
+    if (qualification !== undefined) {
+      filter.segmentQualificationTime = {
+        ...(qualification.from === undefined ? {} : { startTime: qualification.from.text }),
+        ...(qualification.to === undefined ? {} : { endTime: qualification.to.text }),
+      };
+    }
+    if (updatedAfter !== undefined) filter.fromIngestTimestamp = updatedAfter.text;
+    if (emptyProfiles !== undefined) filter.emptyProfiles = emptyProfiles;
     const job: ExportJob = {
-      id,
+      id: 0,
       jobType: "BATCH",
-      destination: { datasetId: dest.datasetId, segmentPerBatch: false },
-      ...(typeof input.fields === "string" ? { fields: input.fields } : {}),
+      destination: { datasetId, segmentPerBatch },
+      ...(fields === undefined ? {} : { fields }),
       schema: { name: schemaName },
       imsOrgId: ctx.orgId,
       status: "NEW",
-      filter: { segments },
-      mergePolicy: { id: mergePolicyId, version: 1 },
+      filter,
+      ...(eventList === undefined ? {} : { additionalFields: { eventList } }),
+      ...(segmentation === undefined ? {} : { evaluationInfo: { segmentation, ...(segmentJobId === undefined ? {} : { segmentJobId }) } }),
+      mergePolicy: { id: mergePolicyId ?? found.get(segments[0]!.segmentId)!.definition.mergePolicyId, version: 1 },
       profileInstanceId,
       metrics: { totalTime: {}, profileExportTime: {}, aCPDatasetWriteTime: {} },
       creationTime: now,
       updateTime: now,
       requestId,
     };
-    await this.repo.insert(KIND, { scope, id: String(id), status: "NEW", creationTime: now, doc: job });
+    const plan: RunPlan = {
+      qualifiedFrom: qualification?.from?.ms ?? null,
+      qualifiedTo: qualification?.to?.ms ?? null,
+      updatedAfter: updatedAfter?.ms ?? null,
+      emptyProfiles: emptyProfiles ?? false,
+      fields: fieldList(fields),
+      events: eventList === undefined ? null : { fields: fieldList(eventList.fields), after: eventRange.from?.ms ?? null, upTo: eventRange.to?.ms ?? null },
+    };
+    const k = await this.insert(scope, job);
+    const id = job.id;
     // The runner works on its own copy: the response shows the job as created.
-    const run = this.run(ctx, structuredClone(job)).catch((err: unknown) => this.logger?.error({ err, exportJobId: id }, "export job failed"));
+    const run = this.run(ctx, structuredClone(job), plan)
+      .catch((err: unknown) => this.logger?.error({ err, exportJobId: id }, "export job failed"))
+      .finally(() => {
+        this.active.delete(k);
+        this.cancelRequested.delete(k);
+      });
     this.running.add(run);
     void run.finally(() => this.running.delete(run));
     return job;
   }
 
-  async idle(): Promise<void> {
-    await Promise.all([...this.running]);
+  /**
+   * Numbers the job (the sandbox's highest id + 1: ids are stored as text, so the newest
+   * row is not necessarily the highest number) and stores it, one create at a time.
+   * The job is active before it is stored: a DELETE never finds it stored but not running.
+   */
+  private insert(scope: TenantScope, job: ExportJob): Promise<string> {
+    const run = this.inserting.then(async () => {
+      const all = await this.repo.list<ExportJob>(KIND, scope, { direction: "desc", offset: 0, limit: Number.MAX_SAFE_INTEGER });
+      job.id = all.items.reduce((max, r) => Math.max(max, r.doc.id), 0) + 1;
+      const k = key(scope, job.id);
+      this.active.add(k);
+      try {
+        await this.repo.insert(KIND, { scope, id: String(job.id), status: "NEW", creationTime: job.creationTime, doc: job });
+      } catch (e) {
+        this.active.delete(k);
+        throw e;
+      }
+      return k;
+    });
+    this.inserting = run.catch(() => undefined);
+    return run;
   }
 
-  private async save(ctx: BatchTenant, job: ExportJob): Promise<void> {
+  async idle(): Promise<void> {
+    while (this.running.size > 0) await Promise.all([...this.running]);
+  }
+
+  /** Shutdown: exports waiting for their segment job give up (FAILED); the others finish. */
+  async close(): Promise<void> {
+    this.stopped = true;
+    await this.idle();
+  }
+
+  /**
+   * Start-up: jobs of an earlier process that were still active cannot resume (their
+   * records were staged by a run that is gone). Their loading batches are aborted;
+   * CANCELLING ends CANCELLED, NEW / PROCESSING end FAILED.
+   */
+  async recover(): Promise<void> {
+    for (const r of await this.repo.listAllByStatus<ExportJob>(KIND, ACTIVE)) {
+      if (this.active.has(key(r.scope, r.id))) continue;
+      await this.abandon(r, r.status === "CANCELLING" ? "CANCELLED" : "FAILED");
+    }
+  }
+
+  /** Ends a job nobody runs: aborts its loading batches and stores the final status. */
+  private async abandon(r: StoredResource<ExportJob>, status: "CANCELLED" | "FAILED"): Promise<boolean> {
+    const job = r.doc;
+    await this.abortOpened(r.scope, this.batchIds(job));
+    const now = this.clock.now();
+    job.status = status;
+    if (status === "FAILED") {
+      job.errors = [...(job.errors ?? []), { code: "SEGMENTD-EXPORT-INTERRUPTED", msg: "The service stopped while the export job was active; its unfinished batches were aborted" }];
+    }
+    const t = job.metrics.totalTime;
+    if (t.startTimeInMs !== undefined) job.metrics.totalTime = { startTimeInMs: t.startTimeInMs, endTimeInMs: now, totalTimeInMs: now - t.startTimeInMs };
+    job.updateTime = now;
+    return this.repo.updateIf(KIND, { ...r, status, doc: job }, [r.status]);
+  }
+
+  /** Stores the runner's copy of the job while the stored status is one of `from`. */
+  private async write(scope: TenantScope, job: ExportJob, from: readonly ExportStatus[]): Promise<boolean> {
     job.updateTime = this.clock.now();
-    await this.repo.update(KIND, { scope: profileScope(ctx), id: String(job.id), status: job.status, creationTime: job.creationTime, doc: job });
+    return this.repo.updateIf(KIND, { scope, id: String(job.id), status: job.status, creationTime: job.creationTime, doc: job }, from);
   }
 
   private async policy(ctx: BatchTenant, id: string): Promise<MergePolicySpec> {
@@ -164,63 +450,194 @@ export class ExportService {
     return p === undefined ? NO_MERGE_POLICY : { id: p.id, identityGraph: p.identityGraph, attributeMerge: p.attributeMerge };
   }
 
-  private async run(ctx: BatchTenant, job: ExportJob): Promise<void> {
+  private batchIds(job: ExportJob): string[] {
+    return job.destination.batches !== undefined ? job.destination.batches.map((b) => b.batchId) : job.destination.batchId === undefined ? [] : [job.destination.batchId];
+  }
+
+  /** Waits for the export's segment job; ExportFailure unless it SUCCEEDED. */
+  private async awaitSegmentation(ctx: BatchTenant, segmentJobId: string, cancelled: () => boolean): Promise<void> {
+    for (let delay = 5; ; delay = Math.min(delay * 2, 200)) {
+      const seg = await this.jobs!.get(ctx, segmentJobId);
+      if (seg.status === "SUCCEEDED") return;
+      if (FINISHED_SEGMENT_JOB.includes(seg.status)) {
+        const why = seg.errors?.map((e) => e.msg).join("; ");
+        throw new ExportFailure("SEGMENTD-EXPORT-SEGMENTATION-FAILED", `Segment job ${segmentJobId} ended ${seg.status}${why ? `: ${why}` : ""}; nothing was exported`);
+      }
+      if (cancelled()) throw new ExportCancelled();
+      if (this.stopped) throw new ExportFailure("SEGMENTD-EXPORT-INTERRUPTED", `The service stopped before segment job ${segmentJobId} finished; nothing was exported`);
+      await sleep(delay);
+    }
+  }
+
+  /** Profile ids of one batch: the members of its segments by status and qualification time, ascending. */
+  private async select(scope: TenantScope, segments: readonly ExportSegment[], plan: RunPlan): Promise<string[]> {
+    const pids = new Set<string>();
+    for (const s of segments) {
+      const stored = new Set<MembershipStatus>(s.status.map((x) => (x === "exited" ? "exited" : "realized")));
+      for (const status of stored) {
+        for (let after = "0"; ;) {
+          const page = await this.profiles.listMembers(scope, s.segmentId, { status, limit: PAGE, afterProfileId: after });
+          for (const m of page) {
+            if (plan.qualifiedFrom !== null || plan.qualifiedTo !== null) {
+              const at = Date.parse(m.lastQualificationTime);
+              if ((plan.qualifiedFrom !== null && !(at >= plan.qualifiedFrom)) || (plan.qualifiedTo !== null && !(at <= plan.qualifiedTo))) continue;
+            }
+            pids.add(m.profileId);
+          }
+          if (page.length < PAGE) break;
+          after = page[page.length - 1]!.profileId;
+        }
+      }
+    }
+    return [...pids].sort((a, b) => Number(a) - Number(b));
+  }
+
+  private async eventsOf(scope: TenantScope, identity: Identity, policy: MergePolicySpec, spec: NonNullable<RunPlan["events"]>): Promise<JsonObject[]> {
+    const out: JsonObject[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.profiles.getEvents(scope, identity, policy, {
+        order: "asc",
+        limit: EVENT_PAGE,
+        // EventQuery: startTime inclusive, endTime exclusive.
+        ...(spec.after === null ? {} : { startTime: spec.after + 1 }),
+        ...(spec.upTo === null ? {} : { endTime: spec.upTo + 1 }),
+        ...(cursor === undefined ? {} : { cursor }),
+      });
+      for (const e of page.events) {
+        if (spec.fields === null) out.push(e.body);
+        else out.push({ ...project(e.body, spec.fields), _id: e.body["_id"] ?? e.eventId, timestamp: e.body["timestamp"] ?? new Date(e.timestamp).toISOString() });
+      }
+      cursor = page.next ?? undefined;
+    } while (cursor !== undefined);
+    return out;
+  }
+
+  private async run(ctx: BatchTenant, job: ExportJob, plan: RunPlan): Promise<void> {
     const scope = profileScope(ctx);
+    const k = key(scope, job.id);
+    const cancelled = () => this.cancelRequested.has(k);
     const start = this.clock.now();
     job.status = "PROCESSING";
     job.metrics.totalTime = { startTimeInMs: start };
-    await this.save(ctx, job);
+    const opened: string[] = [];
     try {
+      // Cancelled before it started.
+      if (!(await this.write(scope, job, ["NEW"]))) throw new ExportCancelled();
+      if (job.evaluationInfo?.segmentJobId !== undefined) await this.awaitSegmentation(ctx, job.evaluationInfo.segmentJobId, cancelled);
       const policy = await this.policy(ctx, job.mergePolicy.id);
-      const pids = new Set<string>();
-      for (const s of job.filter.segments) {
-        const stored = new Set<MembershipStatus>(s.status.map((x) => (x === "exited" ? "exited" : "realized")));
-        for (const status of stored) {
-          for (let after = "0"; ;) {
-            const page = await this.profiles.listMembers(scope, s.segmentId, { status, limit: PAGE, afterProfileId: after });
-            for (const m of page) pids.add(m.profileId);
-            if (page.length < PAGE) break;
-            after = page[page.length - 1]!.profileId;
+      const exportStart = this.clock.now();
+      const groups = job.destination.segmentPerBatch ? job.filter.segments.map((s) => [s]) : [job.filter.segments];
+      const byNamespace: Record<string, number> = {};
+      let exported = 0;
+      for (const group of groups) {
+        const pids = await this.select(scope, group, plan);
+        const batch = await this.profiles.createBatch(scope, job.destination.datasetId, this.clock.now());
+        opened.push(batch.id);
+        if (job.destination.segmentPerBatch) (job.destination.batches ??= []).push({ ...group[0]!, batchId: batch.id });
+        else job.destination.batchId = batch.id;
+        // The batch ids are stored before any record is staged (recovery aborts them); a failed
+        // write means the status moved: DELETE made it CANCELLING.
+        if (!(await this.write(scope, job, ["PROCESSING"]))) throw new ExportCancelled();
+        for (let i = 0; i < pids.length; i += PAGE) {
+          const page = pids.slice(i, i + PAGE);
+          const times = await this.profiles.profileDataTimes(scope, page);
+          const records: ValidRecord[] = [];
+          for (let j = 0; j < page.length; j++) {
+            if (cancelled()) throw new ExportCancelled();
+            const t = times[j]!;
+            if (t.lastFragmentIngestedAt === null && (t.lastEventAt === null || !plan.emptyProfiles)) continue;
+            if (plan.updatedAfter !== null && !((t.lastFragmentIngestedAt ?? -Infinity) > plan.updatedAfter || (t.lastEventAt ?? -Infinity) > plan.updatedAfter)) continue;
+            const identities = await this.profiles.graphIdentities(scope, page[j]!);
+            const primary = identities[0];
+            if (primary === undefined) continue;
+            const profile = await this.profiles.getProfile(scope, primary, policy);
+            if (profile === null) continue;
+            const body: JsonObject = { ...project(profile.entity, plan.fields), identityMap: profile.entity["identityMap"] ?? {}, segmentMembership: profile.entity["segmentMembership"] ?? {} };
+            if (plan.events !== null) body["eventList"] = await this.eventsOf(scope, primary, policy, plan.events);
+            const json = JSON.stringify(body);
+            records.push({ index: exported + records.length, kind: "profile", body, primary, identities, timestamp: null, eventId: null, size: Buffer.byteLength(json), json });
+            for (const ns of new Set(profile.identities.map((x) => x.namespace))) byNamespace[ns] = (byNamespace[ns] ?? 0) + 1;
           }
+          if (records.length > 0) await this.profiles.stageBatchRecords(scope, batch.id, records, { read: records.length, failed: [], now: this.clock.now() });
+          exported += records.length;
         }
       }
-      const fields = job.fields === undefined ? null : job.fields.split(",").map((x) => x.trim()).filter((x) => x !== "");
-      const records: ValidRecord[] = [];
-      const byNamespace: Record<string, number> = {};
-      for (const pid of [...pids].sort((a, b) => Number(a) - Number(b))) {
-        const identities = await this.profiles.graphIdentities(scope, pid);
-        const primary = identities[0];
-        if (primary === undefined) continue;
-        const profile = await this.profiles.getProfile(scope, primary, policy);
-        if (profile === null) continue;
-        const body: JsonObject = { ...project(profile.entity, fields), identityMap: profile.entity["identityMap"] ?? {}, segmentMembership: profile.entity["segmentMembership"] ?? {} };
-        const json = JSON.stringify(body);
-        records.push({ index: records.length, kind: "profile", body, primary, identities, timestamp: null, eventId: null, size: Buffer.byteLength(json), json });
-        for (const ns of new Set(profile.identities.map((i) => i.namespace))) byNamespace[ns] = (byNamespace[ns] ?? 0) + 1;
-      }
-      const exportEnd = this.clock.now();
-      job.metrics.profileExportTime = { startTimeInMs: start, endTimeInMs: exportEnd, totalTimeInMs: exportEnd - start };
-      const batch = await this.profiles.createBatch(scope, job.destination.datasetId, exportEnd);
-      await this.profiles.append(scope, job.destination.datasetId, records, { ingestedAt: exportEnd, maxIdentitiesPerGraph: 50, batch: { id: batch.id, read: records.length, failed: [] } });
-      await this.profiles.setBatchStatus(scope, batch.id, "success", this.clock.now());
+      // Last point where a cancel takes effect: after this the batches are completed.
+      if (cancelled()) throw new ExportCancelled();
+      const writeStart = this.clock.now();
+      job.metrics.profileExportTime = { startTimeInMs: exportStart, endTimeInMs: writeStart, totalTimeInMs: writeStart - exportStart };
+      for (const id of opened) await this.profiles.completeBatch(scope, id, { ingestedAt: this.clock.now(), maxIdentitiesPerGraph: MAX_IDENTITIES_PER_GRAPH });
       const end = this.clock.now();
-      job.destination.batchId = batch.id;
-      job.metrics.aCPDatasetWriteTime = { startTimeInMs: exportEnd, endTimeInMs: end, totalTimeInMs: end - exportEnd };
+      job.metrics.aCPDatasetWriteTime = { startTimeInMs: writeStart, endTimeInMs: end, totalTimeInMs: end - writeStart };
       job.metrics.totalTime = { startTimeInMs: start, endTimeInMs: end, totalTimeInMs: end - start };
-      job.metrics.totalExportedProfileCounter = records.length;
+      job.metrics.totalExportedProfileCounter = exported;
       job.metrics.exportedProfileByNamespaceCounter = byNamespace;
       job.status = "SUCCEEDED";
     } catch (e) {
-      job.status = "FAILED";
-      job.errors = [{ code: "SEGMENTD-EXPORT-FAILED", msg: e instanceof Error ? e.message : String(e) }];
+      await this.abortOpened(scope, opened);
+      const end = this.clock.now();
+      job.metrics.totalTime = { startTimeInMs: start, endTimeInMs: end, totalTimeInMs: end - start };
+      if (e instanceof ExportCancelled) {
+        job.status = "CANCELLED";
+        // The segment job ran for this export only: stop it too (400 when it already finished).
+        const sid = job.evaluationInfo?.segmentJobId;
+        if (sid !== undefined) await this.jobs?.cancel(ctx, sid).catch(() => undefined);
+      } else {
+        job.status = "FAILED";
+        job.errors = [e instanceof ExportFailure ? { code: e.code, msg: e.message } : { code: "SEGMENTD-EXPORT-FAILED", msg: e instanceof Error ? e.message : String(e) }];
+      }
     }
-    await this.save(ctx, job);
+    // CANCELLING too: a cancel that arrived while the batches were completed is too late.
+    await this.write(scope, job, ["PROCESSING", "CANCELLING"]);
+  }
+
+  /** Aborts the batches that are still loading: none of their records becomes visible. */
+  private async abortOpened(scope: TenantScope, ids: readonly string[]): Promise<void> {
+    for (const id of ids) {
+      try {
+        const b = await this.profiles.getBatch(scope, id);
+        if (b?.status === "loading") await this.profiles.abortBatch(scope, id, this.clock.now());
+      } catch (err) {
+        this.logger?.error({ err, batchId: id }, "could not abort an export batch");
+      }
+    }
   }
 
   async get(ctx: BatchTenant, id: string): Promise<ExportJob> {
     const r = await this.repo.get<ExportJob>(KIND, profileScope(ctx), id);
     if (r === null) throw notFound("Export job", id);
     return r.doc;
+  }
+
+  /**
+   * DELETE: a NEW or PROCESSING job becomes CANCELLING and its runner stops at the next
+   * profile (CANCELLED, batches aborted); CANCELLING stays so. A job no process runs
+   * (left by a stop) is CANCELLED at once. Finished jobs: 400.
+   */
+  async cancel(ctx: BatchTenant, id: string): Promise<{ status: true; message: string }> {
+    const scope = profileScope(ctx);
+    for (;;) {
+      const r = await this.repo.get<ExportJob>(KIND, scope, id);
+      if (r === null) throw notFound("Export job", id);
+      const status = r.status as ExportStatus;
+      if (!ACTIVE.includes(status)) {
+        throw new ApiError(400, BatchErrorCodes.notCancellable, `Export job with id '${id}' has already finished with status ${status}`);
+      }
+      const k = key(scope, r.doc.id);
+      if (!this.active.has(k)) {
+        if (await this.abandon(r, "CANCELLED")) return { status: true, message: CANCEL_MESSAGE };
+        continue;
+      }
+      if (status === "CANCELLING") return { status: true, message: CANCEL_MESSAGE };
+      r.doc.status = "CANCELLING";
+      r.doc.updateTime = this.clock.now();
+      if (await this.repo.updateIf(KIND, { ...r, status: "CANCELLING" }, [status])) {
+        this.cancelRequested.add(k);
+        return { status: true, message: CANCEL_MESSAGE };
+      }
+      // The status moved under us (NEW → PROCESSING, or the job finished): decide again.
+    }
   }
 
   /** Newest first; `offset` is AEP's cursor `<creationTime>_<id>` of the last job of the previous page. */

@@ -1,8 +1,8 @@
 /**
  * The batch area as ONE Fastify plugin: segment jobs, schedules, exports,
  * previews. It owns its job runner and the resident columnar snapshots: on ready it recovers
- * jobs interrupted by a crash, on close it lets the running job finish and
- * closes the repository.
+ * segment and export jobs interrupted by a crash, on close it lets the running jobs finish
+ * (an export still waiting for its segment job fails) and closes the repository.
  *
  *   await app.register(batchPlugin, { prefix: "/data/core/ups", authenticator, tenants,
  *     metadata: store, profiles, clock, logger, repo: openBatchRepository(config) });
@@ -46,7 +46,7 @@ export async function batchPlugin(app: FastifyInstance, opts: BatchPluginOptions
   const jobs = new JobService(opts.metadata, opts.repo, runner, opts.clock);
   const schedules = new ScheduleService(opts.repo, jobs, opts.clock, opts.logger);
   const previews = new PreviewService(opts.profiles, opts.repo, opts.clock, opts.logger, snapshots);
-  const exports = new ExportService(opts.metadata, opts.profiles, opts.repo, opts.clock, opts.logger);
+  const exports = new ExportService(opts.metadata, opts.profiles, opts.repo, opts.clock, opts.logger, jobs);
   opts.expose?.({ runner, jobs, schedules, previews, exports });
   const auth = { authenticator: opts.authenticator, tenants: opts.tenants };
   await app.register(jobRoutes, { ...auth, jobs });
@@ -56,6 +56,7 @@ export async function batchPlugin(app: FastifyInstance, opts: BatchPluginOptions
   let timer: NodeJS.Timeout | undefined;
   app.addHook("onReady", async () => {
     await runner.recover();
+    await exports.recover();
     const every = opts.scheduleTickMs ?? 60_000;
     if (every > 0) {
       timer = setInterval(() => {
@@ -66,9 +67,10 @@ export async function batchPlugin(app: FastifyInstance, opts: BatchPluginOptions
   });
   app.addHook("onClose", async () => {
     if (timer !== undefined) clearInterval(timer);
+    // Exports first: one waiting for its segment job gives up (FAILED) rather than wait on a stopped runner.
+    await exports.close();
     await runner.stop();
     await previews.idle();
-    await exports.idle();
     snapshots.clear();
     await opts.repo.close();
   });

@@ -23,7 +23,7 @@
 import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import { ChangeFeed, tenantKey } from "../change-feed.js";
-import { StoreError, type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
+import { StoreError, type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
 import type { Dataset, DatasetInput, Identity, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, TenantScope, ValidRecord } from "../types.js";
 import type { EmbeddedStoreOptions } from "./sqlite-store.js";
 import { withLazyBody } from "../lazy-body.js";
@@ -441,6 +441,12 @@ export class WorkerProfileStore implements ProfileStore {
   }
   countProfiles(scope: TenantScope): Promise<number> {
     return this.call("countProfiles", [scope]);
+  }
+  profileDataTimes(scope: TenantScope, profileIds: readonly string[]): Promise<ProfileDataTimes[]> {
+    return this.call("profileDataTimes", [scope, profileIds]);
+  }
+  listLakeRecords(scope: TenantScope, datasetId: string, opts?: { afterSeq?: number; limit?: number }): Promise<LakeRecord[]> {
+    return this.call("listLakeRecords", [scope, datasetId, opts]);
   }
 
   scanProfiles(scope: TenantScope, policy: MergePolicySpec, opts?: ScanOptions): AsyncIterable<ScannedProfile[]> {

@@ -25,10 +25,12 @@ import {
   type FieldUpdate,
   type IngestBatch,
   type IngestBatchStatus,
+  type LakeRecord,
   type MembershipChange,
   type MembershipSet,
   type MembershipSetCounts,
   type MembershipSetOptions,
+  type ProfileDataTimes,
   type ProfileStore,
   type ScanOptions,
   type ScannedProfile,
@@ -634,6 +636,27 @@ export class PostgresProfileStore implements ProfileStore {
   async countProfiles(scope: TenantScope): Promise<number> {
     const rows = await this.q<{ n: number }>(this.pool, "SELECT count(*)::int8 AS n FROM profiles WHERE tid = $1", [await this.tid(this.pool, scope, false)]);
     return rows[0]!.n;
+  }
+
+  /** One statement per IDENTITY_CHUNK ids: per id, the max of fragments (tid, pid) and of events (tid, pid, ts). */
+  async profileDataTimes(scope: TenantScope, profileIds: readonly string[]): Promise<ProfileDataTimes[]> {
+    const tid = await this.tid(this.pool, scope, false);
+    const out: ProfileDataTimes[] = profileIds.map(() => ({ lastFragmentIngestedAt: null, lastEventAt: null }));
+    for (let start = 0; start < profileIds.length; start += IDENTITY_CHUNK) {
+      const part = profileIds.slice(start, start + IDENTITY_CHUNK).map(Number);
+      const rows = await this.q<{ k: number; f: number | null; e: number | null }>(this.pool, `SELECT u.k,
+          (SELECT max(f.ingested) FROM fragments f WHERE f.tid = $1 AND f.pid = u.pid) AS f,
+          (SELECT max(e.ts) FROM events e WHERE e.tid = $1 AND e.pid = u.pid) AS e
+        FROM unnest($2::int8[]) WITH ORDINALITY AS u(pid, k)`, [tid, part]);
+      for (const r of rows) out[start + r.k - 1] = { lastFragmentIngestedAt: r.f, lastEventAt: r.e };
+    }
+    return out;
+  }
+
+  async listLakeRecords(scope: TenantScope, datasetId: string, opts: { afterSeq?: number; limit?: number } = {}): Promise<LakeRecord[]> {
+    const rows = await this.q<{ seq: number; body: JsonObject }>(this.pool, "SELECT seq, body FROM lake_records WHERE tid = $1 AND ds = $2 AND seq > $3 ORDER BY seq LIMIT $4",
+      [await this.tid(this.pool, scope, false), datasetId, opts.afterSeq ?? 0, opts.limit ?? 1000]);
+    return rows;
   }
 
   // ---- memberships ----------------------------------------------------------
