@@ -281,6 +281,12 @@ export interface ProfileStore {
   listTransitions(scope: TenantScope, query?: TransitionQuery): Promise<MembershipTransition[]>;
   /** All profile ids with that status for a definition, in one query (ascending numeric order). */
   listMemberIds(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<string[]>;
+  /**
+   * listMemberIds as numbers (both stores' profile ids are integers): a batch job reads every
+   * definition's members (millions) and locates them by number, so no string is made per member
+   * (nor cloned across the embedded store's thread).
+   */
+  listMemberPids(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<Float64Array>;
 
   // Change feed (in memory; batch engine's resident snapshot)
   /** Profiles whose data (identities, fragments, events) changed since `since` (a version from an earlier call), including removed ones (graphs merged away, deleted). profileIds null = cannot tell (since is null, older than what is kept, or from before a restart): the caller re-reads everything. Membership writes do not count. */

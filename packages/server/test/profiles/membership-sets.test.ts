@@ -45,7 +45,10 @@ async function state(store: ProfileStore, scope: TenantScope, defs: readonly str
   for (const d of defs) {
     out[`count ${d}`] = await store.countMembers(scope, d);
     for (const status of ["realized", "exited"] as const) {
-      out[`ids ${d} ${status}`] = await store.listMemberIds(scope, d, status);
+      const ids = await store.listMemberIds(scope, d, status);
+      // The numeric read (batch jobs) lists the same profiles in the same order.
+      assert.deepEqual(Array.from(await store.listMemberPids(scope, d, status)), ids.map(Number), `listMemberPids ${d} ${status}`);
+      out[`ids ${d} ${status}`] = ids;
       out[`members ${d} ${status}`] = await store.listMembers(scope, d, { status, limit: 100_000 });
     }
     out[`transitions ${d}`] = await store.listTransitions(scope, { definitionId: d, limit: 100_000 });
@@ -134,6 +137,9 @@ for (const kind of kinds) {
       assert.deepEqual(await store.applyMembershipSets(BY_SETS, toSets([{ def: "e-none" }]), { source: "batch", at: T0 }), { realized: 0, exited: 0 });
       assert.deepEqual(await store.applyMembershipSets(BY_SETS, [], { source: "batch", at: T0 }), { realized: 0, exited: 0 });
       assert.deepEqual(await store.listTransitions(BY_SETS, { definitionId: "e-none" }), []);
+      const none = await store.listMemberPids(BY_SETS, "e-none", "realized");
+      assert.ok(none instanceof Float64Array);
+      assert.equal(none.length, 0);
     });
 
     describe("bad sets: exact errors, nothing written", () => {

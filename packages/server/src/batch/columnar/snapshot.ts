@@ -256,6 +256,14 @@ export class SnapshotPart {
    * array: a job locates every stored member of every definition (millions), and a Map lookup of
    * a freshly read string hashes it first.
    */
+  /** ordinalOf for a numeric profile id (the stores' ids are integers: listMemberPids). */
+  ordinalOfPid(pid: number): number {
+    if (this.numeric === undefined) this.numeric = numericIndex(this.profileIds);
+    if (this.numeric === null) return this.ordinalOf(String(pid));
+    // Only canonical integer ids are in the index (numericIndex), so the number names one id.
+    return pid >= 0 && pid < this.numeric.length ? this.numeric[pid]! : -1;
+  }
+
   ordinalOf(profileId: string): number {
     if (this.numeric === undefined) this.numeric = numericIndex(this.profileIds);
     if (this.numeric !== null) {
@@ -346,11 +354,11 @@ export function statusOverrides(snap: Snapshot, members: ReadonlyMap<string, Uin
   return maps;
 }
 
-/** Global ordinals of the listed profile ids. */
-export function membersOf(snap: Snapshot, profileIds: Iterable<string>): Uint8Array {
+/** Global ordinals of the listed numeric profile ids (listMemberPids). */
+export function membersOfPids(snap: Snapshot, pids: Float64Array): Uint8Array {
   const out = new Uint8Array(snap.ordinals);
-  for (const id of profileIds) {
-    const g = snap.locate(id);
+  for (let i = 0; i < pids.length; i++) {
+    const g = snap.locatePid(pids[i]!);
     if (g >= 0) out[g] = 1;
   }
   return out;
@@ -441,6 +449,14 @@ export class Snapshot {
     const o = this.overlay.ordinalOf(profileId);
     if (o >= 0) return this.base.ordinals + o;
     const b = this.base.ordinalOf(profileId);
+    return b >= 0 && this.masked[b] === 0 ? b : -1;
+  }
+
+  /** locate for a numeric profile id. */
+  locatePid(pid: number): number {
+    const o = this.overlay.ordinalOfPid(pid);
+    if (o >= 0) return this.base.ordinals + o;
+    const b = this.base.ordinalOfPid(pid);
     return b >= 0 && this.masked[b] === 0 ? b : -1;
   }
 

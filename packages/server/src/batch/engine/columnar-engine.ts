@@ -4,7 +4,7 @@
  * (columnar/snapshot.ts), brought up to date first through the store's change
  * feed. Nothing is re-read or re-parsed per job except the profiles that
  * changed, and the membership statuses, which are read in bulk from the store
- * (`listMemberIds`) so realized/existing/exited and `inSegment` of definitions
+ * (`listMemberPids`) so realized/existing/exited and `inSegment` of definitions
  * outside the job are always current.
  *
  * Order: definitions run in dependency order; a definition referenced with
@@ -17,7 +17,7 @@ import type { MembershipStatus, MergePolicySpec, TenantScope } from "../../profi
 import { SnapshotCache } from "../columnar/cache.js";
 import type { Column } from "../columnar/layout.js";
 import { compileDefinition, type ColumnarCompiled } from "../columnar/predicate.js";
-import { BuildCancelledError, membersOf, statusOverrides, type Snapshot, type SnapshotPart } from "../columnar/snapshot.js";
+import { BuildCancelledError, membersOfPids, statusOverrides, type Snapshot, type SnapshotPart } from "../columnar/snapshot.js";
 import type { DefinitionCounters, EvaluationOptions, EvaluationOutcome, JobDefinition } from "./evaluate-job.js";
 import { JobCancelledError } from "./evaluate-job.js";
 import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
@@ -78,12 +78,12 @@ export async function evaluateColumnar(
   }
 
   // 2. Stored statuses, read in bulk when needed.
-  const storedIds = new Map<string, Promise<string[]>>();
-  const memberIds = (id: string, status: MembershipStatus): Promise<string[]> => {
+  const storedIds = new Map<string, Promise<Float64Array>>();
+  const memberIds = (id: string, status: MembershipStatus): Promise<Float64Array> => {
     const k = `${status}\u0000${id}`;
     let p = storedIds.get(k);
     if (p === undefined) {
-      p = store.listMemberIds(scope, id, status);
+      p = store.listMemberPids(scope, id, status);
       storedIds.set(k, p);
     }
     return p;
@@ -102,7 +102,7 @@ export async function evaluateColumnar(
       return out;
     }
     if (inJob.has(ref)) return out; // not evaluated (cannot happen in dependency order)
-    return membersOf(snap, await memberIds(ref, "realized"));
+    return membersOfPids(snap, await memberIds(ref, "realized"));
   };
   /** Status columns per part for one definition's references. */
   const overridesFor = async (snap: Snapshot, refs: readonly string[]): Promise<Array<Map<string, Column>>> => {
@@ -139,12 +139,12 @@ export async function evaluateColumnar(
     // Previous statuses: 1 realized, 2 exited.
     const prev = new Uint8Array(snap.ordinals);
     const [realized, exited] = await Promise.all([memberIds(d.id, "realized"), memberIds(d.id, "exited")]);
-    for (const id of exited) {
-      const g = snap.locate(id);
+    for (let i = 0; i < exited.length; i++) {
+      const g = snap.locatePid(exited[i]!);
       if (g >= 0) prev[g] = 2;
     }
-    for (const id of realized) {
-      const g = snap.locate(id);
+    for (let i = 0; i < realized.length; i++) {
+      const g = snap.locatePid(realized[i]!);
       if (g >= 0) prev[g] = 1;
     }
     storedIds.delete(`realized\u0000${d.id}`);

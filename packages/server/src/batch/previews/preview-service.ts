@@ -27,7 +27,7 @@ import type { ProfileStore } from "../../profiles/store.js";
 import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope } from "../../profiles/types.js";
 import type { SnapshotCache } from "../columnar/cache.js";
 import { compileDefinition } from "../columnar/predicate.js";
-import { membersOf, statusOverrides, type Snapshot } from "../columnar/snapshot.js";
+import { membersOfPids, statusOverrides, type Snapshot } from "../columnar/snapshot.js";
 import { badRequest, notFound } from "../../services/errors.js";
 import { usesEvents } from "../engine/uses-events.js";
 import { BatchErrorCodes } from "../errors.js";
@@ -193,13 +193,13 @@ export class PreviewService {
   }
 
   /** Stored members of the definitions the expression names with inSegment (the snapshot keeps no statuses). */
-  private async inSegmentMembers(scope: TenantScope, query: Query): Promise<Map<string, string[]>> {
+  private async inSegmentMembers(scope: TenantScope, query: Query): Promise<Map<string, Float64Array>> {
     const ids = new Set<string>();
     walk(query, (n) => {
       if (n.type === "Call" && n.name === "inSegment" && n.args[0]?.type === "Literal" && typeof n.args[0].value === "string") ids.add(n.args[0].value);
     });
-    const out = new Map<string, string[]>();
-    for (const id of ids) out.set(id, await this.profiles.listMemberIds(scope, id, "realized"));
+    const out = new Map<string, Float64Array>();
+    for (const id of ids) out.set(id, await this.profiles.listMemberPids(scope, id, "realized"));
     return out;
   }
 
@@ -208,10 +208,10 @@ export class PreviewService {
    * the sample (a stable hash of the profile id) is counted. The whole snapshot
    * is evaluated: that is cheaper than gathering the sample's rows.
    */
-  private evaluateOnSnapshot(p: StoredPreview, query: Query, snap: Snapshot, fraction: number, now: number, inSegment: Map<string, string[]>): void {
+  private evaluateOnSnapshot(p: StoredPreview, query: Query, snap: Snapshot, fraction: number, now: number, inSegment: Map<string, Float64Array>): void {
     const compiled = compileDefinition(query, now);
     const members = new Map<string, Uint8Array>();
-    for (const [id, list] of inSegment) members.set(id, membersOf(snap, list));
+    for (const [id, list] of inSegment) members.set(id, membersOfPids(snap, list));
     const overrides = statusOverrides(snap, members);
     snap.parts().forEach(({ part, masked }, k) => {
       if (part.rows === 0) return;

@@ -1120,6 +1120,12 @@ export class EmbeddedProfileStore implements ProfileStore {
     return rows.map((r) => String(r[0]));
   }
 
+  async listMemberPids(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<Float64Array> {
+    const def = this.defCodes.find(definitionId);
+    if (def === undefined) return new Float64Array(0);
+    return Float64Array.from(this.stmt("SELECT pid FROM memberships WHERE tid = ? AND def = ? AND status = ? ORDER BY pid").pluck().all(this.tid(scope, false), def, statusCode(status)) as number[]);
+  }
+
   async countMembers(scope: TenantScope, definitionId: string): Promise<{ realized: number; exited: number }> {
     const def = this.defCodes.find(definitionId);
     if (def === undefined) return { realized: 0, exited: 0 };

@@ -525,6 +525,9 @@ export class WorkerProfileStore implements ProfileStore {
   listMemberIds(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<string[]> {
     return this.call("listMemberIds", [scope, definitionId, status]);
   }
+  listMemberPids(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<Float64Array> {
+    return this.call("listMemberPids", [scope, definitionId, status]);
+  }
 
   // ---- change feed --------------------------------------------------------------
 

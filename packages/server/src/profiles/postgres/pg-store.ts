@@ -747,6 +747,14 @@ export class PostgresProfileStore implements ProfileStore {
     return rows.map((r) => r.pid);
   }
 
+  async listMemberPids(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<Float64Array> {
+    const rows = await this.q<{ pid: string }>(this.pool,
+      "SELECT m.pid FROM memberships m WHERE m.tid = $1 AND m.def = $2 AND m.status = $3 ORDER BY m.pid",
+      [await this.tid(this.pool, scope, false), definitionId, status]);
+    // int8 arrives as text; profile ids stay far below 2^53.
+    return Float64Array.from(rows, (r) => Number(r.pid));
+  }
+
   async countMembers(scope: TenantScope, definitionId: string): Promise<{ realized: number; exited: number }> {
     const rows = await this.q<{ status: string; n: number }>(this.pool, "SELECT status, count(*)::int8 AS n FROM memberships WHERE tid = $1 AND def = $2 GROUP BY status",
       [await this.tid(this.pool, scope, false), definitionId]);
