@@ -64,6 +64,9 @@ const { values: args } = parseArgs({
     "writes-in-flight": { type: "string", default: "4" },
     /** The embedded hub on the main thread instead of its worker thread (the server's default). */
     "direct-store": { type: "boolean", default: false },
+    // A/B: the engine reads each record's profile again after the append (findProfileIds) instead
+    // of taking the append's answer (storedPids), as before 2026-11-22.
+    "reread-pids": { type: "boolean", default: false },
   },
 });
 
@@ -246,7 +249,7 @@ async function runBench(): Promise<void> {
     const ingest = async (messages: unknown[], phase: Phase | null, arrived: number): Promise<number> => {
       const r = await ingestRecords(hub, scope, "stream-events", messages.map((value, index) => ({ index, value })), { now: clock.now() });
       const appended = performance.now() - arrived;
-      const written = await engine.onRecordsStored(tenant, r.stored);
+      const written = await engine.onRecordsStored(tenant, r.stored, args["reread-pids"] ? undefined : r.storedPids);
       const ms = performance.now() - arrived;
       phase?.record(r.stored.length, written.length, new Set(written.map((t) => t.profileId)).size, ms, appended);
       return written.length;

@@ -138,7 +138,7 @@ export async function buildApp(deps: AppDeps, services: Services = createService
       // Streaming ingestion → continuous evaluation of the affected definitions, and
       // the hub's new state projected to the edge locations that hold the profiles.
       onStored: async (tenant, result) => {
-        await realtime.streaming.onRecordsStored(tenant, result.stored);
+        await realtime.streaming.onRecordsStored(tenant, result.stored, result.storedPids);
         await realtime.projector.project(tenant, result.profileIds);
       },
     });

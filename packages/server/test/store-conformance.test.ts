@@ -1,14 +1,20 @@
 /**
  * One conformance suite for every MetadataStore implementation (the one
  * SEGMENTD_TEST_STORE selects): tenant scoping, unique names, limits inside
- * the write transaction, references, merge-policy invariants, reopen.
+ * the write transaction, references, merge-policy invariants, datastreams,
+ * reopen, and a database of an earlier version opening unchanged.
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import Database from "better-sqlite3";
+import path from "node:path";
+import pg from "pg";
 import {
   DuplicateNameError, EdgePolicyConflictError, HasDependentsError, LimitExceededError, MergePolicyInUseError,
-  type DefinitionRecord, type MergePolicyRecord, type MetadataStore, type TenantScope,
+  type DatastreamRecord, type DefinitionRecord, type MergePolicyRecord, type MetadataStore, type TenantScope,
 } from "../src/stores/types.js";
+import { DEFINITION_COLUMN_NAMES, definitionColumns } from "../src/stores/row-mapping.js";
+import { coreMigrations } from "../src/stores/sql-common.js";
 import { createTestStore, type TestStoreHandle } from "./helpers/test-store.js";
 
 const A: TenantScope = { orgId: "orgA", sandboxId: "sb-1" };
@@ -137,4 +143,137 @@ test("data survives closing and reopening the store (migrations are idempotent)"
   store = await handle.open();
   assert.deepEqual(await store.definitions.get(A, d.definition.id), d);
   await store.ping();
+});
+
+function stream(scope: TenantScope, id: string, creationTime: number, name = id): DatastreamRecord {
+  return { id, name, imsOrgId: scope.orgId, sandboxName: "prod", eventDatasetId: "ds-events", edgeSegmentation: true, creationTime, updateTime: creationTime };
+}
+
+test("datastreams: scoped reads and writes, oldest first, ids global", async () => {
+  const s: TenantScope = { orgId: "orgD", sandboxId: "ds" };
+  const other: TenantScope = { orgId: "orgD2", sandboxId: "ds" };
+  const d2 = stream(s, "dst-2", 20);
+  const d1 = stream(s, "dst-1", 20);
+  const d0 = stream(s, "dst-0", 30);
+  for (const d of [d2, d1, d0]) await store.datastreams.insert(s, d);
+  const o = stream(other, "dst-o", 10);
+  await store.datastreams.insert(other, o);
+  // creationTime, then id.
+  assert.deepEqual(await store.datastreams.list(s), [d1, d2, d0]);
+  assert.deepEqual(await store.datastreams.list(other), [o]);
+  assert.deepEqual(await store.datastreams.get(s, "dst-1"), d1);
+  // The id is the key whatever the scope: a second insert of it fails.
+  await assert.rejects(store.datastreams.insert(other, { ...d1, imsOrgId: other.orgId }));
+  for (const x of [other, A, { orgId: s.orgId, sandboxId: "ds-other" }]) {
+    assert.equal(await store.datastreams.get(x, "dst-1"), undefined);
+    assert.equal(await store.datastreams.update(x, { ...d1, name: "hijacked" }), false);
+    assert.equal(await store.datastreams.delete(x, "dst-1"), false);
+  }
+  assert.deepEqual(await store.datastreams.get(s, "dst-1"), d1, "nothing changed by the other scopes");
+  const renamed = { ...d1, name: "renamed", edgeSegmentation: false, updateTime: 99 };
+  assert.equal(await store.datastreams.update(s, renamed), true);
+  assert.deepEqual(await store.datastreams.get(s, "dst-1"), renamed);
+  // The cross-tenant reads of the edge path.
+  assert.deepEqual(await store.datastreams.findById("dst-o"), o);
+  assert.equal(await store.datastreams.findById("nope"), undefined);
+  assert.deepEqual((await store.datastreams.all()).map((d) => d.id), ["dst-o", "dst-1", "dst-2", "dst-0"]);
+  assert.equal(await store.datastreams.delete(s, "dst-2"), true);
+  assert.equal(await store.datastreams.delete(s, "dst-2"), false);
+  assert.deepEqual((await store.datastreams.list(s)).map((d) => d.id), ["dst-1", "dst-0"]);
+  // importIfEmpty: the table holds datastreams, so nothing is written.
+  assert.equal(await store.datastreams.importIfEmpty([{ scope: s, record: stream(s, "dst-late", 1) }]), false);
+  assert.equal(await store.datastreams.findById("dst-late"), undefined);
+});
+
+test("datastreams: importIfEmpty writes every item into an empty table, once", async () => {
+  const h = await createTestStore("confimp");
+  const m = await h.open();
+  try {
+    const s: TenantScope = { orgId: "orgI", sandboxId: "sb" };
+    const t: TenantScope = { orgId: "orgJ", sandboxId: "sb" };
+    const items = [{ scope: s, record: stream(s, "imp-1", 1) }, { scope: t, record: stream(t, "imp-2", 2) }];
+    assert.equal(await m.datastreams.importIfEmpty(items), true);
+    assert.equal(await m.datastreams.importIfEmpty([{ scope: s, record: stream(s, "imp-3", 3) }]), false);
+    assert.deepEqual(await m.datastreams.all(), items.map((i) => i.record));
+    assert.deepEqual(await m.datastreams.list(s), [items[0]!.record]);
+    assert.deepEqual(await m.datastreams.list(t), [items[1]!.record]);
+  } finally {
+    await m.close();
+    await h.dispose();
+  }
+});
+
+test("datastreams: of two handles importing at once into an empty table, exactly one imports", async () => {
+  const h = await createTestStore("confimp2");
+  const m1 = await h.open();
+  const m2 = await h.open();
+  try {
+    const s: TenantScope = { orgId: "orgI", sandboxId: "sb" };
+    const one = [{ scope: s, record: stream(s, "one-1", 1) }, { scope: s, record: stream(s, "one-2", 2) }];
+    const two = [{ scope: s, record: stream(s, "two-1", 1) }];
+    const [r1, r2] = await Promise.all([m1.datastreams.importIfEmpty(one), m2.datastreams.importIfEmpty(two)]);
+    assert.equal(Number(r1) + Number(r2), 1);
+    assert.deepEqual(await m2.datastreams.all(), (r1 ? one : two).map((i) => i.record));
+  } finally {
+    await m1.close();
+    await m2.close();
+    await h.dispose();
+  }
+});
+
+test("data survives closing and reopening the store (datastreams too)", async () => {
+  const s: TenantScope = { orgId: "orgR", sandboxId: "sb" };
+  const d = stream(s, "dst-reopen", 5);
+  await store.datastreams.insert(s, d);
+  await store.close();
+  store = await handle.open();
+  assert.deepEqual(await store.datastreams.get(s, d.id), d);
+  assert.deepEqual(await store.datastreams.findById(d.id), d);
+});
+
+test("a database migrated by the previous version (no datastreams table) opens unchanged and gains the table", async () => {
+  const h = await createTestStore("confold");
+  const previous = coreMigrations(h.kind === "postgres" ? "postgres" : "sqlite").filter((m) => m.version <= 2);
+  assert.deepEqual(previous.map((m) => m.version), [1, 2]);
+  const d = def(A, "from the previous version");
+  const cols = definitionColumns(A, d);
+  // The database exactly as the previous version left it: migrations 1 and 2, one definition.
+  if (h.kind === "postgres") {
+    const c = new pg.Client({ connectionString: h.databaseUrl });
+    await c.connect();
+    try {
+      await c.query("CREATE TABLE segmentd_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)");
+      for (const m of previous) {
+        for (const st of m.statements) await c.query(st);
+        await c.query("INSERT INTO segmentd_migrations (version, name, applied_at) VALUES ($1, $2, $3)", [m.version, m.name, 1]);
+      }
+      await c.query(`INSERT INTO definitions (${DEFINITION_COLUMN_NAMES}) VALUES (${cols.map((_, i) => `$${i + 1}`).join(", ")})`, cols);
+    } finally {
+      await c.end();
+    }
+  } else {
+    const db = new Database(path.join(h.dataDir, "metadata.sqlite"));
+    db.exec("CREATE TABLE segmentd_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)");
+    for (const m of previous) {
+      for (const st of m.statements) db.exec(st);
+      db.prepare("INSERT INTO segmentd_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, 1);
+    }
+    db.prepare(`INSERT INTO definitions (${DEFINITION_COLUMN_NAMES}) VALUES (${cols.map(() => "?").join(", ")})`).run(...cols);
+    db.close();
+  }
+  let m = await h.open();
+  try {
+    assert.deepEqual(await m.definitions.get(A, d.definition.id), d);
+    assert.deepEqual(await m.datastreams.all(), []);
+    const x = stream(A, "dst-after-upgrade", 7);
+    await m.datastreams.insert(A, x);
+    // Opening again applies nothing twice.
+    await m.close();
+    m = await h.open();
+    assert.deepEqual(await m.datastreams.list(A), [x]);
+    assert.deepEqual(await m.definitions.get(A, d.definition.id), d);
+  } finally {
+    await m.close();
+    await h.dispose();
+  }
 });

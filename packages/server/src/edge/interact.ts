@@ -222,15 +222,31 @@ export class EdgeInteractService {
 
   /**
    * `interact`, answered synchronously when nothing needs waiting for (the request path's common
-   * case: the event dataset read, the definition set's plan built, the location's store in this
-   * process); a promise otherwise. Errors are thrown (or reject the promise). The HTTP route
-   * returns the answer as it comes: Fastify sends a plain value without a promise and a turn of
-   * the microtask queue. The steps are small synchronous functions; only what is not known yet
-   * is awaited.
+   * case: the datastream in this process's memory, the event dataset read, the definition set's
+   * plan built, the location's store in this process); a promise otherwise. Errors are thrown (or
+   * reject the promise). The HTTP route returns the answer as it comes: Fastify sends a plain
+   * value without a promise and a turn of the microtask queue. The steps are small synchronous
+   * functions; only what is not known yet is awaited.
    */
   interactNow(locationName: string | undefined, dataStreamId: string | undefined, body: unknown, requestId: string): InteractResponse | Promise<InteractResponse> {
+    if (dataStreamId === undefined || dataStreamId === "") throw bad("The dataStreamId query parameter is required");
+    // The datastream from memory (the common case); one this process does not know yet (created
+    // by another process on the same metadata store) is read from the store first.
+    const ds = this.deps.datastreams.byId(dataStreamId);
+    if (ds === undefined) return this.interactAfterLookup(locationName, dataStreamId, body, requestId);
+    return this.interactWith(ds, locationName, body, requestId);
+  }
+
+  /** A datastream missing from memory: read from the store, then as usual; unknown there too → 400. */
+  private async interactAfterLookup(locationName: string | undefined, dataStreamId: string, body: unknown, requestId: string): Promise<InteractResponse> {
+    const ds = await this.deps.datastreams.lookup(dataStreamId);
+    if (ds === undefined) throw bad(`Unknown dataStreamId '${dataStreamId.slice(0, 100)}'`, EdgeErrorCodes.datastreamUnknown);
+    return this.interactWith(ds, locationName, body, requestId);
+  }
+
+  private interactWith(ds: Datastream, locationName: string | undefined, body: unknown, requestId: string): InteractResponse | Promise<InteractResponse> {
     // 1. Everything that can make the request fail is checked before anything is stored.
-    const req = this.check(locationName, dataStreamId, body);
+    const req = this.check(ds, locationName, body);
     if (req.ctx.dataset === null) return this.interactAfterDataset(req, requestId);
     const record = this.validate(req);
     // 2. Evaluate from the location's memory. The plan is resolved first (awaited only when the
@@ -257,10 +273,7 @@ export class EdgeInteractService {
     return this.evaluateRemote(req, record, plan, requestId);
   }
 
-  private check(locationName: string | undefined, dataStreamId: string | undefined, body: unknown): CheckedRequest {
-    if (dataStreamId === undefined || dataStreamId === "") throw bad("The dataStreamId query parameter is required");
-    const ds = this.deps.datastreams.byId(dataStreamId);
-    if (!ds) throw bad(`Unknown dataStreamId '${dataStreamId.slice(0, 100)}'`, EdgeErrorCodes.datastreamUnknown);
+  private check(ds: Datastream, locationName: string | undefined, body: unknown): CheckedRequest {
     const location = locationName ?? this.deps.locations.defaultLocation;
     const store = this.deps.locations.get(location);
     if (!store) throw new ApiError(404, EdgeErrorCodes.locationUnknown, `Unknown edge location '${location.slice(0, 100)}'; configured: ${this.deps.locations.names().join(", ")}`);

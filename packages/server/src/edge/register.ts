@@ -7,19 +7,21 @@
  *   await realtime.streaming.onRecordsStored(tenant, storedRecords);
  *
  * `createRealtime` builds the same engines without HTTP (tests, benches, CLI).
+ * Both first load the datastreams from the metadata store (after importing a
+ * `datastreams.json` an earlier version left in the data directory).
  */
 import type { FastifyInstance } from "fastify";
 import type { AuthDeps } from "../http/auth.js";
 import type { EventBus } from "../platform/bus.js";
 import type { Clock } from "../platform/clock.js";
 import type { ProfileStore } from "../profiles/store.js";
-import type { TenantDirectory } from "../services/tenancy.js";
+import { derivedSandboxId, type TenantDirectory } from "../services/tenancy.js";
 import type { MetadataStore } from "../stores/types.js";
 import { DefinitionCatalog } from "../streaming/definition-catalog.js";
 import { StreamingEngine } from "../streaming/engine.js";
 import { AudienceMetricsService } from "../metrics/audience-metrics.js";
 import { metricsRoutes } from "../metrics/routes.js";
-import { DatastreamService, FileDatastreams, InMemoryDatastreams, type DatastreamRepository } from "./datastreams.js";
+import { DatastreamService, importDatastreamsFile } from "./datastreams.js";
 import { SegmentOfSegmentsPass } from "./disqualification.js";
 import { HubForwarder, type HubForwarderOptions } from "./hub-forwarder.js";
 import { EdgeInteractService } from "./interact.js";
@@ -33,8 +35,20 @@ export interface RealtimeDeps {
   hub: ProfileStore;
   clock: Clock;
   bus?: EventBus;
-  /** Where datastreams.json lives; omitted = datastreams in memory only (tests). */
+  /**
+   * The data directory: a `datastreams.json` an earlier version kept there is imported into the
+   * metadata store once, at start-up (then renamed `datastreams.json.imported`). Omitted = no import.
+   * Datastreams themselves live in the metadata store (`meta.datastreams`).
+   */
   dataDir?: string;
+  /**
+   * How often every datastream is reloaded from the metadata store (ms), so that replaces and
+   * deletes by other processes sharing the store reach this one's interact path. Default 30 s
+   * on PostgreSQL, 0 (never) on the embedded store (this process is its only writer).
+   */
+  datastreamRefreshMs?: number;
+  /** Start-up notices (the datastreams.json import); registerRealtime defaults to the app's logger. */
+  log?: { info(msg: string): void; warn(msg: string): void };
   edge?: EdgeLocationsConfig;
   /** Streaming sweep period (default 30 s: exits land within 30 s of a window closing). */
   sweepIntervalMs?: number;
@@ -53,22 +67,36 @@ export interface Realtime {
   interact: EdgeInteractService;
   disqualification: SegmentOfSegmentsPass;
   metrics: AudienceMetricsService;
-  /** Start the streaming sweep and the 24-hourly disqualification timers. */
+  /** Start the streaming sweep, the 24-hourly disqualification and the datastream reload timers. */
   start(): void;
   /** Write the queued hub forwards now and wait for them and for the streaming writes. */
   flush(): Promise<void>;
   close(): Promise<void>;
 }
 
-export function createRealtime(deps: RealtimeDeps): Realtime {
+export async function createRealtime(deps: RealtimeDeps): Promise<Realtime> {
   const onError = deps.onError ?? ((err: unknown) => console.error("segmentd realtime:", err));
+  // Datastreams first: nothing else is started yet if the import or the load fails.
+  const datastreams = new DatastreamService(deps.meta.datastreams, deps.hub, deps.clock, {
+    refreshIntervalMs: deps.datastreamRefreshMs ?? (deps.meta.kind === "postgres" ? 30_000 : 0),
+    onError,
+  });
+  if (deps.dataDir) {
+    const sandboxIdOf = (orgId: string, sandboxName: string) => deps.tenants.resolve(orgId, sandboxName)?.sandbox.sandboxId ?? derivedSandboxId(orgId, sandboxName);
+    const imported = await importDatastreamsFile(deps.meta.datastreams, deps.dataDir, sandboxIdOf);
+    const log = deps.log ?? { info: () => {}, warn: (msg: string) => console.warn(msg) };
+    if (imported?.outcome === "kept") {
+      log.warn(`segmentd: ${imported.file} (${imported.count} datastreams) was not imported: the metadata store already holds other datastreams; the file is left in place and not used`);
+    } else if (imported) {
+      log.info(`segmentd: ${imported.count} datastreams of ${imported.file} are in the metadata store (file renamed to ${imported.file}.imported)`);
+    }
+  }
+  await datastreams.load();
   const catalog = new DefinitionCatalog(deps.meta, deps.bus);
   const streaming = new StreamingEngine({ catalog, hub: deps.hub, clock: deps.clock, sweepIntervalMs: deps.sweepIntervalMs, onError });
   const locations = new EdgeLocations(deps.edge);
   const projector = new EdgeProjector(deps.hub, deps.meta, locations, deps.clock);
   const forwarder = new HubForwarder({ ...deps.forwarder, hub: deps.hub, projector, streaming, now: () => deps.clock.now(), onError });
-  const repo: DatastreamRepository = deps.dataDir ? new FileDatastreams(deps.dataDir) : new InMemoryDatastreams();
-  const datastreams = new DatastreamService(repo, deps.hub, deps.clock);
   const interact = new EdgeInteractService({ datastreams, tenants: deps.tenants, catalog, definitions: deps.meta.definitions, locations, forwarder, hub: deps.hub, clock: deps.clock });
   const disqualification = new SegmentOfSegmentsPass({ tenants: deps.tenants, catalog, locations, hub: deps.hub, clock: deps.clock, onError });
   const metrics = new AudienceMetricsService(deps.meta, deps.hub, deps.clock);
@@ -85,6 +113,7 @@ export function createRealtime(deps: RealtimeDeps): Realtime {
     start() {
       streaming.start();
       disqualification.start();
+      datastreams.start();
     },
     async flush() {
       await forwarder.idle();
@@ -92,6 +121,7 @@ export function createRealtime(deps: RealtimeDeps): Realtime {
     },
     async close() {
       disqualification.stop();
+      await datastreams.stop();
       try {
         // Drains the queue: every event collected so far reaches the hub.
         await forwarder.close();
@@ -105,7 +135,7 @@ export function createRealtime(deps: RealtimeDeps): Realtime {
 
 /** Registers the edge, datastream and metrics routes on `app` and starts the timers; stops them on close. */
 export async function registerRealtime(app: FastifyInstance, deps: RealtimeDeps & AuthDeps): Promise<Realtime> {
-  const rt = createRealtime(deps);
+  const rt = await createRealtime({ ...deps, log: deps.log ?? app.log });
   const auth: AuthDeps = { authenticator: deps.authenticator, tenants: deps.tenants };
   await app.register(interactRoutes, { interact: rt.interact });
   await app.register(datastreamRoutes, { prefix: DATASTREAMS_PREFIX, ...auth, datastreams: rt.datastreams });

@@ -141,7 +141,7 @@ export async function datastreamRoutes(app: FastifyInstance, opts: DatastreamRou
   const notFound = { 404: { ...commonErrorResponses[400], description: "No such datastream in this sandbox" } };
   app.get("/datastreams", {
     schema: { tags, summary: "List datastreams", headers: authHeaders, response: { 200: { type: "object", properties: { datastreams: { type: "array", items: datastreamSchema } }, required: ["datastreams"] }, ...commonErrorResponses } },
-  }, async (request) => ({ datastreams: svc.list(tenantOf(request)) }));
+  }, async (request) => ({ datastreams: await svc.list(tenantOf(request)) }));
   app.post<{ Body: DatastreamInput }>("/datastreams", {
     schema: { tags, summary: "Create a datastream", headers: authHeaders, body: datastreamInputSchema, response: { 201: datastreamSchema, ...commonErrorResponses } },
   }, async (request, reply) => {
@@ -158,7 +158,7 @@ export async function datastreamRoutes(app: FastifyInstance, opts: DatastreamRou
   app.delete<{ Params: { id: string } }>("/datastreams/:id", {
     schema: { tags, summary: "Delete a datastream", headers: authHeaders, params: idParam("id"), response: { ...commonErrorResponses, ...notFound } },
   }, async (request, reply) => {
-    svc.delete(tenantOf(request), request.params.id);
+    await svc.delete(tenantOf(request), request.params.id);
     reply.code(204);
     return null;
   });

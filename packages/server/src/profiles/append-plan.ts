@@ -59,6 +59,8 @@ export interface FinalWrites {
   events: EventWrite[];
   refused: RefusedLinkReport[];
   touchedGraphs: number[];
+  /** The final graph of each record, in the order of the records planned. */
+  recordGraphs: Float64Array;
 }
 
 /** Every identity whose stored graph the store must load before planning. */
@@ -111,8 +113,11 @@ export function planAppend(records: readonly ValidRecord[], loaded: LoadedState,
       const events: EventWrite[] = [];
       const refused: RefusedLinkReport[] = [];
       const touched = new Set<number>();
-      for (const { record, graph, refused: rs } of perRecord) {
+      const recordGraphs = new Float64Array(perRecord.length);
+      for (let n = 0; n < perRecord.length; n++) {
+        const { record, graph, refused: rs } = perRecord[n]!;
         const g = fin(graph);
+        recordGraphs[n] = g;
         touched.add(g);
         for (const r of rs) refused.push({ index: record.index, identity: r.identity, code: r.code, message: r.message });
         const timestamp = record.timestamp ?? ingestedAt;
@@ -143,6 +148,7 @@ export function planAppend(records: readonly ValidRecord[], loaded: LoadedState,
         refused,
         // A typed array sorts numbers without a comparator call per comparison.
         touchedGraphs: Array.from(Float64Array.from(touched).sort()),
+        recordGraphs,
       };
     },
   };

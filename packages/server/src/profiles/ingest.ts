@@ -31,6 +31,8 @@ export interface IngestResult {
   profileIds: string[];
   /** The valid records handed to the store (now durable), for streaming evaluation. */
   stored: ValidRecord[];
+  /** The profile id each of `stored` went to, when the store tells (AppendResult.recordPids). */
+  storedPids?: Float64Array;
 }
 
 export interface StageResult {
@@ -101,5 +103,6 @@ export async function ingestIntoDataset(store: ProfileStore, scope: TenantScope,
     refusedLinks: res.refusedLinks,
     profileIds: res.profileIds,
     stored: valid,
+    ...(res.recordPids === undefined ? {} : { storedPids: res.recordPids }),
   };
 }

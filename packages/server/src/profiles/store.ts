@@ -52,6 +52,12 @@ export interface AppendResult {
   refusedLinks: RefusedLinkReport[];
   /** Profiles whose data changed (for profile.changed notifications). */
   profileIds: string[];
+  /**
+   * The profile id each record was stored under, in the order of the records given (profile-
+   * enabled datasets; numbers, as both stores' ids are integers). Streaming evaluation reads it
+   * instead of looking the records' primary identities up again after the append.
+   */
+  recordPids?: Float64Array;
 }
 
 export interface EventQuery {

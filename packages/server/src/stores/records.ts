@@ -83,3 +83,22 @@ export interface MergePolicyRecord {
   policy: MergePolicy;
   creationTime: number;
 }
+
+/**
+ * An edge datastream as the API returns it (edge/datastreams.ts): ties the
+ * `dataStreamId` an Edge Network request carries to its organization, sandbox
+ * and event dataset.
+ */
+export interface DatastreamRecord {
+  id: string;
+  name: string;
+  imsOrgId: string;
+  sandboxName: string;
+  /** Hub dataset (experience event class) that receives every collected event. */
+  eventDatasetId: string;
+  /** Adobe's "Edge Segmentation" option of the datastream's Experience Platform service. */
+  edgeSegmentation: boolean;
+  /** Epoch ms. */
+  creationTime: number;
+  updateTime: number;
+}

@@ -1,5 +1,5 @@
 /** Turning records into column values and rows back into records, shared by both stores. */
-import type { DefinitionRecord, MergePolicyRecord, SegmentDefinition, MergePolicy } from "./records.js";
+import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord, SegmentDefinition, MergePolicy } from "./records.js";
 
 export interface DefinitionRow {
   id: string;
@@ -63,4 +63,18 @@ export function mergePolicyColumns(scope: { orgId: string; sandboxId: string }, 
 
 export function mergePolicyFromRow(row: MergePolicyRow): MergePolicyRecord {
   return { policy: JSON.parse(row.doc) as MergePolicy, creationTime: Number(row.creation_time) };
+}
+
+export interface DatastreamRow {
+  doc: string;
+}
+
+export const DATASTREAM_COLUMN_NAMES = "id, org_id, sandbox_id, creation_time, update_time, doc";
+
+export function datastreamColumns(scope: { orgId: string; sandboxId: string }, d: DatastreamRecord): unknown[] {
+  return [d.id, scope.orgId, scope.sandboxId, d.creationTime, d.updateTime, JSON.stringify(d)];
+}
+
+export function datastreamFromRow(row: DatastreamRow): DatastreamRecord {
+  return JSON.parse(row.doc) as DatastreamRecord;
 }

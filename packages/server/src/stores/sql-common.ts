@@ -129,5 +129,20 @@ export function coreMigrations(dialect: "sqlite" | "postgres"): Migration[] {
       // the JSON documents; this index answers those counts on its own.
       statements: [`CREATE INDEX definitions_methods ON definitions (org_id, sandbox_id, continuous, synchronous)`],
     },
+    {
+      version: 3,
+      name: "datastreams",
+      // Additive: a database migrated by an earlier version opens unchanged and gains the table.
+      // The id is the key on its own (an Edge Network request carries nothing else); the scope
+      // columns serve the tenant APIs. The datastream itself is the JSON document.
+      statements: [
+        `CREATE TABLE IF NOT EXISTS datastreams (
+          id TEXT NOT NULL PRIMARY KEY,
+          org_id TEXT NOT NULL, sandbox_id TEXT NOT NULL,
+          creation_time ${big} NOT NULL, update_time ${big} NOT NULL,
+          doc TEXT NOT NULL)`,
+        `CREATE INDEX IF NOT EXISTS datastreams_sandbox ON datastreams (org_id, sandbox_id, creation_time, id)`,
+      ],
+    },
   ];
 }

@@ -1,17 +1,21 @@
 /**
  * Store interfaces: the only way services reach persistent state. Every method
  * takes a `TenantScope` — there is deliberately no query that spans
- * organizations or sandboxes. Two implementations (embedded SQLite, PostgreSQL)
- * pass one conformance suite (packages/server/test/store-conformance.test.ts).
+ * organizations or sandboxes, with one documented exception: the two
+ * by-id/all reads of `DatastreamRepository` that the unauthenticated edge
+ * interact path needs (its request names the tenant only through the
+ * datastream). Two implementations (embedded SQLite, PostgreSQL) pass one
+ * conformance suite (packages/server/test/store-conformance.test.ts).
  *
  * Adding a repository (datasets, jobs, work orders, quotas...): declare its
- * interface here, add it to `MetadataStore`, add a migration to both
- * `embedded/migrations.ts` and `postgres/migrations.ts`, implement it in both
- * stores, and extend the conformance suite.
+ * interface here, add it to `MetadataStore`, append a migration to
+ * `coreMigrations` in `sql-common.ts` (both stores apply that list; a new table
+ * is additive, `CREATE TABLE IF NOT EXISTS`), implement it in both stores, and
+ * extend the conformance suite.
  */
-import type { DefinitionRecord, MergePolicyRecord } from "./records.js";
+import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "./records.js";
 
-export type { DefinitionRecord, MergePolicyRecord } from "./records.js";
+export type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "./records.js";
 
 /** Which organization and sandbox a call acts for. Required by every store query. */
 export interface TenantScope {
@@ -95,10 +99,48 @@ export interface MergePolicyRepository {
   delete(scope: TenantScope, id: string): Promise<boolean>;
 }
 
+/** A datastream with the scope it is stored under (the one-time import of datastreams.json). */
+export interface ScopedDatastream {
+  scope: TenantScope;
+  record: DatastreamRecord;
+}
+
+/**
+ * Edge datastreams. Ids are global (an Edge Network request carries only the
+ * id); every tenant API call goes through the scoped methods, so another
+ * sandbox's id reads as missing and is never changed.
+ */
+export interface DatastreamRepository {
+  /** Throws when the id exists already (in any scope). */
+  insert(scope: TenantScope, record: DatastreamRecord): Promise<void>;
+  /** Whole-record replace. Returns false when the id does not exist in this scope (nothing written). */
+  update(scope: TenantScope, record: DatastreamRecord): Promise<boolean>;
+  get(scope: TenantScope, id: string): Promise<DatastreamRecord | undefined>;
+  /** The sandbox's datastreams, oldest first (creationTime, then id). */
+  list(scope: TenantScope): Promise<DatastreamRecord[]>;
+  /** Returns false when the id does not exist in this scope (nothing deleted). */
+  delete(scope: TenantScope, id: string): Promise<boolean>;
+  /**
+   * The reads that span tenants (the exception named at the top of this file),
+   * for the edge interact path only — never for a tenant API answer: the edge
+   * keeps every datastream in memory, loaded with `all`, and reads one it does
+   * not know yet (created by another process) with `findById`.
+   */
+  findById(id: string): Promise<DatastreamRecord | undefined>;
+  all(): Promise<DatastreamRecord[]>;
+  /**
+   * Inserts every item in one transaction when the table holds no datastream
+   * at all (of any tenant); returns whether it did. Processes importing at
+   * once: exactly one imports.
+   */
+  importIfEmpty(items: readonly ScopedDatastream[]): Promise<boolean>;
+}
+
 export interface MetadataStore {
   readonly kind: "embedded" | "postgres";
   readonly definitions: DefinitionRepository;
   readonly mergePolicies: MergePolicyRepository;
+  readonly datastreams: DatastreamRepository;
   /** Resolves when the store answers a trivial query (readiness). */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -180,13 +180,17 @@ export class StreamingEngine {
    * Evaluate the continuous definitions these stored records can affect.
    * Resolves with the transitions written (already durable).
    */
-  async onRecordsStored(tenant: TenantContext, records: readonly StoredRecord[]): Promise<MembershipTransition[]> {
+  async onRecordsStored(tenant: TenantContext, records: readonly StoredRecord[], pids?: Float64Array): Promise<MembershipTransition[]> {
     const set = await this.opts.catalog.get(tenant, "continuous");
     if (set.definitions.length === 0 || records.length === 0) return [];
     const tk = this.remember(tenant);
     const scope = this.tenants.get(tk)!.scope;
-    // One read for the request's records (on the worker store one message, not one per record).
-    const profileIds = await this.opts.hub.findProfileIds(scope, records.map((r) => r.primary));
+    // The profile of each record as the append stored it (AppendResult.recordPids); else one read
+    // for the request's records (on the worker store one message, queued behind other requests'
+    // writes: the append's own answer saves that wait).
+    const profileIds: ReadonlyArray<string | null> = pids !== undefined && pids.length === records.length
+      ? Array.from(pids, String)
+      : await this.opts.hub.findProfileIds(scope, records.map((r) => r.primary));
     const results = await Promise.all(
       records.map((record, i) => {
         const profileId = profileIds[i] ?? null;

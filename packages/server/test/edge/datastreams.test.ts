@@ -1,6 +1,8 @@
 /**
  * Datastreams over real HTTP: CRUD, validation (exact status, code, message,
- * nothing stored) and tenant isolation.
+ * nothing stored) and tenant isolation (read, replace and delete of another
+ * organization's id: 404, nothing changed). Persistence in the metadata store:
+ * datastreams-store.test.ts.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -61,7 +63,13 @@ describe("datastreams", () => {
     assert.equal((await h.get(`/data/core/edge/datastreams/${id}`, h.headers(OTHER_ORG))).status, 404);
     const del = await fetch(`${h.url}/data/core/edge/datastreams/${id}`, { method: "DELETE", headers: h.headers(OTHER_ORG) });
     assert.equal(del.status, 404);
+    const put = await h.put(`/data/core/edge/datastreams/${id}`, { name: "theirs", eventDatasetId: EVENTS_DS, edgeSegmentation: false }, h.headers(OTHER_ORG));
+    assert.equal(put.status, 404);
+    assert.deepEqual((put.json as { errors: Record<string, unknown> }).errors["404"], [{ code: "SEGMENTD-DATASTREAM-404", message: `Datastream with id '${id}' was not found` }]);
     assert.deepEqual((await list()).map((x) => x.id), [id]);
+    // Nothing changed, in the store or in the interact path's memory.
+    assert.deepEqual((await h.get(`/data/core/edge/datastreams/${id}`, h.headers())).json, c.json);
+    assert.deepEqual(h.rt.datastreams.byId(id), c.json);
   });
 
   it("projectAll gives a location every profile of the sandbox", async () => {

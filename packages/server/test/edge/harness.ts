@@ -12,23 +12,12 @@ import type { HubForwarderOptions } from "../../src/edge/hub-forwarder.js";
 import { Authenticator } from "../../src/services/auth/authenticator.js";
 import { TenantDirectory } from "../../src/services/tenancy.js";
 import { DEFAULT_LIMITS } from "../../src/platform/config.js";
+import type { MetadataStore } from "../../src/stores/types.js";
 import { ORG, openFixture, type Fixture } from "../streaming/fixtures.js";
 
 export const TOKEN = "edge-test-token";
 export const API_KEY = "edge-test-key";
 export const OTHER_ORG = "OTHER000000000000000000B@AdobeOrg";
-
-export interface EdgeHarness {
-  f: Fixture;
-  app: FastifyInstance;
-  rt: Realtime;
-  url: string;
-  /** Tenant-API headers (org of the fixture, sandbox prod). */
-  headers(org?: string): Record<string, string>;
-  post(path: string, body: unknown, headers?: Record<string, string>): Promise<HarnessResponse>;
-  get(path: string, headers?: Record<string, string>): Promise<HarnessResponse>;
-  close(): Promise<void>;
-}
 
 export interface HarnessResponse {
   status: number;
@@ -36,8 +25,43 @@ export interface HarnessResponse {
   headers: Headers;
 }
 
-export async function startEdgeHarness(start: number, edge?: EdgeLocationsConfig, opts: { forwarder?: HubForwarderOptions } = {}): Promise<EdgeHarness> {
-  const f = await openFixture(start);
+/** One app (realtime registration over HTTP) on a fixture's stores. */
+export interface EdgeApp {
+  app: FastifyInstance;
+  rt: Realtime;
+  url: string;
+  /** Tenant-API headers (org of the fixture, sandbox prod). */
+  headers(org?: string): Record<string, string>;
+  post(path: string, body: unknown, headers?: Record<string, string>): Promise<HarnessResponse>;
+  put(path: string, body: unknown, headers?: Record<string, string>): Promise<HarnessResponse>;
+  get(path: string, headers?: Record<string, string>): Promise<HarnessResponse>;
+  del(path: string, headers?: Record<string, string>): Promise<HarnessResponse>;
+  /** Closes the app (its realtime engines), not the fixture. */
+  close(): Promise<void>;
+}
+
+export interface EdgeHarness extends EdgeApp {
+  f: Fixture;
+  /** Closes the app and the fixture. */
+  close(): Promise<void>;
+}
+
+export interface EdgeAppOptions {
+  edge?: EdgeLocationsConfig;
+  forwarder?: HubForwarderOptions;
+  /** The metadata store the realtime registration uses (default the fixture's). */
+  meta?: MetadataStore;
+  /** Passed to registerRealtime (a datastreams.json there is imported). */
+  dataDir?: string;
+  datastreamRefreshMs?: number;
+}
+
+/**
+ * A second (third...) app on the fixture's hub and clock, as another server process sharing the
+ * stores would be: with `meta` from `f.openMeta()` it shares the metadata store through its own
+ * connection and keeps its own datastreams in memory.
+ */
+export async function startEdgeApp(f: Fixture, opts: EdgeAppOptions = {}): Promise<EdgeApp> {
   const auth = { jwtOrgClaim: "org", staticTokens: [{ token: TOKEN, orgs: [ORG, OTHER_ORG] }], apiKeys: [API_KEY], operatorTokens: [] };
   const tenants = new TenantDirectory({
     organizations: [
@@ -52,12 +76,14 @@ export async function startEdgeHarness(start: number, edge?: EdgeLocationsConfig
   const rt = await registerRealtime(app, {
     authenticator: new Authenticator(auth, f.clock),
     tenants,
-    meta: f.meta,
+    meta: opts.meta ?? f.meta,
     hub: f.hub,
     clock: f.clock,
     bus: f.bus,
-    ...(edge ? { edge } : {}),
+    ...(opts.edge ? { edge: opts.edge } : {}),
     ...(opts.forwarder ? { forwarder: opts.forwarder } : {}),
+    ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
+    ...(opts.datastreamRefreshMs !== undefined ? { datastreamRefreshMs: opts.datastreamRefreshMs } : {}),
     onError: (err) => {
       throw err;
     },
@@ -65,20 +91,35 @@ export async function startEdgeHarness(start: number, edge?: EdgeLocationsConfig
   const url = await app.listen({ host: "127.0.0.1", port: 0 });
   const headers = (org = ORG) => ({ authorization: `Bearer ${TOKEN}`, "x-api-key": API_KEY, "x-gw-ims-org-id": org, "x-sandbox-name": "prod" });
   const call = async (method: string, path: string, body: unknown, h: Record<string, string>) => {
-    const r = await fetch(url + path, { method, headers: { "content-type": "application/json", ...h }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    // No content type on a DELETE (no body): a JSON content type with an empty body is a 400.
+    const type: Record<string, string> = method === "DELETE" ? {} : { "content-type": "application/json" };
+    const r = await fetch(url + path, { method, headers: { ...type, ...h }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
     const text = await r.text();
     return { status: r.status, json: text === "" ? undefined : (JSON.parse(text) as unknown), headers: r.headers };
   };
   return {
-    f,
     app,
     rt,
     url,
     headers,
     post: (path, body, h = {}) => call("POST", path, body, h),
+    put: (path, body, h = {}) => call("PUT", path, body, h),
     get: (path, h = {}) => call("GET", path, undefined, h),
+    del: (path, h = {}) => call("DELETE", path, undefined, h),
     async close() {
       await app.close();
+    },
+  };
+}
+
+export async function startEdgeHarness(start: number, edge?: EdgeLocationsConfig, opts: { forwarder?: HubForwarderOptions } = {}): Promise<EdgeHarness> {
+  const f = await openFixture(start);
+  const a = await startEdgeApp(f, { ...(edge ? { edge } : {}), ...opts });
+  return {
+    ...a,
+    f,
+    async close() {
+      await a.close();
       await f.close();
     },
   };

@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { DatastreamService, InMemoryDatastreams } from "../../src/edge/datastreams.js";
+import { DatastreamService } from "../../src/edge/datastreams.js";
 import type { ForwardItem, HubForwarder } from "../../src/edge/hub-forwarder.js";
 import { EdgeInteractService, type InteractResponse } from "../../src/edge/interact.js";
 import { InMemoryLocationStore, isLocalLocationStore, type Projection } from "../../src/edge/location-store.js";
@@ -36,7 +36,7 @@ describe("edge interact: request paths", () => {
   before(async () => {
     f = await openFixture(T0);
     tenants = new TenantDirectory({ organizations: [{ id: ORG, sandboxes: [{ name: "prod", type: "production", default: true }] }], limits: { ...DEFAULT_LIMITS } });
-    datastreams = new DatastreamService(new InMemoryDatastreams(), f.hub, f.clock);
+    datastreams = new DatastreamService(f.meta.datastreams, f.hub, f.clock);
     dataStreamId = (await datastreams.create(f.tenant, { name: "web", eventDatasetId: EVENTS_DS })).id;
   });
   after(async () => {

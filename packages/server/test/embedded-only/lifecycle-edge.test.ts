@@ -8,37 +8,15 @@
  * interact, work order.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { createLogger, defaultConfig, startServer, type RunningServer } from "../../src/index.js";
+import { startWholeServer, type WholeServer } from "../helpers/whole-server.js";
 
 const ORG = "LIFECYCLEEDGE00000000000@AdobeOrg";
-const TOKEN = "lifecycle-edge-token";
-const KEY = "lifecycle-edge-key";
-const HEADERS = { authorization: `Bearer ${TOKEN}`, "x-api-key": KEY, "x-gw-ims-org-id": ORG, "x-sandbox-name": "prod", "content-type": "application/json" };
 const ZOE = { Email: [{ id: "zoe@example.com", primary: true }] };
 
 describe("a completed record delete reaches the edge", () => {
-  let dir: string;
-  let server: RunningServer;
-
-  async function call(method: string, url: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-    const r = await fetch(server.url + url, { method, headers: HEADERS, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-    const text = await r.text();
-    return { status: r.status, json: text === "" ? undefined : JSON.parse(text) };
-  }
-
-  async function dataset(name: string, schema: "profile" | "experienceevent"): Promise<string> {
-    const r = await call("POST", "/data/foundation/catalog/dataSets", {
-      name,
-      schemaRef: { id: `https://ns.adobe.com/xdm/context/${schema}`, contentType: "application/vnd.adobe.xed+json;version=1" },
-      tags: { unifiedProfile: ["enabled:true"], unifiedIdentity: ["enabled:true"] },
-    });
-    assert.equal(r.status, 201, JSON.stringify(r.json));
-    return (r.json as string[])[0]!.replace("@/dataSets/", "");
-  }
+  let w: WholeServer;
+  const call = (method: string, url: string, body?: unknown) => w.call(method, url, body);
 
   /** The edge audiences an interact request for zoe returns. */
   async function interact(dataStreamId: string): Promise<string[]> {
@@ -47,29 +25,21 @@ describe("a completed record delete reaches the edge", () => {
     });
     assert.equal(r.status, 200, JSON.stringify(r.json));
     // Wait for the hub forward and the projection back to the location.
-    await server.app.realtime!.flush();
+    await w.server.app.realtime!.flush();
     const handles = (r.json as { handle: Array<{ type: string; payload: Array<{ segments?: Array<{ id: string }> }> }> }).handle;
     return handles.find((h) => h.type === "activation:pull")!.payload.flatMap((p) => p.segments ?? []).map((s) => s.id);
   }
 
   before(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-lifecycle-edge-"));
-    const c = defaultConfig();
-    c.port = 0;
-    c.dataDir = dir;
-    c.auth.staticTokens = [{ token: TOKEN, orgs: [ORG] }];
-    c.auth.apiKeys = [KEY];
-    c.organizations = [{ id: ORG, sandboxes: [{ name: "prod", type: "production", default: true }] }];
-    server = await startServer(c, { logger: createLogger("silent") });
+    w = await startWholeServer(ORG, "lifecycle-edge");
   });
   after(async () => {
-    await server.close();
-    rmSync(dir, { recursive: true, force: true });
+    await w.close();
   });
 
   it("the edge stops returning the audience of a deleted profile", async () => {
-    const crm = await dataset("CRM", "profile");
-    const web = await dataset("Web", "experienceevent");
+    const crm = await w.dataset("CRM", "profile");
+    const web = await w.dataset("Web", "experienceevent");
     const ingested = await call("POST", "/collection/crm-inlet?syncValidation=true", {
       header: { datasetId: crm, schemaRef: { id: "https://ns.adobe.com/xdm/context/profile" } },
       body: { xdmEntity: { identityMap: ZOE, homeAddress: { countryCode: "US" } } },
@@ -98,10 +68,10 @@ describe("a completed record delete reaches the edge", () => {
       namespacesIdentities: [{ namespace: { code: "Email" }, ids: ["zoe@example.com"] }],
     });
     assert.equal(wo.status, 200, JSON.stringify(wo.json));
-    await server.hygiene.runner.idle();
+    await w.server.hygiene.runner.idle();
     const done = await call("GET", `/data/core/hygiene/workorder/${(wo.json as { workorderId: string }).workorderId}`);
     assert.equal((done.json as { status: string }).status, "completed");
-    await server.app.realtime!.flush();
+    await w.server.app.realtime!.flush();
 
     assert.deepEqual(await interact(dataStreamId), [], "the deleted attributes are gone from the edge");
   });

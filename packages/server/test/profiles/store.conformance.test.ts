@@ -158,6 +158,26 @@ describe(`profile store conformance (${STORE_KIND})`, () => {
       assert.deepEqual(await store.getMemberships(A, newer), []);
     });
 
+    it("tells the profile each record went to, in the records' order (storedPids)", async () => {
+      const ds = (await store.createDataset(A, { name: "pids", schemaClass: "profile", profileEnabled: true }, T0)).id;
+      const evs = (await store.createDataset(A, { name: "pids events", schemaClass: "experienceevent", profileEnabled: true }, T0)).id;
+      await ingestRecords(store, A, ds, rec({ identityMap: { ECID: [{ id: "P1" }] } }, { identityMap: { ECID: [{ id: "P2" }] } }), { now: T0 });
+      const p1 = (await store.findProfileId(A, ecid("P1")))!;
+      const p2 = (await store.findProfileId(A, ecid("P2")))!;
+      // Known identities only (the embedded store's cached path), then a new identity and a link (the stitching path).
+      const known = await ingestRecords(store, A, evs, rec(pageView("pid-1", "P2", T0), pageView("pid-2", "P1", T0), pageView("pid-3", "P2", T0)), { now: T0 });
+      assert.deepEqual(Array.from(known.storedPids ?? []), [p2, p1, p2].map(Number));
+      const linking = { ...pageView("pid-5", "P1", T0), identityMap: { ECID: [{ id: "P1", primary: true }, { id: "P2" }] } };
+      const mixed = await ingestRecords(store, A, evs, rec(pageView("pid-4", "P3", T0), linking, pageView("pid-6", "P2", T0)), { now: T0 });
+      const p3 = (await store.findProfileId(A, ecid("P3")))!;
+      const merged = (await store.findProfileId(A, ecid("P2")))!;
+      assert.equal(merged, await store.findProfileId(A, ecid("P1")));
+      assert.deepEqual(Array.from(mixed.storedPids ?? []), [p3, merged, merged].map(Number));
+      // A dataset outside profiles stores records under no profile.
+      const lake = (await store.createDataset(A, { name: "pids lake", schemaClass: "experienceevent", profileEnabled: false }, T0)).id;
+      assert.equal((await ingestRecords(store, A, lake, rec(pageView("pid-7", "P1", T0)), { now: T0 })).storedPids, undefined);
+    });
+
     it("refuses links beyond the graph cap and reports them", async () => {
       const ds = (await store.createDataset(A, { name: "cap", schemaClass: "profile", profileEnabled: true }, T0)).id;
       const ids = (n: number, from = 0) => Array.from({ length: n }, (_, i) => ({ id: `cap-${from + i}` }));

@@ -28,6 +28,10 @@ export interface Fixture {
   clock: ManualClock;
   bus: InProcessBus;
   meta: MetadataStore;
+  /** The metadata store's data directory (embedded: where metadata.sqlite is; postgres: a temp dir). */
+  dataDir: string;
+  /** Another connection to the same metadata store (same file or schema), as a second process or a restart would open; closed with the fixture unless closed before. */
+  openMeta(): Promise<MetadataStore>;
   hub: ProfileStore;
   tenant: TenantContext;
   definitions: DefinitionService;
@@ -65,10 +69,17 @@ export async function openFixture(start: number | Date): Promise<Fixture> {
   await hub.createDataset(scope, { id: EVENTS_DS, name: "events", schemaClass: "experienceevent", profileEnabled: true }, clock.now());
   await hub.createDataset(scope, { id: PROFILES_DS, name: "profiles", schemaClass: "profile", profileEnabled: true }, clock.now());
   const catalog = new DefinitionCatalog(meta, bus);
+  const extraMetas: MetadataStore[] = [];
   return {
     clock,
     bus,
     meta,
+    dataDir: metaHandle.dataDir,
+    async openMeta() {
+      const m = await metaHandle.open();
+      extraMetas.push(m);
+      return m;
+    },
     hub,
     tenant,
     definitions,
@@ -99,6 +110,8 @@ export async function openFixture(start: number | Date): Promise<Fixture> {
     async close() {
       catalog.close();
       await hubHandle.cleanup();
+      // Closing a store twice is a no-op.
+      for (const m of extraMetas) await m.close();
       await meta.close();
       await metaHandle.dispose();
     },

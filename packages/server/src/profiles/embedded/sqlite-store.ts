@@ -509,6 +509,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     const known = this.knownEvents(tid, records, opts.ingestedAt);
     if (known !== null) {
       this.insertEvents(tid, ds, known.events, result);
+      result.recordPids = known.pids;
       for (const g of known.touched) result.profileIds.push(String(g));
       this.touch(tid, known.touched);
       return;
@@ -541,6 +542,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     for (const f of w.fragments) upFrag.run(tid, ds, f.primary.namespace, f.primary.id, f.graph, f.timestamp, opts.ingestedAt, JSON.stringify(f.body));
     result.fragments += records.filter((r) => r.kind === "profile").length;
     this.insertEvents(tid, ds, w.events, result);
+    result.recordPids = w.recordGraphs;
     result.refusedLinks.push(...w.refused);
     for (const g of w.touchedGraphs) result.profileIds.push(String(g));
     this.touch(tid, w.touchedGraphs);
@@ -553,8 +555,9 @@ export class EmbeddedProfileStore implements ProfileStore {
    * touched set cost the writer ~15 % of an event's time). Null when any record needs the full
    * path (a profile record, an identity the cache does not hold, identities of two graphs).
    */
-  private knownEvents(tid: number, records: readonly ValidRecord[], ingestedAt: number): { events: EventWrite[]; touched: number[] } | null {
+  private knownEvents(tid: number, records: readonly ValidRecord[], ingestedAt: number): { events: EventWrite[]; touched: number[]; pids: Float64Array } | null {
     const events = new Array<EventWrite>(records.length);
+    const pids = new Float64Array(records.length);
     const touched = new Set<number>();
     for (let k = 0; k < records.length; k++) {
       const r = records[k]!;
@@ -564,9 +567,10 @@ export class EmbeddedProfileStore implements ProfileStore {
       if (graph === undefined) return null;
       for (let j = 1; j < ids.length; j++) if (this.identityPids.get(tid, identityKey(ids[j]!)) !== graph) return null;
       touched.add(graph);
+      pids[k] = graph;
       events[k] = { eventId: r.eventId!, primary: r.primary, graph, timestamp: r.timestamp ?? ingestedAt, json: r.json, index: r.index };
     }
-    return { events, touched: Array.from(Float64Array.from(touched).sort()) };
+    return { events, touched: Array.from(Float64Array.from(touched).sort()), pids };
   }
 
   /**

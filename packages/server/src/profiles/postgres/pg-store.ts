@@ -385,6 +385,7 @@ export class PostgresProfileStore implements ProfileStore {
       result.duplicates += w.events.length - (res.rowCount ?? 0);
     }
     result.refusedLinks.push(...w.refused);
+    result.recordPids = w.recordGraphs;
     result.profileIds.push(...w.touchedGraphs.map(String));
     this.touch(tid, w.touchedGraphs);
   }

@@ -13,6 +13,7 @@ import Database from "better-sqlite3";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import type {
+  DatastreamRepository,
   DefinitionLimits,
   DefinitionListQuery,
   DefinitionRepository,
@@ -20,6 +21,7 @@ import type {
   MergePolicyRepository,
   MetadataStore,
   Page,
+  ScopedDatastream,
   TenantScope,
 } from "../types.js";
 import {
@@ -29,15 +31,19 @@ import {
   LimitExceededError,
   MergePolicyInUseError,
 } from "../types.js";
-import type { DefinitionRecord, MergePolicyRecord } from "../records.js";
+import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "../records.js";
 import { coreMigrations, definitionFilters, definitionOrderBy, mergePolicyFilters, mergePolicyOrderBy } from "../sql-common.js";
 import {
+  DATASTREAM_COLUMN_NAMES,
   DEFINITION_COLUMN_NAMES,
   MERGE_POLICY_COLUMN_NAMES,
+  datastreamColumns,
+  datastreamFromRow,
   definitionColumns,
   definitionFromRow,
   mergePolicyColumns,
   mergePolicyFromRow,
+  type DatastreamRow,
   type DefinitionRow,
   type MergePolicyRow,
 } from "../row-mapping.js";
@@ -280,15 +286,65 @@ class SqliteMergePolicies implements MergePolicyRepository {
   }
 }
 
+class SqliteDatastreams implements DatastreamRepository {
+  constructor(private readonly db: Db) {}
+
+  async insert(scope: TenantScope, record: DatastreamRecord): Promise<void> {
+    this.db.prepare(`INSERT INTO datastreams (${DATASTREAM_COLUMN_NAMES}) VALUES (?, ?, ?, ?, ?, ?)`).run(...datastreamColumns(scope, record));
+  }
+
+  async update(scope: TenantScope, record: DatastreamRecord): Promise<boolean> {
+    const cols = datastreamColumns(scope, record);
+    const r = this.db
+      .prepare("UPDATE datastreams SET creation_time = ?, update_time = ?, doc = ? WHERE id = ? AND org_id = ? AND sandbox_id = ?")
+      .run(...cols.slice(3), record.id, scope.orgId, scope.sandboxId);
+    return r.changes > 0;
+  }
+
+  async get(scope: TenantScope, id: string): Promise<DatastreamRecord | undefined> {
+    const row = this.db.prepare("SELECT doc FROM datastreams WHERE id = ? AND org_id = ? AND sandbox_id = ?").get(id, scope.orgId, scope.sandboxId) as DatastreamRow | undefined;
+    return row ? datastreamFromRow(row) : undefined;
+  }
+
+  async list(scope: TenantScope): Promise<DatastreamRecord[]> {
+    const rows = this.db.prepare("SELECT doc FROM datastreams WHERE org_id = ? AND sandbox_id = ? ORDER BY creation_time, id").all(scope.orgId, scope.sandboxId) as DatastreamRow[];
+    return rows.map(datastreamFromRow);
+  }
+
+  async delete(scope: TenantScope, id: string): Promise<boolean> {
+    return this.db.prepare("DELETE FROM datastreams WHERE id = ? AND org_id = ? AND sandbox_id = ?").run(id, scope.orgId, scope.sandboxId).changes > 0;
+  }
+
+  async findById(id: string): Promise<DatastreamRecord | undefined> {
+    const row = this.db.prepare("SELECT doc FROM datastreams WHERE id = ?").get(id) as DatastreamRow | undefined;
+    return row ? datastreamFromRow(row) : undefined;
+  }
+
+  async all(): Promise<DatastreamRecord[]> {
+    return (this.db.prepare("SELECT doc FROM datastreams ORDER BY creation_time, id").all() as DatastreamRow[]).map(datastreamFromRow);
+  }
+
+  async importIfEmpty(items: readonly ScopedDatastream[]): Promise<boolean> {
+    return this.db.transaction(() => {
+      if (this.db.prepare("SELECT 1 FROM datastreams LIMIT 1").get()) return false;
+      const ins = this.db.prepare(`INSERT INTO datastreams (${DATASTREAM_COLUMN_NAMES}) VALUES (?, ?, ?, ?, ?, ?)`);
+      for (const { scope, record } of items) ins.run(...datastreamColumns(scope, record));
+      return true;
+    }).immediate();
+  }
+}
+
 export class SqliteMetadataStore implements MetadataStore {
   readonly kind = "embedded" as const;
   readonly definitions: DefinitionRepository;
   readonly mergePolicies: MergePolicyRepository;
+  readonly datastreams: DatastreamRepository;
   private closed = false;
 
   constructor(private readonly db: Db) {
     this.definitions = new SqliteDefinitions(db);
     this.mergePolicies = new SqliteMergePolicies(db);
+    this.datastreams = new SqliteDatastreams(db);
   }
 
   async ping(): Promise<void> {

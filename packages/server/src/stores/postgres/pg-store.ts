@@ -9,6 +9,7 @@
 import { withDefaultUser } from "../../platform/pg-url.js";
 import pg from "pg";
 import type {
+  DatastreamRepository,
   DefinitionLimits,
   DefinitionListQuery,
   DefinitionRepository,
@@ -16,6 +17,7 @@ import type {
   MergePolicyRepository,
   MetadataStore,
   Page,
+  ScopedDatastream,
   TenantScope,
 } from "../types.js";
 import {
@@ -25,15 +27,19 @@ import {
   LimitExceededError,
   MergePolicyInUseError,
 } from "../types.js";
-import type { DefinitionRecord, MergePolicyRecord } from "../records.js";
+import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "../records.js";
 import { coreMigrations, definitionFilters, definitionOrderBy, mergePolicyFilters, mergePolicyOrderBy } from "../sql-common.js";
 import {
+  DATASTREAM_COLUMN_NAMES,
   DEFINITION_COLUMN_NAMES,
   MERGE_POLICY_COLUMN_NAMES,
+  datastreamColumns,
+  datastreamFromRow,
   definitionColumns,
   definitionFromRow,
   mergePolicyColumns,
   mergePolicyFromRow,
+  type DatastreamRow,
   type DefinitionRow,
   type MergePolicyRow,
 } from "../row-mapping.js";
@@ -306,6 +312,60 @@ class PgMergePolicies implements MergePolicyRepository {
   }
 }
 
+class PgDatastreams implements DatastreamRepository {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async insert(scope: TenantScope, record: DatastreamRecord): Promise<void> {
+    await this.pool.query(`INSERT INTO datastreams (${DATASTREAM_COLUMN_NAMES}) VALUES (${placeholders(6)})`, datastreamColumns(scope, record));
+  }
+
+  async update(scope: TenantScope, record: DatastreamRecord): Promise<boolean> {
+    const cols = datastreamColumns(scope, record);
+    const r = await this.pool.query(
+      "UPDATE datastreams SET creation_time = $1, update_time = $2, doc = $3 WHERE id = $4 AND org_id = $5 AND sandbox_id = $6",
+      [...cols.slice(3), record.id, scope.orgId, scope.sandboxId],
+    );
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async get(scope: TenantScope, id: string): Promise<DatastreamRecord | undefined> {
+    const r = await this.pool.query<DatastreamRow>("SELECT doc FROM datastreams WHERE id = $1 AND org_id = $2 AND sandbox_id = $3", [id, scope.orgId, scope.sandboxId]);
+    return r.rows[0] ? datastreamFromRow(r.rows[0]) : undefined;
+  }
+
+  async list(scope: TenantScope): Promise<DatastreamRecord[]> {
+    const r = await this.pool.query<DatastreamRow>(`SELECT doc FROM datastreams WHERE org_id = $1 AND sandbox_id = $2 ORDER BY creation_time, id COLLATE "C"`, [scope.orgId, scope.sandboxId]);
+    return r.rows.map(datastreamFromRow);
+  }
+
+  async delete(scope: TenantScope, id: string): Promise<boolean> {
+    const r = await this.pool.query("DELETE FROM datastreams WHERE id = $1 AND org_id = $2 AND sandbox_id = $3", [id, scope.orgId, scope.sandboxId]);
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async findById(id: string): Promise<DatastreamRecord | undefined> {
+    const r = await this.pool.query<DatastreamRow>("SELECT doc FROM datastreams WHERE id = $1", [id]);
+    return r.rows[0] ? datastreamFromRow(r.rows[0]) : undefined;
+  }
+
+  async all(): Promise<DatastreamRecord[]> {
+    const r = await this.pool.query<DatastreamRow>(`SELECT doc FROM datastreams ORDER BY creation_time, id COLLATE "C"`);
+    return r.rows.map(datastreamFromRow);
+  }
+
+  async importIfEmpty(items: readonly ScopedDatastream[]): Promise<boolean> {
+    return tx(this.pool, null, async (c) => {
+      // Processes starting at once, each with a file to import: one imports, the others then see rows.
+      await c.query("SELECT pg_advisory_xact_lock(hashtext('segmentd_datastreams_import'))");
+      if ((await c.query("SELECT 1 FROM datastreams LIMIT 1")).rowCount !== 0) return false;
+      for (const { scope, record } of items) {
+        await c.query(`INSERT INTO datastreams (${DATASTREAM_COLUMN_NAMES}) VALUES (${placeholders(6)})`, datastreamColumns(scope, record));
+      }
+      return true;
+    });
+  }
+}
+
 async function migrate(pool: pg.Pool): Promise<void> {
   await tx(pool, null, async (c) => {
     // Two servers starting at once against one database: only one migrates.
@@ -324,10 +384,12 @@ export class PgMetadataStore implements MetadataStore {
   readonly kind = "postgres" as const;
   readonly definitions: DefinitionRepository;
   readonly mergePolicies: MergePolicyRepository;
+  readonly datastreams: DatastreamRepository;
 
   constructor(private readonly pool: pg.Pool) {
     this.definitions = new PgDefinitions(pool);
     this.mergePolicies = new PgMergePolicies(pool);
+    this.datastreams = new PgDatastreams(pool);
   }
 
   private closed = false;
