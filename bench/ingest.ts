@@ -8,7 +8,7 @@
 //     [--store embedded|postgres] [--db bench/.data/ingest.db] [--sync full|normal] \
 //     [--url postgres://127.0.0.1:5432/test] [--lookups 20000] [--http-lookups 5000] [--scan] [--reuse] \
 //     [--mode direct|staged] [--chunk 50000] [--depth 2] [--batch-records 200000] [--cache 1024]
-//     [--checkpoints background|inline] [--checkpoint-interval ms]
+//     [--checkpoints background|inline] [--checkpoint-interval ms] [--wal-limit-mib 64]
 //
 // --mode direct (default) validates and appends each chunk of --chunk records in
 // one durable transaction, pipelined (ingest-pipeline.ts): up to --depth chunks are
@@ -61,6 +61,8 @@ const { values: args } = parseArgs({
     checkpoints: { type: "string", default: "background" },
     /** Embedded store, background checkpoints: milliseconds between rounds (default: the store's). */
     "checkpoint-interval": { type: "string" },
+    /** Embedded store, background checkpoints: WAL size (MiB) past which the writer catches up (default: the store's, 64). */
+    "wal-limit-mib": { type: "string" },
     scan: { type: "boolean", default: false },
     reuse: { type: "boolean", default: false },
     /** The embedded store on the main thread instead of its worker thread (the server's default). */
@@ -91,6 +93,7 @@ function openStore(): ProfileStore {
     path: args.db!, synchronous: args.sync === "normal" ? "normal" as const : "full" as const, cacheMiB: Number(args.cache),
     checkpoints: args.checkpoints === "inline" ? "inline" as const : "background" as const,
     ...(args["checkpoint-interval"] === undefined ? {} : { checkpointIntervalMs: Number(args["checkpoint-interval"]) }),
+    ...(args["wal-limit-mib"] === undefined ? {} : { walLimitBytes: Number(args["wal-limit-mib"]) * 2 ** 20 }),
   };
   return args["direct-store"] === true ? new EmbeddedProfileStore(o) : new WorkerProfileStore(o);
 }

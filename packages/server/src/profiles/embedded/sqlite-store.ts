@@ -506,18 +506,20 @@ export class EmbeddedProfileStore implements ProfileStore {
   }
 
   private appendProfile(tid: number, ds: string, records: readonly ValidRecord[], opts: AppendOptions, result: AppendResult): void {
-    const known = this.knownEvents(tid, records, opts.ingestedAt);
-    if (known !== null) {
-      this.insertEvents(tid, ds, known.events, result);
-      result.recordPids = known.pids;
-      for (const g of known.touched) result.profileIds.push(String(g));
-      this.touch(tid, known.touched);
+    const split = this.splitKnownEvents(tid, records, opts.ingestedAt);
+    if (split.rest.length === 0) {
+      this.insertEvents(tid, ds, split.known as EventWrite[], result);
+      result.recordPids = split.pids;
+      const touched = sortedGraphs(split.touched);
+      for (const g of touched) result.profileIds.push(String(g));
+      this.touch(tid, touched);
       return;
     }
+    const rest = split.rest;
     const loaded: LoadedState = { graphs: new Map(), sizes: new Map(), fragments: new Map() };
-    this.loadGraphs(tid, records, loaded);
+    this.loadGraphs(tid, rest, loaded);
     const getFrag = this.stmt("SELECT ts, body FROM fragments WHERE tid = ? AND ds = ? AND ns = ? AND idv = ?");
-    for (const r of records) {
+    for (const r of rest) {
       if (r.kind !== "profile") continue;
       const k = identityKey(r.primary);
       // A fragment is keyed by a primary identity that is always stored in a graph: an unknown identity has none.
@@ -525,7 +527,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       const row = getFrag.get(tid, ds, r.primary.namespace, r.primary.id) as { ts: number; body: string } | undefined;
       if (row !== undefined) loaded.fragments.set(k, { timestamp: row.ts, body: parseBody(row.body) });
     }
-    const plan = planAppend(records, loaded, opts.maxIdentitiesPerGraph, opts.ingestedAt);
+    const plan = planAppend(rest, loaded, opts.maxIdentitiesPerGraph, opts.ingestedAt);
     const newProfile = this.stmt("INSERT INTO profiles (tid, size, created) VALUES (?, 0, ?)");
     const allocated = plan.outcome.created.map(() => Number(newProfile.run(tid, opts.ingestedAt).lastInsertRowid));
     const w = plan.finalize(allocated);
@@ -540,37 +542,78 @@ export class EmbeddedProfileStore implements ProfileStore {
     const upFrag = this.stmt(`INSERT INTO fragments (tid, ds, ns, idv, pid, ts, ingested, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (tid, ds, ns, idv) DO UPDATE SET pid = excluded.pid, ts = excluded.ts, ingested = excluded.ingested, body = excluded.body`);
     for (const f of w.fragments) upFrag.run(tid, ds, f.primary.namespace, f.primary.id, f.graph, f.timestamp, opts.ingestedAt, JSON.stringify(f.body));
-    result.fragments += records.filter((r) => r.kind === "profile").length;
-    this.insertEvents(tid, ds, w.events, result);
-    result.recordPids = w.recordGraphs;
+    result.fragments += rest.filter((r) => r.kind === "profile").length;
     result.refusedLinks.push(...w.refused);
-    for (const g of w.touchedGraphs) result.profileIds.push(String(g));
-    this.touch(tid, w.touchedGraphs);
+    if (rest.length === records.length) {
+      this.insertEvents(tid, ds, w.events, result);
+      result.recordPids = w.recordGraphs;
+      for (const g of w.touchedGraphs) result.profileIds.push(String(g));
+      this.touch(tid, w.touchedGraphs);
+      return;
+    }
+    // Known events and planned records back in the records' order; a known event whose graph a
+    // planned record merged into another (moveGraph above) goes to the surviving graph.
+    const into = new Map<number, number>();
+    for (const m of w.merges) into.set(m.from, m.into);
+    const events: EventWrite[] = [];
+    const pids = split.pids;
+    const touched = new Set<number>(w.touchedGraphs);
+    let planned = 0;
+    let plannedEvents = 0;
+    for (let k = 0; k < records.length; k++) {
+      const e = split.known[k];
+      if (e !== undefined) {
+        e.graph = into.get(e.graph) ?? e.graph;
+        pids[k] = e.graph;
+        touched.add(e.graph);
+        events.push(e);
+        continue;
+      }
+      pids[k] = w.recordGraphs[planned]!;
+      if (rest[planned++]!.kind === "experienceevent") events.push(w.events[plannedEvents++]!);
+    }
+    this.insertEvents(tid, ds, events, result);
+    result.recordPids = pids;
+    const all = sortedGraphs(touched);
+    for (const g of all) result.profileIds.push(String(g));
+    this.touch(tid, all);
   }
 
   /**
-   * The common case of an event batch, without stitching: every record an event whose
-   * identities the cache knows, all in one graph each. Such a batch links nothing and creates
-   * nothing, so planAppend would only look each graph up again (its workspace, finalize and the
-   * touched set cost the writer ~15 % of an event's time). Null when any record needs the full
-   * path (a profile record, an identity the cache does not hold, identities of two graphs).
+   * Events that need no stitching: an event whose identities the writer's cache all knows, in
+   * one graph, links nothing and creates nothing, so planAppend would only look its graph up
+   * again (its workspace, finalize and the touched set cost the writer ~15 % of an event's
+   * time). Those are written as they are; the rest (profile records, identities the cache does
+   * not hold, identities of two graphs) go through the plan. `known[k]` and `pids[k]` are set for
+   * the known events, by position in `records`.
    */
-  private knownEvents(tid: number, records: readonly ValidRecord[], ingestedAt: number): { events: EventWrite[]; touched: number[]; pids: Float64Array } | null {
-    const events = new Array<EventWrite>(records.length);
+  private splitKnownEvents(tid: number, records: readonly ValidRecord[], ingestedAt: number):
+    { known: Array<EventWrite | undefined>; pids: Float64Array; touched: Set<number>; rest: ValidRecord[] } {
+    const known = new Array<EventWrite | undefined>(records.length);
     const pids = new Float64Array(records.length);
     const touched = new Set<number>();
+    const rest: ValidRecord[] = [];
     for (let k = 0; k < records.length; k++) {
       const r = records[k]!;
-      if (r.kind !== "experienceevent") return null;
-      const ids = r.identities;
-      const graph = this.identityPids.get(tid, identityKey(ids[0]!));
-      if (graph === undefined) return null;
-      for (let j = 1; j < ids.length; j++) if (this.identityPids.get(tid, identityKey(ids[j]!)) !== graph) return null;
+      const graph = r.kind === "experienceevent" ? this.knownGraph(tid, r) : undefined;
+      if (graph === undefined) {
+        rest.push(r);
+        continue;
+      }
       touched.add(graph);
       pids[k] = graph;
-      events[k] = { eventId: r.eventId!, primary: r.primary, graph, timestamp: r.timestamp ?? ingestedAt, json: r.json, index: r.index };
+      known[k] = { eventId: r.eventId!, primary: r.primary, graph, timestamp: r.timestamp ?? ingestedAt, json: r.json, index: r.index };
     }
-    return { events, touched: Array.from(Float64Array.from(touched).sort()), pids };
+    return { known, pids, touched, rest };
+  }
+
+  /** The one graph the cache holds every identity of the record in, else undefined. */
+  private knownGraph(tid: number, r: ValidRecord): number | undefined {
+    const ids = r.identities;
+    const graph = this.identityPids.get(tid, identityKey(ids[0]!));
+    if (graph === undefined) return undefined;
+    for (let j = 1; j < ids.length; j++) if (this.identityPids.get(tid, identityKey(ids[j]!)) !== graph) return undefined;
+    return graph;
   }
 
   /**
@@ -1272,4 +1315,9 @@ function definitionIdsOf(changes: readonly MembershipChange[]): Set<string> {
   const ids = new Set<string>();
   for (const c of changes) ids.add(c.definitionId);
   return ids;
+}
+
+/** Graph ids ascending (a typed array sorts numbers without a comparator call per comparison). */
+function sortedGraphs(graphs: ReadonlySet<number>): number[] {
+  return Array.from(Float64Array.from(graphs).sort());
 }
