@@ -109,6 +109,28 @@ describe("export jobs API", () => {
     assert.equal(p2.records[0]!.id, 1);
     assert.equal(p2.link.next, "");
   });
+
+  it("without filter.segments exports every profile of the sandbox, once each", async () => {
+    const policy = ((await call(h, "GET", `/data/core/ups/segment/definitions/${gold}`)).body as { mergePolicyId: string }).mergePolicyId;
+    const r = await call(h, "POST", "/data/core/ups/export/jobs", {
+      fields: "loyalty.tier",
+      mergePolicy: { id: policy },
+      destination: { datasetId: out, segmentPerBatch: true },
+      schema: { name: "_xdm.context.profile" },
+    });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const created = r.body as ExportJob;
+    assert.deepEqual(created.filter.segments, []);
+    await h.exports.idle();
+    const job = (await call(h, "GET", `/data/core/ups/export/jobs/${created.id}`)).body as ExportJob;
+    assert.equal(job.status, "SUCCEEDED", JSON.stringify(job.errors));
+    // The 60 CRM profiles this suite ingested, members of an audience or not; one batch.
+    assert.equal(job.metrics.totalExportedProfileCounter, 60);
+    assert.equal(job.metrics.exportedProfileByNamespaceCounter?.["crmid"], 60);
+    assert.equal(job.destination.batches, undefined);
+    const batch = await h.profiles.getBatch(SCOPE, job.destination.batchId!);
+    assert.equal(batch?.recordsWritten, 60);
+  });
 });
 
 // ---- options ---------------------------------------------------------------------------
@@ -368,6 +390,9 @@ describe("export job options", () => {
       [{ ...base, destination: { datasetId: ds, segmentPerBatch: "true" } }, 'destination.segmentPerBatch must be a boolean (true or false), got "true"'],
       [{ ...base, destination: { datasetId: ds, segmentPerBatch: 1 } }, "destination.segmentPerBatch must be a boolean (true or false), got 1"],
       [{ ...base, filter: "gold" }, "filter must be an object"],
+      [{ ...base, filter: { segments: "gold" } }, "filter.segments must be an array of {segmentId, segmentNs?, status?}; omit it to export every profile"],
+      [{ ...base, filter: { segmentQualificationTime: { startTime: "2026-01-01T00:00:00Z" } } }, "filter.segmentQualificationTime needs filter.segments: without segments every profile is exported"],
+      [{ ...base, filter: {}, evaluationInfo: { segmentation: true } }, "evaluationInfo.segmentation needs filter.segments: the audiences to evaluate before exporting"],
       [withFilter({ segmentsById: [] }), "filter.segmentsById is not supported: use segments, segmentQualificationTime, fromIngestTimestamp, emptyProfiles"],
       [withFilter({ segmentQualificationTime: "2026-01-01T00:00:00Z" }), "filter.segmentQualificationTime must be an object"],
       [withFilter({ segmentQualificationTime: { startTime: "yesterday" } }), rfc("filter.segmentQualificationTime.startTime", '"yesterday"')],

@@ -43,9 +43,12 @@
  * - start-up recovery: a job left NEW / PROCESSING by a stop is FAILED, a
  *   CANCELLING one CANCELLED; their loading batches are aborted.
  * Every request field is type-checked; a refused request stores nothing.
- * Not implemented: filter.segments is required (AEP exports every profile
- * without it); mergePolicy.version (the current policy is used); jobType is
- * always BATCH; no computeGatewayJobId.
+ * Without filter.segments (absent or empty) every profile of the sandbox is
+ * exported, as AEP does, under the given merge policy or the sandbox's default
+ * profile policy; qualification-time filters and evaluationInfo.segmentation
+ * need segments and are refused without them.
+ * Not implemented: mergePolicy.version (the current policy is used); jobType
+ * is always BATCH; no computeGatewayJobId.
  */
 import type { Clock } from "../../platform/clock.js";
 import type { Logger } from "../../platform/logger.js";
@@ -132,6 +135,9 @@ interface RunPlan {
   fields: string[] | null;
   events: { fields: string[] | null; after: number | null; upTo: number | null } | null;
 }
+
+/** Lists every profile (one scan entry per stitched profile) for an export without segments. */
+const EVERY_PROFILE: MergePolicySpec = { id: "export-every-profile", identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } };
 
 /** Why a run stopped early. */
 class ExportCancelled extends Error {}
@@ -267,8 +273,8 @@ export class ExportService {
 
     // filter
     const f = objectAt(body.filter ?? {}, "filter", ["segments", "segmentQualificationTime", "fromIngestTimestamp", "emptyProfiles"]);
-    if (!Array.isArray(f["segments"]) || f["segments"].length === 0) throw bad("filter.segments is required: the audiences to export");
-    const segments = (f["segments"] as unknown[]).map((s): ExportSegment => {
+    if (f["segments"] !== undefined && !Array.isArray(f["segments"])) throw bad("filter.segments must be an array of {segmentId, segmentNs?, status?}; omit it to export every profile");
+    const segments = ((f["segments"] ?? []) as unknown[]).map((s): ExportSegment => {
       if (!isObject(s) || typeof s["segmentId"] !== "string") throw bad("filter.segments[].segmentId is required");
       const status = s["status"] ?? ["realized", "existing"];
       if (!Array.isArray(status) || status.length === 0 || !status.every((x) => x === "realized" || x === "existing" || x === "exited")) {
@@ -324,6 +330,15 @@ export class ExportService {
     const missing = segments.filter((s) => !found.has(s.segmentId)).map((s) => s.segmentId);
     if (missing.length > 0) throw badRequest(`Segment definitions not found: ${missing.join(", ")}`, BatchErrorCodes.unknownDefinition);
     if (segmentation === true && this.jobs === undefined) throw bad("evaluationInfo.segmentation is not available in this process");
+    if (segments.length === 0) {
+      if (qualification !== undefined) throw bad("filter.segmentQualificationTime needs filter.segments: without segments every profile is exported");
+      if (segmentation === true) throw bad("evaluationInfo.segmentation needs filter.segments: the audiences to evaluate before exporting");
+      if (mergePolicyId === undefined) {
+        const fallback = await this.metadata.mergePolicies.getDefault({ orgId: ctx.orgId, sandboxId: ctx.sandbox.sandboxId }, "_xdm.context.profile");
+        if (fallback === undefined) throw bad("mergePolicy.id is required to export every profile: this sandbox has no default profile merge policy");
+        mergePolicyId = fallback.policy.id;
+      }
+    }
 
     const now = this.clock.now();
     // Last, so that a refused request starts nothing: the segment job (400 on an inSegment cycle).
@@ -469,9 +484,15 @@ export class ExportService {
     }
   }
 
-  /** Profile ids of one batch: the members of its segments by status and qualification time, ascending. */
+  /** Profile ids of one batch: the members of its segments by status and qualification time (no segments: every profile), ascending. */
   private async select(scope: TenantScope, segments: readonly ExportSegment[], plan: RunPlan): Promise<string[]> {
     const pids = new Set<string>();
+    if (segments.length === 0) {
+      // One entry per profile under identity stitching; attributes and events are not needed here.
+      for await (const chunk of this.profiles.scanProfiles(scope, EVERY_PROFILE, { chunkSize: PAGE, events: false })) {
+        for (const p of chunk) pids.add(p.profileId);
+      }
+    }
     for (const s of segments) {
       const stored = new Set<MembershipStatus>(s.status.map((x) => (x === "exited" ? "exited" : "realized")));
       for (const status of stored) {
@@ -527,14 +548,16 @@ export class ExportService {
       if (job.evaluationInfo?.segmentJobId !== undefined) await this.awaitSegmentation(ctx, job.evaluationInfo.segmentJobId, cancelled);
       const policy = await this.policy(ctx, job.mergePolicy.id);
       const exportStart = this.clock.now();
-      const groups = job.destination.segmentPerBatch ? job.filter.segments.map((s) => [s]) : [job.filter.segments];
+      // segmentPerBatch without segments: every profile goes to one batch (destination.batchId).
+      const perSegment = job.destination.segmentPerBatch && job.filter.segments.length > 0;
+      const groups = perSegment ? job.filter.segments.map((s) => [s]) : [job.filter.segments];
       const byNamespace: Record<string, number> = {};
       let exported = 0;
       for (const group of groups) {
         const pids = await this.select(scope, group, plan);
         const batch = await this.profiles.createBatch(scope, job.destination.datasetId, this.clock.now());
         opened.push(batch.id);
-        if (job.destination.segmentPerBatch) (job.destination.batches ??= []).push({ ...group[0]!, batchId: batch.id });
+        if (perSegment) (job.destination.batches ??= []).push({ ...group[0]!, batchId: batch.id });
         else job.destination.batchId = batch.id;
         // The batch ids are stored before any record is staged (recovery aborts them); a failed
         // write means the status moved: DELETE made it CANCELLING.

@@ -44,7 +44,7 @@ const timeMetric = {
 const filterSchema = {
   type: "object",
   properties: {
-    segments: { type: "array", minItems: 1, items: segmentRef, description: "Required: the audiences to export" },
+    segments: { type: "array", items: segmentRef, description: "The audiences to export; absent or empty: every profile of the sandbox" },
     segmentQualificationTime: {
       type: "object",
       description: "Only memberships whose lastQualificationTime is in [startTime, endTime]",
@@ -54,7 +54,6 @@ const filterSchema = {
     fromIngestTimestamp: rfc3339("Only profiles updated after this time: a profile fragment ingested, or an event timestamped, after it"),
     emptyProfiles: { type: "boolean", default: false, description: "Also export profiles that have events but no profile fragment" },
   },
-  required: ["segments"],
   additionalProperties: false,
 } as const;
 
@@ -97,7 +96,7 @@ const createBodySchema = {
       additionalProperties: false,
     },
   },
-  required: ["destination", "schema", "filter"],
+  required: ["destination", "schema"],
 } as const;
 
 /** ExportJobResponse; additionalProperties so that the serializer keeps every field. */
