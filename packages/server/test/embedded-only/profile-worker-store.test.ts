@@ -137,9 +137,12 @@ describe("WorkerProfileStore", () => {
     const location = file();
     const w = new WorkerProfileStore({ path: location });
     const ds = (await w.createDataset(S, { name: "e", schemaClass: "experienceevent", profileEnabled: true }, T0)).id;
+    // The read is posted first: the worker answers it as its message arrives, before the writes
+    // behind it commit (posted after it, they could land in the worker in a later batch and
+    // commit before a read posted last).
+    const read = w.countMembers(S, "d");
     const writes = Array.from({ length: 40 }, (_, i) =>
       w.applyMembershipChanges(S, [{ profileId: String(i + 1), definitionId: "d", status: "realized", source: "streaming", at: T0 }]));
-    const read = w.countMembers(S, "d");
     const closing = w.close();
     const results = await Promise.all(writes);
     assert.deepEqual(await read, { realized: 0, exited: 0 }, "a read in flight is answered too");
