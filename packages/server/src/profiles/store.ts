@@ -254,6 +254,11 @@ export interface ProfileStore {
   scanProfiles(scope: TenantScope, policy: MergePolicySpec, opts?: ScanOptions): AsyncIterable<ScannedProfile[]>;
   countProfiles(scope: TenantScope): Promise<number>;
   /**
+   * The sandbox's profile (graph) ids in ascending order, `limit` (default 1,000) after
+   * `afterProfileId`: one per identity graph, nothing merged or read but the id.
+   */
+  listProfileIds(scope: TenantScope, opts?: { afterProfileId?: string; limit?: number }): Promise<string[]>;
+  /**
    * profileDataTimes of each profile (graph) id, answered in order; an unknown id answers
    * both null. One call for many (one worker message; one PostgreSQL statement).
    */

@@ -370,6 +370,19 @@ describe(`profile store conformance (${STORE_KIND})`, () => {
       assert.deepEqual(await store.profileDataTimes(B, [f1]), [{ lastFragmentIngestedAt: null, lastEventAt: null }], "another sandbox sees nothing");
     });
 
+    it("lists the sandbox's profile ids ascending, page by page, one per identity graph", async () => {
+      const f1 = (await store.findProfileId(X, ecid("F1")))!;
+      const ev = (await store.findProfileId(X, ecid("EV")))!;
+      // F1 (two fragments) and EV (events only) are one graph each; lake records make no profile.
+      const expected = [f1, ev].sort((a, b) => Number(a) - Number(b));
+      assert.deepEqual(await store.listProfileIds(X), expected);
+      const first = await store.listProfileIds(X, { limit: 1 });
+      assert.deepEqual(first, [expected[0]]);
+      assert.deepEqual(await store.listProfileIds(X, { afterProfileId: first[0]!, limit: 1 }), [expected[1]]);
+      assert.deepEqual(await store.listProfileIds(X, { afterProfileId: expected[1]! }), []);
+      assert.deepEqual(await store.listProfileIds({ orgId: "org4", sandboxName: "nobody" }), [], "another sandbox lists nothing");
+    });
+
     it("lists a lake dataset's records in write order, page by page, in its sandbox only", async () => {
       const first = await store.listLakeRecords(X, lake, { limit: 2 });
       assert.deepEqual(first.map((r) => r.body["n"]), [0, 1]);

@@ -136,8 +136,6 @@ interface RunPlan {
   events: { fields: string[] | null; after: number | null; upTo: number | null } | null;
 }
 
-/** Lists every profile (one scan entry per stitched profile) for an export without segments. */
-const EVERY_PROFILE: MergePolicySpec = { id: "export-every-profile", identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } };
 
 /** Why a run stopped early. */
 class ExportCancelled extends Error {}
@@ -488,9 +486,13 @@ export class ExportService {
   private async select(scope: TenantScope, segments: readonly ExportSegment[], plan: RunPlan): Promise<string[]> {
     const pids = new Set<string>();
     if (segments.length === 0) {
-      // One entry per profile under identity stitching; attributes and events are not needed here.
-      for await (const chunk of this.profiles.scanProfiles(scope, EVERY_PROFILE, { chunkSize: PAGE, events: false })) {
-        for (const p of chunk) pids.add(p.profileId);
+      // One id per identity graph, read from the store's profile list (nothing merged here: the
+      // exported profiles are read one by one below, under the job's merge policy).
+      for (let after = "0"; ;) {
+        const page = await this.profiles.listProfileIds(scope, { afterProfileId: after, limit: PAGE });
+        for (const pid of page) pids.add(pid);
+        if (page.length < PAGE) break;
+        after = page[page.length - 1]!;
       }
     }
     for (const s of segments) {

@@ -927,6 +927,11 @@ export class EmbeddedProfileStore implements ProfileStore {
     return (this.stmt("SELECT count(*) AS n FROM profiles WHERE tid = ?").get(this.tid(scope, false)) as { n: number }).n;
   }
 
+  async listProfileIds(scope: TenantScope, opts: { afterProfileId?: string; limit?: number } = {}): Promise<string[]> {
+    const rows = this.stmt("SELECT pid FROM profiles WHERE tid = ? AND pid > ? ORDER BY pid LIMIT ?").pluck().all(this.tid(scope, false), Number(opts.afterProfileId ?? 0), opts.limit ?? 1000) as number[];
+    return rows.map(String);
+  }
+
   /** Two index lookups per id ((tid, pid) of fragments; (tid, pid, ts) of events): max of each. */
   async profileDataTimes(scope: TenantScope, profileIds: readonly string[]): Promise<ProfileDataTimes[]> {
     const tid = this.tid(scope, false);

@@ -442,6 +442,9 @@ export class WorkerProfileStore implements ProfileStore {
   countProfiles(scope: TenantScope): Promise<number> {
     return this.call("countProfiles", [scope]);
   }
+  listProfileIds(scope: TenantScope, opts?: { afterProfileId?: string; limit?: number }): Promise<string[]> {
+    return this.call("listProfileIds", [scope, opts]);
+  }
   profileDataTimes(scope: TenantScope, profileIds: readonly string[]): Promise<ProfileDataTimes[]> {
     return this.call("profileDataTimes", [scope, profileIds]);
   }

@@ -639,6 +639,12 @@ export class PostgresProfileStore implements ProfileStore {
     return rows[0]!.n;
   }
 
+  async listProfileIds(scope: TenantScope, opts: { afterProfileId?: string; limit?: number } = {}): Promise<string[]> {
+    const rows = await this.q<{ pid: string }>(this.pool, "SELECT pid::text AS pid FROM profiles WHERE tid = $1 AND pid > $2 ORDER BY pid LIMIT $3",
+      [await this.tid(this.pool, scope, false), Number(opts.afterProfileId ?? 0), opts.limit ?? 1000]);
+    return rows.map((r) => r.pid);
+  }
+
   /** One statement per IDENTITY_CHUNK ids: per id, the max of fragments (tid, pid) and of events (tid, pid, ts). */
   async profileDataTimes(scope: TenantScope, profileIds: readonly string[]): Promise<ProfileDataTimes[]> {
     const tid = await this.tid(this.pool, scope, false);
