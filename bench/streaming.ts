@@ -43,6 +43,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
 import { cpuDelta, threadCpu } from "./lib/thread-cpu.js";
+import { watchGcPauses } from "./lib/gc-pauses.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -305,11 +306,14 @@ async function runBench(): Promise<void> {
       phase = new Phase();
       const stopProfile = await startProfile();
       const cpuBefore = threadCpu();
+      const gc = watchGcPauses();
       const client = await load(url, args.seconds!);
       await engine.idle();
+      const gcSummary = gc.stop();
       const cpuAfter = threadCpu();
       await stopProfile();
       console.log(`bench process CPU by thread during the measured phase: ${cpuDelta(cpuBefore, cpuAfter)}`);
+      console.log(`GC pauses on the main thread during the measured phase: ${gcSummary}`);
       phase.report(`measured, ${args.connections} connections${Number(args.rate) > 0 ? ` at ${args.rate} requests/s` : ""}, batches of ${BATCH}`, Number(args.seconds), client);
       await app.close();
     }

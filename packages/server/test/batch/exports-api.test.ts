@@ -60,6 +60,10 @@ describe("export jobs API", () => {
     const created = r.body as ExportJob;
     assert.equal(created.status, "NEW");
     assert.deepEqual(created.filter.segments, [{ segmentId: gold, segmentNs: "ups", status: ["realized", "existing"] }]);
+    // The definition's merge policy, at its current version.
+    const policyId = ((await call(h, "GET", `/data/core/ups/segment/definitions/${gold}`)).body as { mergePolicyId: string }).mergePolicyId;
+    const policy = (await call(h, "GET", `/data/core/ups/config/mergePolicies/${policyId}`)).body as { id: string; version: number };
+    assert.deepEqual(created.mergePolicy, { id: policy.id, version: policy.version });
     await h.exports.idle();
     const job = (await call(h, "GET", `/data/core/ups/export/jobs/${created.id}`)).body as ExportJob;
     assert.equal(job.status, "SUCCEEDED", JSON.stringify(job.errors));
@@ -112,6 +116,11 @@ describe("export jobs API", () => {
 
   it("without filter.segments exports every profile of the sandbox, once each", async () => {
     const policy = ((await call(h, "GET", `/data/core/ups/segment/definitions/${gold}`)).body as { mergePolicyId: string }).mergePolicyId;
+    // A renamed policy is at a later version: the job records the version it read profiles at.
+    const renamed = await call(h, "PATCH", `/data/core/ups/config/mergePolicies/${policy}`, [{ op: "replace", path: "/name", value: "renamed for the export" }]);
+    assert.equal(renamed.status, 200, JSON.stringify(renamed.body));
+    const version = (renamed.body as { version: number }).version;
+    assert.ok(version > 1);
     const r = await call(h, "POST", "/data/core/ups/export/jobs", {
       fields: "loyalty.tier",
       mergePolicy: { id: policy },
@@ -121,6 +130,7 @@ describe("export jobs API", () => {
     assert.equal(r.status, 200, JSON.stringify(r.body));
     const created = r.body as ExportJob;
     assert.deepEqual(created.filter.segments, []);
+    assert.deepEqual(created.mergePolicy, { id: policy, version });
     await h.exports.idle();
     const job = (await call(h, "GET", `/data/core/ups/export/jobs/${created.id}`)).body as ExportJob;
     assert.equal(job.status, "SUCCEEDED", JSON.stringify(job.errors));
@@ -419,6 +429,8 @@ describe("export job options", () => {
       [{ ...base, evaluationInfo: {} }, "evaluationInfo.segmentation is required when evaluationInfo is given (true or false)"],
       [{ ...base, evaluationInfo: { segmentation: "yes" } }, 'evaluationInfo.segmentation must be a boolean (true or false), got "yes"'],
       [{ ...base, mergePolicy: "timestampOrdered" }, "mergePolicy must be an object with a string id"],
+      [{ ...base, mergePolicy: { id: "nope", version: "1" } }, "mergePolicy.version must be a positive integer"],
+      [{ ...base, mergePolicy: { id: "no-such-policy" } }, "Merge policy no-such-policy does not exist in this sandbox"],
     ];
     const exportsBefore = await exportCount(h);
     const segmentJobsBefore = ((await call(h, "GET", "/data/core/ups/segment/jobs")).body as { _page: { totalCount: number } })._page.totalCount;

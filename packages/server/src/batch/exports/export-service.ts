@@ -47,8 +47,10 @@
  * exported, as AEP does, under the given merge policy or the sandbox's default
  * profile policy; qualification-time filters and evaluationInfo.segmentation
  * need segments and are refused without them.
- * Not implemented: mergePolicy.version (the current policy is used); jobType
- * is always BATCH; no computeGatewayJobId.
+ * The merge policy must exist in the sandbox (400 otherwise); the job records the
+ * version it was read at. Not implemented: exporting under an earlier version of
+ * a policy (`mergePolicy.version` is type-checked; the current policy is used);
+ * jobType is always BATCH; no computeGatewayJobId.
  */
 import type { Clock } from "../../platform/clock.js";
 import type { Logger } from "../../platform/logger.js";
@@ -316,6 +318,8 @@ export class ExportService {
     let mergePolicyId: string | undefined;
     if (body.mergePolicy !== undefined) {
       if (!isObject(body.mergePolicy) || (body.mergePolicy["id"] !== undefined && typeof body.mergePolicy["id"] !== "string")) throw bad("mergePolicy must be an object with a string id");
+      const version = body.mergePolicy["version"];
+      if (version !== undefined && !(typeof version === "number" && Number.isInteger(version) && version >= 1)) throw bad("mergePolicy.version must be a positive integer");
       mergePolicyId = body.mergePolicy["id"] as string | undefined;
     }
 
@@ -337,6 +341,12 @@ export class ExportService {
         mergePolicyId = fallback.policy.id;
       }
     }
+
+    // The policy the export reads profiles under: the given one, else the first segment's. Its
+    // current version is recorded (segmentd keeps no earlier versions of a policy to export under).
+    const policyId = mergePolicyId ?? found.get(segments[0]!.segmentId)!.definition.mergePolicyId;
+    const policyRecord = await this.metadata.mergePolicies.get({ orgId: ctx.orgId, sandboxId: ctx.sandbox.sandboxId }, policyId);
+    if (policyRecord === undefined) throw bad(`Merge policy ${policyId} does not exist in this sandbox`);
 
     const now = this.clock.now();
     // Last, so that a refused request starts nothing: the segment job (400 on an inSegment cycle).
@@ -363,7 +373,7 @@ export class ExportService {
       filter,
       ...(eventList === undefined ? {} : { additionalFields: { eventList } }),
       ...(segmentation === undefined ? {} : { evaluationInfo: { segmentation, ...(segmentJobId === undefined ? {} : { segmentJobId }) } }),
-      mergePolicy: { id: mergePolicyId ?? found.get(segments[0]!.segmentId)!.definition.mergePolicyId, version: 1 },
+      mergePolicy: { id: policyId, version: policyRecord.policy.version },
       profileInstanceId,
       metrics: { totalTime: {}, profileExportTime: {}, aCPDatasetWriteTime: {} },
       creationTime: now,
