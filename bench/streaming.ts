@@ -8,7 +8,9 @@
  *   --writes-in-flight 4 (membership writes committing at once; 1 = one at a time, for A/B runs)
  *   (--rate N: N requests/s in total, to measure latency below saturation;
  *    --in-process: no HTTP and no client process, the same load driven from this process;
- *    --cpu-profile FILE: a CPU profile of this process during the measured phase only)
+ *    --cpu-profile FILE: a CPU profile of this process during the measured phase only;
+ *    --heap-profile FILE: a sampled heap profile of what the measured phase allocated and the
+ *    GC had not collected by its end, by allocation site)
  *
  * The bench process runs the ingestion path the service uses for streamed
  * records — validate and append durably to the hub (`ingestRecords`, SQLite,
@@ -61,6 +63,12 @@ const { values: args } = parseArgs({
     warmup: { type: "string", default: "5" },
     /** Write a CPU profile of the bench process during the measured phase only (node:inspector) to this file. */
     "cpu-profile": { type: "string", default: "" },
+    /**
+     * Write a sampled heap profile (node:inspector, one sample per 16 KiB) of the objects allocated
+     * during the measured phase and not yet collected at its end — what the young generation
+     * promoted, by allocation site: where the scavenges' copying comes from.
+     */
+    "heap-profile": { type: "string", default: "" },
     /** Membership writes committing at once (the engine's default 4; 1 = one at a time, as before pipelining). */
     "writes-in-flight": { type: "string", default: "4" },
     /** The embedded hub on the main thread instead of its worker thread (the server's default). */
@@ -189,8 +197,34 @@ class Phase {
   }
 }
 
-/** Starts the inspector's CPU profiler when --cpu-profile is given; the returned function stops it and writes the profile. */
+/** Starts the profilers asked for (--cpu-profile, --heap-profile); the returned function stops them and writes their files. */
 async function startProfile(): Promise<() => Promise<void>> {
+  const [cpu, heap] = await Promise.all([startCpuProfile(), startHeapProfile()]);
+  return async () => {
+    await cpu();
+    await heap();
+  };
+}
+
+/** Starts the inspector's sampling heap profiler when --heap-profile is given; the returned function stops it and writes the profile. */
+async function startHeapProfile(): Promise<() => Promise<void>> {
+  const file = args["heap-profile"];
+  if (!file) return async () => {};
+  const { Session } = await import("node:inspector/promises");
+  const session = new Session();
+  session.connect();
+  await session.post("HeapProfiler.enable");
+  await session.post("HeapProfiler.startSampling", { samplingInterval: 16384 });
+  return async () => {
+    const { profile } = await session.post("HeapProfiler.stopSampling");
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+    console.log(`heap profile of the measured phase: ${file}`);
+  };
+}
+
+/** Starts the inspector's CPU profiler when --cpu-profile is given; the returned function stops it and writes the profile. */
+async function startCpuProfile(): Promise<() => Promise<void>> {
   const file = args["cpu-profile"];
   if (!file) return async () => {};
   const { Session } = await import("node:inspector/promises");
