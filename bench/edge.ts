@@ -9,6 +9,7 @@
  *   in-process profile of the handler (no HTTP, no load client):
  *     node --cpu-prof --conditions=source --import tsx bench/edge.ts --inprocess 60000
  *   CPU profiles of the server during the runs: --profile-out edge.cpuprofile --profile-bare-out bare.cpuprofile
+ *   sampled heap profile of the server during the edge run: --heap-profile edge.heapprofile
  *
  * The bench process starts the service (edge interact on the embedded stores,
  * 150 edge definitions of every query type, 100,000 profiles in the hub,
@@ -31,6 +32,7 @@ import { fileURLToPath } from "node:url";
 import { postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
 import { cpuDelta, threadCpu } from "./lib/thread-cpu.js";
 import { watchGcPauses } from "./lib/gc-pauses.js";
+import { startHeapProfile } from "./lib/heap-profile.js";
 import { parseArgs } from "node:util";
 import Fastify from "fastify";
 import type { ProfileStore } from "../packages/server/src/profiles/store.js";
@@ -45,6 +47,8 @@ const { values: args } = parseArgs({
     seconds: { type: "string", default: "10" },
     inprocess: { type: "string", default: "0" },
     "profile-out": { type: "string", default: "" },
+    // A sampled heap profile of the server process during the edge run (bench/lib/heap-profile.ts).
+    "heap-profile": { type: "string", default: "" },
     // A CPU profile of the server during the bare run (to compare per-request costs such as writev).
     "profile-bare-out": { type: "string", default: "" },
     "hub-url": { type: "string", default: "" },
@@ -268,11 +272,13 @@ async function runBench(): Promise<void> {
     }, 5);
     loopDelay.enable();
     const gc = watchGcPauses();
+    const stopHeapProfile = await startHeapProfile(args["heap-profile"]);
     const profiler = await startProfiler();
     const cpuBefore = threadCpu();
     const edgeResult = await load(`${edgeUrl}/ee/v2/interact?dataStreamId=${ds.id}`);
     const cpuAfter = threadCpu();
     await profiler.stop("the server during the edge run");
+    await stopHeapProfile();
     loopDelay.disable();
     const gcSummary = gc.stop();
     clearInterval(sampler);

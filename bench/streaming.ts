@@ -46,6 +46,7 @@ import { parseArgs } from "node:util";
 import { postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
 import { cpuDelta, threadCpu } from "./lib/thread-cpu.js";
 import { watchGcPauses } from "./lib/gc-pauses.js";
+import { startHeapProfile } from "./lib/heap-profile.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -199,27 +200,10 @@ class Phase {
 
 /** Starts the profilers asked for (--cpu-profile, --heap-profile); the returned function stops them and writes their files. */
 async function startProfile(): Promise<() => Promise<void>> {
-  const [cpu, heap] = await Promise.all([startCpuProfile(), startHeapProfile()]);
+  const [cpu, heap] = await Promise.all([startCpuProfile(), startHeapProfile(args["heap-profile"])]);
   return async () => {
     await cpu();
     await heap();
-  };
-}
-
-/** Starts the inspector's sampling heap profiler when --heap-profile is given; the returned function stops it and writes the profile. */
-async function startHeapProfile(): Promise<() => Promise<void>> {
-  const file = args["heap-profile"];
-  if (!file) return async () => {};
-  const { Session } = await import("node:inspector/promises");
-  const session = new Session();
-  session.connect();
-  await session.post("HeapProfiler.enable");
-  await session.post("HeapProfiler.startSampling", { samplingInterval: 16384 });
-  return async () => {
-    const { profile } = await session.post("HeapProfiler.stopSampling");
-    writeFileSync(file, JSON.stringify(profile));
-    session.disconnect();
-    console.log(`heap profile of the measured phase: ${file}`);
   };
 }
 
