@@ -138,7 +138,6 @@ interface RunPlan {
   events: { fields: string[] | null; after: number | null; upTo: number | null } | null;
 }
 
-
 /** Why a run stopped early. */
 class ExportCancelled extends Error {}
 class ExportFailure extends Error {
