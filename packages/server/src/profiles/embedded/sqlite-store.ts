@@ -81,6 +81,12 @@ export interface EmbeddedStoreOptions {
    * ~0.5 GiB, and once they outgrow the cache every random index insert becomes a read.
    */
   cacheMiB?: number;
+  /**
+   * Page size in bytes of a NEW store file (default: SEGMENTD_PROFILE_PAGE_SIZE, else
+   * DEFAULT_PAGE_SIZE); a file that exists keeps the size it was created with (SQLite cannot change
+   * it in WAL mode).
+   */
+  pageSize?: number;
   /** Identities whose profile id the writer keeps in memory (identity-cache.ts; default 2,000,000, 0 = none). */
   identityCacheEntries?: number;
   /**
@@ -124,6 +130,13 @@ const EVENT_ROWS = 100;
 const SOLO_APPEND_RECORDS = 1000;
 /** Identities looked up per statement while loading a batch's graphs (3 parameters each). */
 const IDENTITY_READ_CHUNK = 500;
+
+export const DEFAULT_PAGE_SIZE = 4096;
+
+function defaultPageSize(): number {
+  const env = Number(process.env["SEGMENTD_PROFILE_PAGE_SIZE"]);
+  return Number.isInteger(env) && env >= 512 && env <= 65536 && (env & (env - 1)) === 0 ? env : DEFAULT_PAGE_SIZE;
+}
 
 function defaultCacheMiB(): number {
   const env = Number(process.env["SEGMENTD_PROFILE_CACHE_MIB"]);
@@ -181,6 +194,8 @@ export class EmbeddedProfileStore implements ProfileStore {
     this.path = opts.path;
     this.walLimitBytes = opts.walLimitBytes ?? WAL_CATCH_UP_BYTES;
     this.db = new Database(opts.path);
+    // Before anything creates the file's first page (WAL mode included); ignored for a file that exists.
+    this.db.pragma(`page_size = ${opts.pageSize ?? defaultPageSize()}`);
     this.db.pragma("journal_mode = WAL");
     this.db.pragma(`synchronous = ${opts.synchronous === "normal" ? "NORMAL" : "FULL"}`);
     this.db.pragma(`cache_size = -${Math.round((opts.cacheMiB ?? defaultCacheMiB()) * 1024)}`);
