@@ -59,31 +59,34 @@ async function eventIdsOf(f: Fixture, ecid: string): Promise<string[] | null> {
 await describe("IdentityPidCache", async () => {
   await it("keeps entries per tenant, forgets on delete and clear", () => {
     const c = new IdentityPidCache(10);
-    c.set(1, "ECID\u0000a", 7);
-    c.set(2, "ECID\u0000a", 8);
-    c.set(1, "ECID\u0000a", 9);
-    assert.equal(c.get(1, "ECID\u0000a"), 9);
-    assert.equal(c.get(2, "ECID\u0000a"), 8);
+    c.set(1, "ECID", "a", 7);
+    c.set(2, "ECID", "a", 8);
+    c.set(1, "ECID", "a", 9);
+    c.set(1, "CRMID", "a", 4);
+    assert.equal(c.get(1, "ECID", "a"), 9);
+    assert.equal(c.get(1, "CRMID", "a"), 4);
+    assert.equal(c.get(2, "ECID", "a"), 8);
+    assert.equal(c.size, 3);
+    c.delete(1, "ECID", "a");
+    assert.equal(c.get(1, "ECID", "a"), undefined);
+    assert.equal(c.get(1, "CRMID", "a"), 4);
     assert.equal(c.size, 2);
-    c.delete(1, "ECID\u0000a");
-    assert.equal(c.get(1, "ECID\u0000a"), undefined);
-    assert.equal(c.size, 1);
     c.clear();
-    assert.equal(c.get(2, "ECID\u0000a"), undefined);
+    assert.equal(c.get(2, "ECID", "a"), undefined);
     assert.equal(c.size, 0);
   });
 
   await it("starts over when full, and holds nothing with maxEntries 0", () => {
     const c = new IdentityPidCache(2);
-    c.set(1, "a", 1);
-    c.set(1, "b", 2);
-    c.set(1, "c", 3);
+    c.set(1, "ECID", "a", 1);
+    c.set(1, "ECID", "b", 2);
+    c.set(1, "ECID", "c", 3);
     assert.equal(c.size, 1);
-    assert.equal(c.get(1, "a"), undefined);
-    assert.equal(c.get(1, "c"), 3);
+    assert.equal(c.get(1, "ECID", "a"), undefined);
+    assert.equal(c.get(1, "ECID", "c"), 3);
     const none = new IdentityPidCache(0);
-    none.set(1, "a", 1);
-    assert.equal(none.get(1, "a"), undefined);
+    none.set(1, "ECID", "a", 1);
+    assert.equal(none.get(1, "ECID", "a"), undefined);
     assert.throws(() => new IdentityPidCache(-1), /maxEntries must be a non-negative integer, got -1/);
   });
 });

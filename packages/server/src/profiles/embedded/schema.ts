@@ -22,7 +22,8 @@ CREATE INDEX IF NOT EXISTS fragments_pid ON fragments (tid, pid);
 CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, tid INTEGER NOT NULL, ds TEXT NOT NULL, eid TEXT NOT NULL, ns TEXT NOT NULL,
   idv TEXT NOT NULL, pid INTEGER NOT NULL, ts INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS events_eid ON events (tid, ds, eid);
-CREATE INDEX IF NOT EXISTS events_pid_ts ON events (tid, pid, ts);
+-- The events' (tid, pid, ts) index: two generations of it, event-index.ts (EVENT_INDEX_SCHEMA,
+-- applied by migrateEventIndex, which converts an older file's events_pid_ts).
 CREATE TABLE IF NOT EXISTS lake_records (seq INTEGER PRIMARY KEY, tid INTEGER NOT NULL, ds TEXT NOT NULL, eid TEXT, ns TEXT NOT NULL,
   idv TEXT NOT NULL, ts INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS lake_eid ON lake_records (tid, ds, eid);

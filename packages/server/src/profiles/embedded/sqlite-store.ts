@@ -67,6 +67,7 @@ import { identityKey } from "../validate.js";
 import { removePath, setPath } from "../xdm-object.js";
 import { jsonIntegers, KIND_EXITED, KIND_REENTERED, pidMajorCodes, planMembershipSets, setGroups, transitionCounts, type PlannedSet } from "../membership-sets.js";
 import { SQLITE_SCHEMA } from "./schema.js";
+import { APPEND_ENTRIES, EventIndexMerger, MERGE_AT, MERGE_STEP, migrateEventIndex } from "./event-index.js";
 import { BackgroundCheckpointer } from "./checkpointer.js";
 import { decodeTime, DefinitionCodes, MEMBERSHIP_SCHEMA, migrateTextMemberships, sourceCode, sourceName, STATUS_CODE, statusCode, statusName } from "./membership-codes.js";
 
@@ -98,6 +99,10 @@ export interface EmbeddedStoreOptions {
   checkpointIntervalMs?: number;
   /** Background checkpoints: WAL size past which the writer catches up itself (default 64 MiB; catchUpCheckpoint). */
   walLimitBytes?: number;
+  /** Events' index entries in the small generation before they move to the large one (event-index.ts; default MERGE_AT). */
+  eventIndexMergeAt?: number;
+  /** Entries moved per merge step (default MERGE_STEP). */
+  eventIndexMergeStep?: number;
 }
 
 interface DatasetRow { id: string; name: string; description: string | null; schema_class: string; profile_enabled: number; identity_fields: string; created: number; updated: number }
@@ -189,6 +194,8 @@ export class EmbeddedProfileStore implements ProfileStore {
   /** Runs the WAL checkpoints while the writer's automatic ones are off; null = automatic (inline). */
   private checkpointer: BackgroundCheckpointer | null = null;
   private readonly walLimitBytes: number;
+  /** Moves the events' new index entries into the large index (event-index.ts), between commits. */
+  private readonly eventIndex: EventIndexMerger;
 
   constructor(opts: EmbeddedStoreOptions) {
     this.path = opts.path;
@@ -202,6 +209,8 @@ export class EmbeddedProfileStore implements ProfileStore {
     this.db.pragma("temp_store = MEMORY");
     this.db.pragma("busy_timeout = 5000");
     this.db.exec(SQLITE_SCHEMA);
+    migrateEventIndex(this.db);
+    this.eventIndex = new EventIndexMerger(this.db, opts.eventIndexMergeAt ?? MERGE_AT, opts.eventIndexMergeStep ?? MERGE_STEP);
     migrateTextMemberships(this.db);
     this.db.exec(MEMBERSHIP_SCHEMA);
     this.defCodes = new DefinitionCodes(this.db);
@@ -281,6 +290,24 @@ export class EmbeddedProfileStore implements ProfileStore {
       this.commitGroup([job]);
     }
     if (group.length > 0) this.commitGroup(group);
+    // Between commits, never inside one: a step is a transaction of its own (event-index.ts).
+    if (this.eventIndex.due()) this.mergeEventIndexStep();
+  }
+
+  private mergeEventIndexStep(): void {
+    try {
+      this.eventIndex.runStep();
+    } catch (error) {
+      // Nothing is lost (the step rolled back, the entries stay in the small table, which reads
+      // see too); the next try waits for another MERGE_AT appended events.
+      this.eventIndex.backOff();
+      console.error("segmentd: event index merge step failed:", error);
+    }
+  }
+
+  /** Moves every new event index entry into the large index (tests; event-index.ts). */
+  mergeEventIndex(): Promise<number> {
+    return this.write(() => 0, true).then(() => this.eventIndex.mergeAll());
   }
 
   /**
@@ -552,7 +579,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     const insId = this.stmt("INSERT INTO identities (tid, ns, idv, pid) VALUES (?, ?, ?, ?)");
     for (const a of w.assigned) {
       insId.run(tid, a.identity.namespace, a.identity.id, a.graph);
-      this.identityPids.set(tid, identityKey(a.identity), a.graph);
+      this.identityPids.set(tid, a.identity.namespace, a.identity.id, a.graph);
     }
     const upFrag = this.stmt(`INSERT INTO fragments (tid, ds, ns, idv, pid, ts, ingested, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (tid, ds, ns, idv) DO UPDATE SET pid = excluded.pid, ts = excluded.ts, ingested = excluded.ingested, body = excluded.body`);
@@ -625,9 +652,9 @@ export class EmbeddedProfileStore implements ProfileStore {
   /** The one graph the cache holds every identity of the record in, else undefined. */
   private knownGraph(tid: number, r: ValidRecord): number | undefined {
     const ids = r.identities;
-    const graph = this.identityPids.get(tid, identityKey(ids[0]!));
+    const graph = this.identityPids.get(tid, ids[0]!.namespace, ids[0]!.id);
     if (graph === undefined) return undefined;
-    for (let j = 1; j < ids.length; j++) if (this.identityPids.get(tid, identityKey(ids[j]!)) !== graph) return undefined;
+    for (let j = 1; j < ids.length; j++) if (this.identityPids.get(tid, ids[j]!.namespace, ids[j]!.id) !== graph) return undefined;
     return graph;
   }
 
@@ -637,14 +664,20 @@ export class EmbeddedProfileStore implements ProfileStore {
    * The tenant id is part of the statement text (an integer): one parameter less per row.
    */
   private insertEvents(tid: number, ds: string, evs: readonly EventWrite[], result: AppendResult): void {
+    if (evs.length === 0) return;
+    const before = (this.stmt("SELECT max(seq) FROM events").pluck().get() as number | null) ?? 0;
     this.bulk(evs.length, EVENT_ROWS, 7,
       (n) => `INSERT INTO events (tid, ds, eid, ns, idv, pid, ts, body) VALUES ${rowsSql(n, 7, `${tid}, `)} ON CONFLICT DO NOTHING`,
       (i, args) => { const e = evs[i]!; args.push(ds, e.eventId, e.primary.namespace, e.primary.id, e.graph, e.timestamp, e.json); },
       (st, args) => {
         const inserted = st.run(args).changes;
         result.events += inserted;
+        this.eventIndex.noteAdded(inserted);
         result.duplicates += args.length / 7 - inserted;
       });
+    // The new rows' index entries in one statement (event-index.ts). seq is the rowid without
+    // AUTOINCREMENT: above `before` are exactly the rows just appended.
+    this.stmt(APPEND_ENTRIES).run(before);
   }
 
   /**
@@ -658,7 +691,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     const missKeys: string[] = [];
     for (const i of identitiesOf(records)) {
       const key = identityKey(i);
-      const pid = this.identityPids.get(tid, key);
+      const pid = this.identityPids.get(tid, i.namespace, i.id);
       if (pid !== undefined) loaded.graphs.set(key, pid);
       else {
         misses.push(i);
@@ -671,7 +704,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       (st, args) => {
         for (const [k, pid] of st.raw(true).all(args) as Array<[number, number]>) {
           loaded.graphs.set(missKeys[k]!, pid);
-          this.identityPids.set(tid, missKeys[k]!, pid);
+          this.identityPids.set(tid, misses[k]!.namespace, misses[k]!.id, pid);
         }
       });
     const pids = graphsToSize(records, loaded.graphs);
@@ -689,9 +722,9 @@ export class EmbeddedProfileStore implements ProfileStore {
   private moveGraph(tid: number, from: number, into: number): void {
     this.touch(tid, [from, into]);
     const moved = this.stmt("UPDATE identities SET pid = ? WHERE tid = ? AND pid = ? RETURNING ns, idv").raw(true).all(into, tid, from) as Array<[string, string]>;
-    for (const [namespace, id] of moved) this.identityPids.set(tid, identityKey({ namespace, id }), into);
+    for (const [namespace, id] of moved) this.identityPids.set(tid, namespace, id, into);
     this.stmt("UPDATE fragments SET pid = ? WHERE tid = ? AND pid = ?").run(into, tid, from);
-    this.stmt("UPDATE events SET pid = ? WHERE tid = ? AND pid = ?").run(into, tid, from);
+    this.stmt("UPDATE events SET pid = ? WHERE seq IN (SELECT seq FROM event_index_all WHERE tid = ? AND pid = ?)").run(into, tid, from);
     // The surviving graph's own membership wins where both have one.
     this.stmt("INSERT OR IGNORE INTO memberships (tid, pid, def, status, lqt) SELECT tid, ?, def, status, lqt FROM memberships WHERE tid = ? AND pid = ?").run(into, tid, from);
     this.stmt("DELETE FROM memberships WHERE tid = ? AND pid = ?").run(tid, from);
@@ -873,7 +906,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       g(r.pid).fragments.push({ datasetId: r.ds, primary: { namespace: r.ns, id: r.idv }, timestamp: r.ts, body: parseBody(r.body) });
     }
     if (withEvents) {
-      const rows = stmt("SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE tid = ? AND pid BETWEEN ? AND ? AND ts >= ? ORDER BY pid, ts, seq")
+      const rows = stmt(`${SELECT_EVENTS_BY_PID} WHERE i.tid = ? AND i.pid BETWEEN ? AND ? AND i.ts >= ? ORDER BY i.pid, i.ts, i.seq`)
         .all(tid, lo, hi, eventsSince ?? Number.MIN_SAFE_INTEGER) as EventRow[];
       for (const r of rows) g(r.pid).events.push(eventFromRow(r));
     }
@@ -890,7 +923,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     // Events are only needed to tell whether an identity has data of its own (policy none).
     const rows = this.readGraphs(tid, pid, pid, false, undefined).get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] };
     if (policy.identityGraph.type === "none" && !rows.fragments.some((f) => identityKey(f.primary) === identityKey(identity))) {
-      const ev = this.stmt("SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE tid = ? AND pid = ? AND ns = ? AND idv = ? LIMIT 1")
+      const ev = this.stmt(`${SELECT_EVENTS_BY_PID} WHERE i.tid = ? AND i.pid = ? AND e.ns = ? AND e.idv = ? LIMIT 1`)
         .all(tid, pid, identity.namespace, identity.id) as EventRow[];
       rows.events = ev.map(eventFromRow);
     }
@@ -903,19 +936,19 @@ export class EmbeddedProfileStore implements ProfileStore {
     if (pid === null) return { events: [], next: null };
     const limit = query.limit ?? 1000;
     const desc = query.order === "desc";
-    const where = ["tid = ?", "pid = ?", "ts >= ?", "ts < ?"];
+    const where = ["i.tid = ?", "i.pid = ?", "i.ts >= ?", "i.ts < ?"];
     const params: Array<number | string> = [tid, pid, query.startTime ?? Number.MIN_SAFE_INTEGER, query.endTime ?? Number.MAX_SAFE_INTEGER];
     if (policy.identityGraph.type === "none") {
-      where.push("ns = ?", "idv = ?");
+      where.push("e.ns = ?", "e.idv = ?");
       params.push(identity.namespace, identity.id);
     }
     if (query.cursor !== undefined) {
       const c = decodeCursor(query.cursor);
-      where.push(desc ? "(ts < ? OR (ts = ? AND seq < ?))" : "(ts > ? OR (ts = ? AND seq > ?))");
+      where.push(desc ? "(i.ts < ? OR (i.ts = ? AND i.seq < ?))" : "(i.ts > ? OR (i.ts = ? AND i.seq > ?))");
       params.push(c.ts, c.ts, c.seq);
     }
     const dir = desc ? "DESC" : "ASC";
-    const rows = this.stmt(`SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE ${where.join(" AND ")} ORDER BY ts ${dir}, seq ${dir} LIMIT ?`)
+    const rows = this.stmt(`${SELECT_EVENTS_BY_PID} WHERE ${where.join(" AND ")} ORDER BY i.ts ${dir}, i.seq ${dir} LIMIT ?`)
       .all(...params, limit + 1) as EventRow[];
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
@@ -951,7 +984,7 @@ export class EmbeddedProfileStore implements ProfileStore {
   async profileDataTimes(scope: TenantScope, profileIds: readonly string[]): Promise<ProfileDataTimes[]> {
     const tid = this.tid(scope, false);
     const frag = this.stmt("SELECT max(ingested) AS t FROM fragments WHERE tid = ? AND pid = ?");
-    const ev = this.stmt("SELECT max(ts) AS t FROM events WHERE tid = ? AND pid = ?");
+    const ev = this.stmt("SELECT max(ts) AS t FROM event_index_all WHERE tid = ? AND pid = ?");
     return profileIds.map((id) => {
       const pid = Number(id);
       return {
@@ -1227,7 +1260,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       const dsList = all ? [] : [...datasets];
       const dsFilter = all ? "" : ` AND ds IN (${dsList.map(() => "?").join(", ")})`;
       const delFragments = this.db.prepare(`DELETE FROM fragments WHERE tid = ? AND pid = ? AND ns = ? AND idv = ?${dsFilter}`);
-      const delEvents = this.db.prepare(`DELETE FROM events WHERE tid = ? AND pid = ? AND ns = ? AND idv = ?${dsFilter}`);
+      const delEvents = this.db.prepare(`DELETE FROM events WHERE seq IN (SELECT seq FROM event_index_all WHERE tid = ? AND pid = ?) AND ns = ? AND idv = ?${dsFilter}`);
       const delLake = this.db.prepare(`DELETE FROM lake_records WHERE tid = ? AND ns = ? AND idv = ?${dsFilter}`);
       for (const i of identities) {
         const pid = this.pidOf(tid, i);
@@ -1239,7 +1272,7 @@ export class EmbeddedProfileStore implements ProfileStore {
           if (f + e > 0) touched.add(pid);
           if (all) {
             this.stmt("DELETE FROM identities WHERE tid = ? AND ns = ? AND idv = ?").run(tid, i.namespace, i.id);
-            this.identityPids.delete(tid, identityKey(i));
+            this.identityPids.delete(tid, i.namespace, i.id);
             counts.identities++;
             touched.add(pid);
             const size = (this.stmt("SELECT size FROM profiles WHERE pid = ?").get(pid) as { size: number }).size - 1;
@@ -1291,7 +1324,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       const queries = {
         fragments: { sql: "SELECT rowid AS k, pid, body FROM fragments WHERE tid = ? AND ds = ? AND ns = ? AND idv = ?", args: (i: Identity) => [tid, update.datasetId, i.namespace, i.id] },
         events: {
-          sql: "SELECT seq AS k, pid, body FROM events WHERE tid = ? AND pid = (SELECT pid FROM identities WHERE tid = ? AND ns = ? AND idv = ?) AND ds = ? AND ns = ? AND idv = ?",
+          sql: "SELECT seq AS k, pid, body FROM events WHERE seq IN (SELECT seq FROM event_index_all WHERE tid = ? AND pid = (SELECT pid FROM identities WHERE tid = ? AND ns = ? AND idv = ?)) AND ds = ? AND ns = ? AND idv = ?",
           args: (i: Identity) => [tid, tid, i.namespace, i.id, update.datasetId, i.namespace, i.id],
         },
         lake_records: { sql: "SELECT seq AS k, NULL AS pid, body FROM lake_records WHERE tid = ? AND ds = ? AND ns = ? AND idv = ?", args: (i: Identity) => [tid, update.datasetId, i.namespace, i.id] },
@@ -1324,6 +1357,8 @@ function eventFromRow(r: EventRow): StoredEvent {
 /** A membership row with its definition id (SELECT_MEMBERSHIPS) and coded status and time. */
 interface StoredMembershipRow { pid: number; def: string; status: number; lqt: number | string }
 
+/** Events through the two-generation (tid, pid, ts) index (event-index.ts): alias i for the index, e for the row. */
+const SELECT_EVENTS_BY_PID = "SELECT e.seq, e.pid, e.ds, e.eid, e.ns, e.idv, e.ts, e.body FROM event_index_all i JOIN events e ON e.seq = i.seq";
 const SELECT_MEMBERSHIPS = "SELECT m.pid, c.id AS def, m.status, m.lqt FROM memberships m JOIN definition_codes c ON c.code = m.def";
 
 function membershipOf(r: StoredMembershipRow): Membership {
