@@ -11,6 +11,7 @@ import Database from "better-sqlite3";
 import { EmbeddedProfileStore } from "../../src/profiles/embedded/sqlite-store.js";
 import { EVENT_INDEX_SCHEMA } from "../../src/profiles/embedded/event-index.js";
 import { ingestRecords } from "../../src/profiles/ingest.js";
+import { eventIndexCounts } from "./event-index-audit.js";
 import type { TenantScope } from "../../src/profiles/types.js";
 
 const SCOPE: TenantScope = { orgId: "EVIDX@AdobeOrg", sandboxName: "prod" };
@@ -32,19 +33,11 @@ function event(k: number): { index: number; value: Record<string, unknown> } {
   };
 }
 
+/** The counts the assertions compare: both tables, the rows, whether the old index is there. */
 function counts(file: string): { large: number; small: number; events: number; oldIndex: boolean } {
-  const db = new Database(file, { readonly: true });
-  try {
-    const n = (sql: string) => db.prepare(sql).pluck().get() as number;
-    return {
-      large: n("SELECT count(*) FROM event_index"),
-      small: n("SELECT count(*) FROM event_index_new"),
-      events: n("SELECT count(*) FROM events"),
-      oldIndex: db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'events_pid_ts'").get() !== undefined,
-    };
-  } finally {
-    db.close();
-  }
+  const c = eventIndexCounts(file);
+  assert.deepEqual([c.orphans, c.unindexed], [0, 0], "every row has exactly its own entry");
+  return { large: c.large, small: c.small, events: c.events, oldIndex: c.oldIndex };
 }
 
 /** Every profile's events as the store reads them: [ids in (ts, seq) order] per ECID. */
