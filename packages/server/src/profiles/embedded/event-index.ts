@@ -35,8 +35,12 @@ CREATE TRIGGER IF NOT EXISTS events_index_update AFTER UPDATE OF tid, pid, ts, s
 END;
 `;
 
-/** The index entries of the events appended after seq `?` (the largest seq before the append). */
-export const APPEND_ENTRIES = "INSERT INTO event_index_new (tid, pid, ts, seq) SELECT tid, pid, ts, seq FROM events WHERE seq > ?";
+/**
+ * The index entries of the events appended after seq `?` (the largest seq before the append), in
+ * key order: inserted sorted, each leaf is visited once in turn (1M events through the whole
+ * append, two runs each: 6.6–7.1 µs of CPU per event against 8.0–8.3 µs unsorted).
+ */
+export const APPEND_ENTRIES = "INSERT INTO event_index_new (tid, pid, ts, seq) SELECT tid, pid, ts, seq FROM events WHERE seq > ? ORDER BY tid, pid, ts, seq";
 
 /** Entries in event_index_new past which they are moved into event_index. */
 export const MERGE_AT = 1_000_000;
