@@ -162,9 +162,12 @@ describe("WorkerProfileStore", () => {
     const crashes: Error[] = [];
     const w = new WorkerProfileStore({ path: file(), onCrash: (e) => crashes.push(e) });
     await seed(w, 3);
+    // Kill the thread under the store, as a native crash would, with calls in flight: posted once
+    // the termination is under way, so that none can be answered first (posted before it, a fast
+    // worker sometimes answered one: the test then failed on a race, not on the store).
+    const terminated = (w as unknown as { worker: { terminate(): Promise<number> } }).worker.terminate();
     const pending = [w.countProfiles(S), w.findProfileId(S, ecid("p1")), w.applyMembershipChanges(S, [{ profileId: "1", definitionId: "d", status: "realized", source: "batch", at: T0 }])];
-    // Kill the thread under the store, as a native crash would.
-    await (w as unknown as { worker: { terminate(): Promise<number> } }).worker.terminate();
+    await terminated;
     for (const p of pending) await assert.rejects(p, /profile store worker failed .*exited/);
     await assert.rejects(w.countProfiles(S), /profile store worker failed/);
     await assert.rejects(w.append(S, "x", [], { ingestedAt: T0, maxIdentitiesPerGraph: 50 }), /profile store worker failed/);
