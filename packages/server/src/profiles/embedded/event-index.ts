@@ -110,38 +110,29 @@ export class EventIndexMerger {
   runStep(): number {
     this.pending = this.count.get() as number;
     if (!this.merging && this.pending < this.mergeAt) return 0;
-    this.merging = true;
-    const n = Math.min(this.step, this.pending);
-    if (n === 0) {
-      this.merging = false;
-      return 0;
-    }
-    const key = this.boundary.get(n - 1) as Key;
-    this.db.transaction(() => {
-      this.copy.run(...key);
-      this.remove.run(...key);
-    })();
-    this.pending -= n;
+    const moved = this.moveLowest(Math.min(this.step, this.pending));
+    this.pending -= moved;
     // A round ends once what is left is less than a step: the next round starts at MERGE_AT again.
-    if (this.pending < this.step) this.merging = false;
-    return n;
+    this.merging = this.pending >= this.step;
+    return moved;
   }
 
   /** Moves every entry (tests, and a caller that wants the small table empty). */
   mergeAll(): number {
     let moved = 0;
-    this.merging = true;
-    this.pending = this.count.get() as number;
-    while (this.pending > 0) {
-      const key = this.boundary.get(Math.min(this.step, this.pending) - 1) as Key;
-      const n = this.db.transaction(() => {
-        this.copy.run(...key);
-        return this.remove.run(...key).changes;
-      })();
-      moved += n;
-      this.pending = this.count.get() as number;
-    }
+    for (let left = this.count.get() as number; left > 0; left = this.count.get() as number) moved += this.moveLowest(Math.min(this.step, left));
+    this.pending = 0;
     this.merging = false;
     return moved;
+  }
+
+  /** The `n` (> 0 for a move) lowest keys of the small table into the large one, in one transaction. */
+  private moveLowest(n: number): number {
+    if (n <= 0) return 0;
+    const key = this.boundary.get(n - 1) as Key;
+    return this.db.transaction(() => {
+      this.copy.run(...key);
+      return this.remove.run(...key).changes;
+    })();
   }
 }
