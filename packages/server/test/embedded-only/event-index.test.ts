@@ -83,12 +83,14 @@ describe("two-generation event index", () => {
         seen.push({ large: c.large, small: c.small });
         assert.deepEqual(await allEvents(store), expectedEvents(n));
       }
-      // The 40th entry starts a round right after its commit: a step of 16 after each write until
-      // fewer than 16 are left; the next round waits for 40 again.
+      // The 40th entry starts a round in the turn after its commit (once the write's caller has its
+      // answer, so a counting right after the write still sees 40 small): a step of 16 after each
+      // write, before the next one commits, until fewer than 16 are left; the next round waits for
+      // 40 again.
       assert.deepEqual(seen, [
-        { large: 0, small: 10 }, { large: 0, small: 20 }, { large: 0, small: 30 }, { large: 16, small: 24 },
-        { large: 32, small: 18 }, { large: 48, small: 12 }, { large: 48, small: 22 }, { large: 48, small: 32 },
-        { large: 64, small: 26 }, { large: 80, small: 20 },
+        { large: 0, small: 10 }, { large: 0, small: 20 }, { large: 0, small: 30 }, { large: 0, small: 40 },
+        { large: 16, small: 34 }, { large: 32, small: 28 }, { large: 48, small: 22 }, { large: 48, small: 32 },
+        { large: 48, small: 42 }, { large: 64, small: 36 },
       ]);
       // A re-sent event is a duplicate: no second index entry.
       const again = await ingestRecords(store, SCOPE, ds, [event(3)], { now: NOW });
@@ -96,6 +98,31 @@ describe("two-generation event index", () => {
       assert.equal(counts(file).large + counts(file).small, n);
       await store.mergeEventIndex();
       assert.deepEqual({ ...counts(file), oldIndex: false }, { large: n, small: 0, events: n, oldIndex: false });
+      assert.deepEqual(await allEvents(store), expectedEvents(n));
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("sizes a step by the appends it follows: small appends move the smallest step, large ones up to the largest", async () => {
+    const file = path.join(dir, "paced.db");
+    // A step moves 4 × the largest append since the step before, within [8, 64].
+    const store = new EmbeddedProfileStore({ path: file, checkpoints: "inline", eventIndexMergeAt: 40, eventIndexMergeStep: 64, eventIndexMergeStepMin: 8 });
+    try {
+      const ds = (await store.createDataset(SCOPE, { name: "web", schemaClass: "experienceevent", profileEnabled: true }, NOW)).id;
+      let n = 0;
+      const append = async (k: number) => {
+        await ingestRecords(store, SCOPE, ds, Array.from({ length: k }, (_, j) => event(n + j)), { now: NOW });
+        n += k;
+        return counts(file);
+      };
+      // One-event appends (streaming's kind): once 40 wait, 8 move before each later append.
+      for (let i = 0; i < 40; i++) await append(1);
+      assert.deepEqual(await append(1), { large: 8, small: 33, events: 41, oldIndex: false });
+      assert.deepEqual(await append(1), { large: 16, small: 26, events: 42, oldIndex: false });
+      // A ten-event append: the step after it moves 40.
+      assert.deepEqual(await append(10), { large: 24, small: 28, events: 52, oldIndex: false });
+      assert.deepEqual(await append(1), { large: 52, small: 1, events: 53, oldIndex: false });
       assert.deepEqual(await allEvents(store), expectedEvents(n));
     } finally {
       await store.close();

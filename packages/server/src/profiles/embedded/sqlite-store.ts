@@ -67,7 +67,7 @@ import { identityKey } from "../validate.js";
 import { removePath, setPath } from "../xdm-object.js";
 import { jsonIntegers, KIND_EXITED, KIND_REENTERED, pidMajorCodes, planMembershipSets, setGroups, transitionCounts, type PlannedSet } from "../membership-sets.js";
 import { SQLITE_SCHEMA } from "./schema.js";
-import { APPEND_ENTRIES, EventIndexMerger, MERGE_AT, MERGE_STEP, migrateEventIndex } from "./event-index.js";
+import { APPEND_ENTRIES, EventIndexMerger, MERGE_AT, MERGE_STEP, MERGE_STEP_MIN, migrateEventIndex } from "./event-index.js";
 import { BackgroundCheckpointer } from "./checkpointer.js";
 import { decodeTime, DefinitionCodes, MEMBERSHIP_SCHEMA, migrateTextMemberships, sourceCode, sourceName, STATUS_CODE, statusCode, statusName } from "./membership-codes.js";
 
@@ -101,8 +101,10 @@ export interface EmbeddedStoreOptions {
   walLimitBytes?: number;
   /** Events' index entries in the small generation before they move to the large one (event-index.ts; default MERGE_AT). */
   eventIndexMergeAt?: number;
-  /** Entries moved per merge step (default MERGE_STEP). */
+  /** Most entries moved per merge step (default MERGE_STEP). */
   eventIndexMergeStep?: number;
+  /** Fewest entries moved per merge step (default MERGE_STEP_MIN; event-index.ts says how a step is sized). */
+  eventIndexMergeStepMin?: number;
 }
 
 interface DatasetRow { id: string; name: string; description: string | null; schema_class: string; profile_enabled: number; identity_fields: string; created: number; updated: number }
@@ -176,6 +178,7 @@ export class EmbeddedProfileStore implements ProfileStore {
   private readonly tids = new Map<string, number>();
   private queue: QueuedWrite[] = [];
   private flushScheduled = false;
+  private upkeepScheduled = false;
   private closed = false;
   /** Change feed (changesSince): fed after each group's commit with the profiles its writes touched. */
   private readonly feed = new ChangeFeed();
@@ -210,7 +213,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     this.db.pragma("busy_timeout = 5000");
     this.db.exec(SQLITE_SCHEMA);
     migrateEventIndex(this.db);
-    this.eventIndex = new EventIndexMerger(this.db, opts.eventIndexMergeAt ?? MERGE_AT, opts.eventIndexMergeStep ?? MERGE_STEP);
+    this.eventIndex = new EventIndexMerger(this.db, opts.eventIndexMergeAt ?? MERGE_AT, opts.eventIndexMergeStep ?? MERGE_STEP, opts.eventIndexMergeStepMin ?? MERGE_STEP_MIN);
     migrateTextMemberships(this.db);
     this.db.exec(MEMBERSHIP_SCHEMA);
     this.defCodes = new DefinitionCodes(this.db);
@@ -290,8 +293,28 @@ export class EmbeddedProfileStore implements ProfileStore {
       this.commitGroup([job]);
     }
     if (group.length > 0) this.commitGroup(group);
-    // Between commits, never inside one: a step is a transaction of its own (event-index.ts).
-    if (this.eventIndex.due()) this.mergeEventIndexStep();
+    this.scheduleUpkeep();
+  }
+
+  /**
+   * The writer's upkeep after a flush: catching up the background checkpoint (catchUpCheckpoint)
+   * and a step of the event index merge. Both run in a later turn, never in the flush itself:
+   * the writers' promises settle in the flush, but their continuations (in the store's worker,
+   * the answers posted to the callers) run only once the flush returns, so upkeep inside it made
+   * every request of the last group wait for it (a catch-up is a 7-24 ms copy and fsync, seen ~3
+   * times a second under streaming load; a merge step takes ~0.4 s at 10M events). In a later
+   * turn it still runs before a flush scheduled after it, between commits, never inside one.
+   */
+  private scheduleUpkeep(): void {
+    if (this.upkeepScheduled) return;
+    this.upkeepScheduled = true;
+    setImmediate(() => {
+      this.upkeepScheduled = false;
+      if (this.closed) return;
+      this.catchUpCheckpoint();
+      // Between commits, never inside one: a step is a transaction of its own (event-index.ts).
+      if (this.eventIndex.due()) this.mergeEventIndexStep();
+    });
   }
 
   private mergeEventIndexStep(): void {
@@ -377,7 +400,6 @@ export class EmbeddedProfileStore implements ProfileStore {
       settleGroup(jobs, outcomes, { error });
       return;
     }
-    this.catchUpCheckpoint();
     // Only now (after COMMIT and its fsync): the change feed, then the writers' promises.
     this.recordFeed(touched);
     settleGroup(jobs, outcomes);
@@ -666,15 +688,18 @@ export class EmbeddedProfileStore implements ProfileStore {
   private insertEvents(tid: number, ds: string, evs: readonly EventWrite[], result: AppendResult): void {
     if (evs.length === 0) return;
     const before = (this.stmt("SELECT max(seq) FROM events").pluck().get() as number | null) ?? 0;
+    let added = 0;
     this.bulk(evs.length, EVENT_ROWS, 7,
       (n) => `INSERT INTO events (tid, ds, eid, ns, idv, pid, ts, body) VALUES ${rowsSql(n, 7, `${tid}, `)} ON CONFLICT DO NOTHING`,
       (i, args) => { const e = evs[i]!; args.push(ds, e.eventId, e.primary.namespace, e.primary.id, e.graph, e.timestamp, e.json); },
       (st, args) => {
         const inserted = st.run(args).changes;
         result.events += inserted;
-        this.eventIndex.noteAdded(inserted);
+        added += inserted;
         result.duplicates += args.length / 7 - inserted;
       });
+    // Once per append (the merge sizes its steps by the largest append: event-index.ts).
+    this.eventIndex.noteAdded(added);
     // The new rows' index entries in one statement (event-index.ts). seq is the rowid without
     // AUTOINCREMENT: above `before` are exactly the rows just appended.
     this.stmt(APPEND_ENTRIES).run(before);
