@@ -43,7 +43,9 @@ import { KeyedQueue } from "./keyed-queue.js";
 import { MembershipWriter } from "./membership-writer.js";
 import {
   addEvent,
-  eventsByType,
+  allEventBodies,
+  eventBodiesOfType,
+  eventBodiesOfTypes,
   loadProfileState,
   LruMap,
   setMembership,
@@ -65,6 +67,8 @@ export interface StoredRecord {
   /** Event time, epoch ms (events); null = ingestion time. */
   timestamp: number | null;
   eventId: string | null;
+  /** The body as JSON text, when the caller has it (a ValidRecord does): the state keeps the text. */
+  json?: string;
 }
 
 
@@ -112,21 +116,12 @@ const NO_EVENTS: Record<string, unknown>[] = [];
  */
 function eventsOf(footprint: DefinitionFootprint, state: ProfileState): readonly Record<string, unknown>[] {
   const types = footprint.eventTypes;
-  if (types === "any") return state.eventBodies;
+  if (types === "any") return allEventBodies(state);
   if (types.size === 0) return NO_EVENTS;
-  const byType = eventsByType(state);
   if (types.size === 1) {
-    for (const t of types) return byType.get(t) ?? NO_EVENTS;
+    for (const t of types) return eventBodiesOfType(state, t);
   }
-  let total = 0;
-  for (const t of types) total += byType.get(t)?.length ?? 0;
-  if (total === 0) return NO_EVENTS;
-  // Several types: one pass over the state keeps the time order without a sort.
-  const picked: Record<string, unknown>[] = [];
-  const bodies = state.eventBodies;
-  const keys = state.eventTypes;
-  for (let i = 0; i < bodies.length; i++) if (types.has(keys[i]!)) picked.push(bodies[i]!);
-  return picked;
+  return eventBodiesOfTypes(state, types);
 }
 
 export class StreamingEngine {
@@ -322,7 +317,7 @@ export class StreamingEngine {
       let state = this.states.get(this.stateKey(tk, first, profileId));
       if (state) {
         // A cached state learns the record; a freshly loaded one already holds it (the append was durable first).
-        if (isEvent) addEvent(state, { ts: record.timestamp ?? now, id: record.eventId, body: record.body });
+        if (isEvent) addEvent(state, { ts: record.timestamp ?? now, id: record.eventId, body: record.body, ...(record.json !== undefined ? { json: record.json } : {}) });
         else await this.reloadAttributes(tk, state, first);
         trimEvents(state, since);
       }
@@ -416,7 +411,7 @@ export class StreamingEngine {
   /** Schedule the sweep's re-check of a realized membership for when one of its events leaves a window (or midnight). */
   private scheduleCheck(tk: string, state: ProfileState, d: LiveDefinition, now: number): void {
     if (d.windowMs === null) return;
-    const due = nextWindowChangeOf(now, state.events, state.eventTypes, d.footprint.eventTypes, d.windowsMs);
+    const due = nextWindowChangeOf(now, state.eventTs, state.eventTypes, d.footprint.eventTypes, d.windowsMs);
     this.schedule.schedule(due, tk, state.profileId, d.id);
   }
 }

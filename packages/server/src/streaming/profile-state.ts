@@ -8,10 +8,13 @@
 import type { ProfileStore } from "../profiles/store.js";
 import type { Identity, JsonObject, MergePolicySpec, MembershipStatus, TenantScope } from "../profiles/types.js";
 
+/** An event as it is given to a state (loaded from the hub, or just stored). */
 export interface StateEvent {
   ts: number;
   id: string | null;
   body: JsonObject;
+  /** The body as JSON text when the caller has it already (a validated record's `json`). */
+  json?: string;
 }
 
 export interface MembershipEntry {
@@ -20,17 +23,29 @@ export interface MembershipEntry {
   lastQualificationTime: string;
 }
 
+/**
+ * A profile's state. Its events are kept as columns — time, id, type key and the body as JSON
+ * text — not as parsed objects: a parsed event is a tree of ~10 heap objects (its body, the
+ * identityMap's objects and array, its strings, a record around it), and 100,000 profiles with
+ * a few events each made the old generation tens of millions of objects, which every major GC
+ * marks (V8 paces that marking to end within ~0.5 s: on two cores it then takes most of the
+ * main thread for that long, and every event in flight waits). A JSON string is one object with
+ * nothing to trace. A definition that reads events gets them parsed on demand (eventBodiesOfType,
+ * allEventBodies), once per state per turn (the memo below), ~1 µs per event.
+ */
 export interface ProfileState {
   profileId: string;
   identity: Identity;
   entity: Record<string, unknown>;
-  events: StateEvent[];
-  /** The event bodies as PQL's xEvent sees them (kept in step with `events`). */
-  eventBodies: Record<string, unknown>[];
-  /** Lower-cased eventType of each event ("" when it has none), kept in step with `events`. */
+  /** Event times (epoch ms), oldest first; eventIds, eventTypes and eventJson are kept in step. */
+  eventTs: number[];
+  eventIds: Array<string | null>;
+  /** Lower-cased eventType of each event ("" when it has none). */
   eventTypes: string[];
-  /** eventBodies grouped by type, in time order; extended in place when an event arrives in order, else rebuilt lazily. */
-  byType: Map<string, Record<string, unknown>[]> | null;
+  /** Each event's body as JSON text. */
+  eventJson: string[];
+  /** Bumped by every change to the events: the parsed-body memo is only good for one version. */
+  eventsVersion: number;
   optedOut: boolean;
   memberships: Map<string, MembershipEntry>;
   /** The object at `entity.segmentMembership.ups` (what inSegment reads), updated in place with `memberships`. */
@@ -73,31 +88,29 @@ export function newProfileState(p: {
   optedOut: boolean;
   memberships: Iterable<[string, MembershipEntry]>;
 }): ProfileState {
-  // The lists are filled by push, not built at their exact size (map): a state is usually loaded
+  // The columns are filled by push, not built at their exact size: a state is usually loaded
   // right after the event that triggered the load was stored (so it holds that event), and the
-  // next event's push would then reallocate all three lists at once. Pushed, they have room for
-  // ~16 more events. That reallocation was the largest share of what the young generation
-  // promoted under streaming load (bench:streaming --heap-profile: 36 %, 11 % after).
-  const events: StateEvent[] = [];
-  const eventBodies: Record<string, unknown>[] = [];
-  const eventTypes: string[] = [];
-  for (const e of p.events) {
-    events.push(e);
-    eventBodies.push(e.body);
-    eventTypes.push(typeKeyOf(e.body));
-  }
+  // next event's push would then reallocate every column at once (bench:streaming --heap-profile
+  // showed that reallocation as the largest share of what the young generation promoted).
   const state: ProfileState = {
     profileId: p.profileId,
     identity: p.identity,
     entity: { ...p.entity },
-    events,
-    eventBodies,
-    eventTypes,
-    byType: null,
+    eventTs: [],
+    eventIds: [],
+    eventTypes: [],
+    eventJson: [],
+    eventsVersion: 0,
     optedOut: p.optedOut,
     memberships: new Map(p.memberships),
     ups: {},
   };
+  for (const e of p.events) {
+    state.eventTs.push(e.ts);
+    state.eventIds.push(e.id);
+    state.eventTypes.push(typeKeyOf(e.body));
+    state.eventJson.push(e.json ?? JSON.stringify(e.body));
+  }
   syncMembershipField(state);
   return state;
 }
@@ -113,59 +126,117 @@ export function addEvent(state: ProfileState, event: StateEvent): boolean {
   if (event.id !== null) {
     // A scan from the newest end (a retry is recent): cheaper than a Set per profile, which costs
     // more to grow and to garbage-collect than it saves on a few dozen events.
-    const events = state.events;
-    for (let j = events.length - 1; j >= 0; j--) if (events[j]!.id === event.id) return false;
+    const ids = state.eventIds;
+    for (let j = ids.length - 1; j >= 0; j--) if (ids[j] === event.id) return false;
   }
   const type = typeKeyOf(event.body);
-  const n = state.events.length;
+  const json = event.json ?? JSON.stringify(event.body);
+  const times = state.eventTs;
+  const n = times.length;
   let i = n;
-  while (i > 0 && state.events[i - 1]!.ts > event.ts) i--;
+  while (i > 0 && times[i - 1]! > event.ts) i--;
   if (i === n) {
-    // The common case: the newest event. Every list stays in time order by appending.
-    state.events.push(event);
-    state.eventBodies.push(event.body);
+    // The common case: the newest event, appended to every column.
+    times.push(event.ts);
+    state.eventIds.push(event.id);
     state.eventTypes.push(type);
-    if (state.byType !== null) {
-      const list = state.byType.get(type);
-      if (list) list.push(event.body);
-      else state.byType.set(type, [event.body]);
-    }
+    state.eventJson.push(json);
   } else {
-    state.events.splice(i, 0, event);
-    state.eventBodies.splice(i, 0, event.body);
+    times.splice(i, 0, event.ts);
+    state.eventIds.splice(i, 0, event.id);
     state.eventTypes.splice(i, 0, type);
-    state.byType = null;
+    state.eventJson.splice(i, 0, json);
   }
+  state.eventsVersion++;
   return true;
 }
 
 /** Drops events older than `since`: no streaming window reaches them. */
 export function trimEvents(state: ProfileState, since: number): void {
+  const times = state.eventTs;
   let n = 0;
-  while (n < state.events.length && state.events[n]!.ts < since) n++;
+  while (n < times.length && times[n]! < since) n++;
   if (n > 0) {
-    state.events.splice(0, n);
-    state.eventBodies.splice(0, n);
+    times.splice(0, n);
+    state.eventIds.splice(0, n);
     state.eventTypes.splice(0, n);
-    state.byType = null;
+    state.eventJson.splice(0, n);
+    state.eventsVersion++;
   }
 }
 
-/** eventBodies grouped by type (built on first use after a change). */
-export function eventsByType(state: ProfileState): Map<string, Record<string, unknown>[]> {
-  let m = state.byType;
-  if (m === null) {
-    m = new Map();
-    const bodies = state.eventBodies;
-    const types = state.eventTypes;
-    for (let i = 0; i < bodies.length; i++) {
-      const list = m.get(types[i]!);
-      if (list) list.push(bodies[i]!);
-      else m.set(types[i]!, [bodies[i]!]);
-    }
-    state.byType = m;
+const NO_BODIES: Record<string, unknown>[] = [];
+
+/**
+ * Parsed bodies of ONE state's events at one version: the definitions evaluated for a record
+ * (about ten, several reading the same events) parse each event once. Module-wide and single:
+ * evaluation is synchronous, and what a turn parsed becomes garbage as soon as another state is
+ * read (young garbage, which the scavenger reclaims without copying), so nothing parsed outlives
+ * the evaluations that needed it.
+ */
+const memo = {
+  state: null as ProfileState | null,
+  version: -1,
+  bodies: [] as Array<Record<string, unknown> | undefined>,
+  all: null as Record<string, unknown>[] | null,
+  byType: new Map<string, Record<string, unknown>[]>(),
+};
+
+function memoOf(state: ProfileState): typeof memo {
+  if (memo.state !== state || memo.version !== state.eventsVersion) {
+    memo.state = state;
+    memo.version = state.eventsVersion;
+    memo.bodies = [];
+    memo.all = null;
+    memo.byType = new Map();
   }
-  return m;
+  return memo;
+}
+
+function bodyAt(m: typeof memo, state: ProfileState, i: number): Record<string, unknown> {
+  let b = m.bodies[i];
+  if (b === undefined) m.bodies[i] = b = JSON.parse(state.eventJson[i]!) as Record<string, unknown>;
+  return b;
+}
+
+/** Every event's body, in time order (parsed on demand; read-only, good until the state changes). */
+export function allEventBodies(state: ProfileState): readonly Record<string, unknown>[] {
+  if (state.eventJson.length === 0) return NO_BODIES;
+  const m = memoOf(state);
+  if (m.all === null) {
+    const all: Record<string, unknown>[] = [];
+    for (let i = 0; i < state.eventJson.length; i++) all.push(bodyAt(m, state, i));
+    m.all = all;
+  }
+  return m.all;
+}
+
+/** The bodies of the events whose type key is `type` (lower-cased), in time order. */
+export function eventBodiesOfType(state: ProfileState, type: string): readonly Record<string, unknown>[] {
+  const types = state.eventTypes;
+  if (types.length === 0) return NO_BODIES;
+  const m = memoOf(state);
+  let list = m.byType.get(type);
+  if (list === undefined) {
+    list = NO_BODIES;
+    for (let i = 0; i < types.length; i++) {
+      if (types[i] !== type) continue;
+      if (list === NO_BODIES) list = [];
+      list.push(bodyAt(m, state, i));
+    }
+    m.byType.set(type, list);
+  }
+  return list;
+}
+
+/** The bodies of the events whose type key is one of `types`, in time order (one pass, no sort). */
+export function eventBodiesOfTypes(state: ProfileState, types: ReadonlySet<string>): readonly Record<string, unknown>[] {
+  const keys = state.eventTypes;
+  if (keys.length === 0) return NO_BODIES;
+  const m = memoOf(state);
+  let picked: Record<string, unknown>[] | null = null;
+  for (let i = 0; i < keys.length; i++) if (types.has(keys[i]!)) (picked ??= []).push(bodyAt(m, state, i));
+  return picked ?? NO_BODIES;
 }
 
 /** Records a membership in the state and in the `segmentMembership.ups` mirror (in place, no copy). */

@@ -116,15 +116,15 @@ export function nextWindowChange(now: number, eventTimes: readonly number[], win
  */
 export function nextWindowChangeOf(
   now: number,
-  events: ReadonlyArray<{ ts: number }>,
+  eventTimes: readonly number[],
   eventTypes: readonly string[],
   types: ReadonlySet<string> | "any",
   windows: readonly number[],
 ): number {
   let due = (Math.floor(now / DAY_MS) + 1) * DAY_MS;
-  for (let i = 0; i < events.length; i++) {
+  for (let i = 0; i < eventTimes.length; i++) {
     if (types !== "any" && !types.has(eventTypes[i]!)) continue;
-    const t = events[i]!.ts;
+    const t = eventTimes[i]!;
     for (let j = 0; j < windows.length; j++) {
       const leaves = t + windows[j]! + 1;
       if (leaves > now && leaves < due) due = leaves;

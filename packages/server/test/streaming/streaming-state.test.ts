@@ -12,7 +12,7 @@ import fc from "fast-check";
 import type { MembershipChange, ProfileStore } from "../../src/profiles/store.js";
 import type { JsonObject, MembershipTransition, TenantScope } from "../../src/profiles/types.js";
 import { MAX_IN_FLIGHT, MembershipWriter } from "../../src/streaming/membership-writer.js";
-import { addEvent, eventsByType, LruMap, newProfileState, setMembership, trimEvents, type ProfileState } from "../../src/streaming/profile-state.js";
+import { addEvent, allEventBodies, eventBodiesOfType, eventBodiesOfTypes, LruMap, newProfileState, setMembership, trimEvents, type ProfileState } from "../../src/streaming/profile-state.js";
 import { groupEventsByType, ReverseIndex, footprintOf } from "../../src/streaming/reverse-index.js";
 import { nextWindowChange, nextWindowChangeOf, SweepSchedule } from "../../src/streaming/sweep-schedule.js";
 import { parse } from "@segmentd/pql";
@@ -31,39 +31,63 @@ function state(): ProfileState {
 }
 
 describe("profile state", () => {
-  it("keeps events by type equal to a regrouping, for any order of arrivals, duplicates and trims", () => {
+  it("keeps its event columns in time order and reads them back by type as a regrouping would, for any order of arrivals, duplicates, trims and reads", () => {
     const op = fc.oneof(
-      fc.record({ kind: fc.constant("add" as const), id: fc.integer({ min: 0, max: 30 }), ago: fc.integer({ min: 0, max: 50 }), type: fc.constantFrom("A", "a", "b", "c", null) }),
+      fc.record({ kind: fc.constant("add" as const), id: fc.integer({ min: 0, max: 30 }), ago: fc.integer({ min: 0, max: 50 }), type: fc.constantFrom("A", "a", "b", "c", null), withJson: fc.boolean() }),
       fc.record({ kind: fc.constant("trim" as const), ago: fc.integer({ min: 0, max: 50 }) }),
       fc.record({ kind: fc.constant("read" as const) }),
     );
     fc.assert(
       fc.property(fc.array(op, { maxLength: 40 }), (ops) => {
         const s = state();
-        const ids = new Set<string>();
+        // The model: the events held, each with its arrival number (ties in time keep arrival order).
+        let model: Array<{ id: string; ts: number; body: JsonObject; n: number }> = [];
+        let arrivals = 0;
         for (const o of ops) {
           if (o.kind === "add") {
-            const body: JsonObject = { _id: `e${o.id}` };
+            const id = `e${o.id}`;
+            const body: JsonObject = { _id: id, n: arrivals };
             if (o.type !== null) body["eventType"] = o.type;
-            const added = addEvent(s, { ts: T - o.ago * 1000, id: `e${o.id}`, body });
-            assert.equal(added, !ids.has(`e${o.id}`), "a duplicate id is refused");
-            ids.add(`e${o.id}`);
+            const ts = T - o.ago * 1000;
+            const added = addEvent(s, { ts, id, body, ...(o.withJson ? { json: JSON.stringify(body) } : {}) });
+            assert.equal(added, !model.some((e) => e.id === id), "a duplicate id is refused");
+            if (added) model.push({ id, ts, body, n: arrivals++ });
           } else if (o.kind === "trim") {
             trimEvents(s, T - o.ago * 1000);
-            for (const id of [...ids]) if (!s.events.some((e) => e.id === id)) ids.delete(id);
+            model = model.filter((e) => e.ts >= T - o.ago * 1000);
           } else {
-            eventsByType(s);
+            // Reads between changes: what they parsed must not be served once the state changes.
+            allEventBodies(s);
+            eventBodiesOfType(s, "a");
           }
           // Invariants after every step.
-          assert.deepEqual(s.events.map((e) => e.ts), [...s.events.map((e) => e.ts)].sort((x, y) => x - y));
-          assert.deepEqual(s.eventBodies, s.events.map((e) => e.body));
-          assert.equal(s.eventTypes.length, s.events.length);
-          assert.deepEqual(eventsByType(s), groupEventsByType(s.eventBodies));
-          assert.equal(new Set(s.events.map((e) => e.id)).size, s.events.length, "no event twice");
+          const held = [...model].sort((x, y) => x.ts - y.ts || x.n - y.n);
+          assert.deepEqual(s.eventTs, held.map((e) => e.ts));
+          assert.deepEqual(s.eventIds, held.map((e) => e.id));
+          assert.equal(s.eventTypes.length, held.length);
+          assert.equal(s.eventJson.length, held.length);
+          assert.deepEqual(allEventBodies(s), held.map((e) => e.body));
+          const grouped = groupEventsByType(allEventBodies(s));
+          for (const t of ["a", "b", "c", ""]) assert.deepEqual(eventBodiesOfType(s, t), grouped.get(t) ?? [], `type "${t}"`);
+          const ab = new Set(["a", "b"]);
+          assert.deepEqual(eventBodiesOfTypes(s, ab), held.map((e) => e.body).filter((b) => typeof b["eventType"] === "string" && ab.has(b["eventType"].toLowerCase())));
         }
       }),
       { numRuns: 300 },
     );
+  });
+
+  it("keeps an event's body as the JSON text it was given, and parses it only when read", () => {
+    const s = state();
+    const body: JsonObject = { eventType: "web.webpagedetails.pageViews", web: { webPageDetails: { name: "home" } } };
+    const json = JSON.stringify(body);
+    addEvent(s, { ts: T, id: "e1", body, json });
+    assert.equal(s.eventJson[0], json, "the given text, not a copy");
+    assert.deepEqual(s.eventTypes, ["web.webpagedetails.pageviews"]);
+    const read = eventBodiesOfType(s, "web.webpagedetails.pageviews");
+    assert.deepEqual(read, [body]);
+    assert.notEqual(read[0], body, "parsed from the text: the caller's object is not kept");
+    assert.equal(eventBodiesOfType(s, "web.webpagedetails.pageviews")[0], read[0], "parsed once per state version");
   });
 
   it("mirrors memberships into segmentMembership.ups in place, keeping other namespaces", () => {
@@ -160,7 +184,7 @@ describe("sweep schedule", () => {
     // 10:00 + 1 hour is past; 10:00 + 12 hours is before midnight.
     assert.equal(nextWindowChange(T, [T - 2 * H], [H, 12 * H]), T - 2 * H + 12 * H + 1);
     assert.equal(nextWindowChange(T, [], 3 * H), Date.parse("2026-04-02T00:00:00Z"));
-    const events = [{ ts: T - 30 * 60_000 }, { ts: T - 50 * 60_000 }];
+    const events = [T - 30 * 60_000, T - 50 * 60_000];
     // Only the events of the definition's types count.
     assert.equal(nextWindowChangeOf(T, events, ["a", "b"], new Set(["a"]), [H]), T - 30 * 60_000 + H + 1);
     assert.equal(nextWindowChangeOf(T, events, ["a", "b"], "any", [H]), T - 50 * 60_000 + H + 1);
