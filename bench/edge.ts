@@ -10,6 +10,8 @@
  *     node --cpu-prof --conditions=source --import tsx bench/edge.ts --inprocess 60000
  *   CPU profiles of the server during the runs: --profile-out edge.cpuprofile --profile-bare-out bare.cpuprofile
  *   sampled heap profile of the server during the edge run: --heap-profile edge.heapprofile
+ *   the machine's ceiling for the ratio: --spin-us 10,20,40 also measures the bare endpoint made
+ *   N µs slower per request (a busy loop in its handler), with the same client, after the edge run
  *
  * The bench process starts the service (edge interact on the embedded stores,
  * 150 edge definitions of every query type, 100,000 profiles in the hub,
@@ -61,6 +63,10 @@ const { values: args } = parseArgs({
     // The forwarder's share of an event-loop turn when it hands a batch to the store (default of
     // hub-forwarder.ts; --turn-budget-ms Infinity hands a batch over in one turn, as before: A/B runs).
     "turn-budget-ms": { type: "string", default: "2" },
+    // Calibration (comma-separated µs; empty = none): the bare endpoint with a busy loop of each
+    // length in its handler, measured like the others. What ratio to the bare endpoint a server
+    // reaches on this machine (client on the same cores) when a request costs that much more.
+    "spin-us": { type: "string", default: "" },
   },
 });
 
@@ -206,6 +212,14 @@ async function runBench(): Promise<void> {
     bare.post("/bare", {
       schema: { response: { 200: { type: "object", properties: { requestId: { type: "string" }, ok: { type: "boolean" } } } } },
     }, async () => ({ requestId: "r", ok: true }));
+    // The calibration endpoint: the bare one, made `us` µs slower by a busy loop (?us=N).
+    bare.post<{ Querystring: { us?: string } }>("/spin", {
+      schema: { response: { 200: { type: "object", properties: { requestId: { type: "string" }, ok: { type: "boolean" } } } } },
+    }, async (request) => {
+      const end = performance.now() + Number(request.query.us ?? 0) / 1000;
+      while (performance.now() < end);
+      return { requestId: "r", ok: true };
+    });
     const bareUrl = await bare.listen({ host: "127.0.0.1", port: 0 });
 
     const eventBody = (who: number, type: string) => ({ event: { xdm: { identityMap: { CRMID: [{ id: `c${who}`, primary: true }] }, eventType: type, timestamp: new Date(Date.now() - 50).toISOString() } } });
@@ -294,13 +308,21 @@ async function runBench(): Promise<void> {
     const batches = st.batches - statsBefore.batches;
     const forwarded = st.forwarded - statsBefore.forwarded;
 
+    const spins: Array<{ us: number; result: ClientResult }> = [];
+    for (const us of (args["spin-us"] ?? "").split(",").map((x) => x.trim()).filter((x) => x !== "").map(Number)) {
+      spins.push({ us, result: await load(`${bareUrl}/spin?us=${us}`) });
+    }
     const ratio = edgeResult.rps / bareResult.rps;
     console.log("");
     console.log(`| endpoint | req/s | p50 | p99 | non-2xx | errors |`);
     console.log(`|---|---|---|---|---|---|`);
     console.log(`| bare Fastify JSON | ${bareResult.rps.toFixed(0)} | ${bareResult.p50} ms | ${bareResult.p99} ms | ${bareResult.non2xx} | ${bareResult.errors} |`);
     console.log(`| edge interact (${n} definitions, ${PROFILES} profiles) | ${edgeResult.rps.toFixed(0)} | ${edgeResult.p50} ms | ${edgeResult.p99} ms | ${edgeResult.non2xx} | ${edgeResult.errors} |`);
+    for (const { us, result } of spins) {
+      console.log(`| calibration: bare + ${us} µs busy loop per request | ${result.rps.toFixed(0)} | ${result.p50} ms | ${result.p99} ms | ${result.non2xx} | ${result.errors} |`);
+    }
     console.log("");
+    if (spins.length > 0) console.log(`calibration: ratio to bare ${spins.map(({ us, result }) => `${us} µs → ${(result.rps / bareResult.rps).toFixed(2)}`).join(", ")} (what a request that much costlier than the bare one reaches on this machine, the client on the same cores)`);
     console.log(`ratio edge/bare: ${ratio.toFixed(2)} (target >= 0.4); edge: ${edgeResult.rps >= 5000 ? "meets" : "MISSES"} 5,000 req/s, p99 ${edgeResult.p99 <= 10 ? "meets" : "MISSES"} 10 ms`);
     console.log(`load average after the edge run: ${loadAfter}`);
     console.log(`server CPU by thread during the edge run (${args.seconds} s): ${cpuDelta(cpuBefore, cpuAfter)}`);
