@@ -51,6 +51,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { pacedLoad, postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
+import type { ValidRecord } from "../packages/server/src/profiles/types.js";
 import { cpuDelta, threadCpu } from "./lib/thread-cpu.js";
 import { watchGcPauses } from "./lib/gc-pauses.js";
 import { startHeapProfile } from "./lib/heap-profile.js";
@@ -88,6 +89,8 @@ const { values: args } = parseArgs({
     // A/B: the engine reads each record's profile again after the append (findProfileIds) instead
     // of taking the append's answer (storedPids), as before 2026-11-22.
     "reread-pids": { type: "boolean", default: false },
+    // A/B: every event evaluated after its append (two commits per request), as before 2026-11-26.
+    "after-append": { type: "boolean", default: false },
   },
 });
 
@@ -298,10 +301,14 @@ async function runBench(): Promise<void> {
     console.log(`profiles: ${PROFILES} in the hub in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
     /** What the streaming collection path does for a batch: validate + append durably, then evaluate. */
+    // As the collection route does: known profiles' events are evaluated before their append and
+    // written with their transitions in one commit (decideAhead); --after-append: every event is
+    // evaluated after its append, its transitions written by a second commit (before 2026-11-26).
+    const decideAhead = args["after-append"] ? undefined : (records: readonly ValidRecord[]) => engine.decideAhead(tenant, records);
     const ingest = async (messages: unknown[], phase: Phase | null, arrived: number): Promise<number> => {
-      const r = await ingestRecords(hub, scope, "stream-events", messages.map((value, index) => ({ index, value })), { now: clock.now() });
+      const r = await ingestRecords(hub, scope, "stream-events", messages.map((value, index) => ({ index, value })), { now: clock.now(), ...(decideAhead ? { decideAhead } : {}) });
       const appended = performance.now() - arrived;
-      const written = await engine.onRecordsStored(tenant, r.stored, args["reread-pids"] ? undefined : r.storedPids);
+      const written = await engine.onRecordsStored(tenant, r.stored, args["reread-pids"] ? undefined : r.storedPids, r.ahead);
       const ms = performance.now() - arrived;
       phase?.record(r.stored.length, written.length, new Set(written.map((t) => t.profileId)).size, ms, appended);
       return written.length;

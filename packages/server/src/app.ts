@@ -138,9 +138,11 @@ export async function buildApp(deps: AppDeps, services: Services = createService
       // Streaming ingestion → continuous evaluation of the affected definitions, and
       // the hub's new state projected to the edge locations that hold the profiles.
       onStored: async (tenant, result) => {
-        await realtime.streaming.onRecordsStored(tenant, result.stored, result.storedPids);
+        await realtime.streaming.onRecordsStored(tenant, result.stored, result.storedPids, result.ahead);
         await realtime.projector.project(tenant, result.profileIds);
       },
+      // Known profiles' events are evaluated before their append: one commit for both.
+      decideAhead: (tenant, records) => realtime.streaming.decideAhead(tenant, records),
     });
   }
   if (deps.hygiene) await registerHygiene(app, { ...auth, hygiene: deps.hygiene });

@@ -3,8 +3,8 @@
 // records of the same request or file. Used by batch file uploads and by the
 // streaming collection endpoint alike.
 import type { RefusedLinkReport } from "./append-plan.js";
-import { StoreError, type ProfileStore } from "./store.js";
-import type { Dataset, RecordError, SchemaClass, TenantScope, ValidRecord } from "./types.js";
+import { StoreError, type AppendResult, type DecidedChanges, type ProfileStore } from "./store.js";
+import type { Dataset, MembershipTransition, RecordError, SchemaClass, TenantScope, ValidRecord } from "./types.js";
 import { DEFAULT_LIMITS, validateRecord, type ValidationLimits } from "./validate.js";
 
 export interface IngestOptions {
@@ -19,6 +19,18 @@ export interface IngestOptions {
   priorErrors?: RecordError[];
   /** Records read before validation failed to parse (for batch `recordsRead`). */
   extraRead?: number;
+  /**
+   * Membership changes decided for the valid records before they are stored (the streaming
+   * engine's decideAhead): written with them in one transaction (ProfileStore.appendDecided).
+   */
+  decideAhead?: (records: readonly ValidRecord[]) => Promise<AheadDecision | null>;
+}
+
+/** Changes decided ahead of an append, and how to tell the decider what became of them. */
+export interface AheadDecision {
+  readonly decided: DecidedChanges;
+  /** Called once, when the append settled: the transitions it recorded (null: none applied), or its error. */
+  settle(outcome: { transitions: MembershipTransition[] | null } | { error: unknown }): void;
 }
 
 export interface IngestResult {
@@ -33,6 +45,8 @@ export interface IngestResult {
   stored: ValidRecord[];
   /** The profile id each of `stored` went to, when the store tells (AppendResult.recordPids). */
   storedPids?: Float64Array;
+  /** The decision written with the records (IngestOptions.decideAhead), settled. */
+  ahead?: AheadDecision;
 }
 
 export interface StageResult {
@@ -94,7 +108,19 @@ export async function ingestIntoDataset(store: ProfileStore, scope: TenantScope,
     maxIdentitiesPerGraph: limits.maxIdentitiesPerGraph,
     ...(opts.batch === undefined ? {} : { batch: { ...opts.batch, read, failed } }),
   };
-  const res = await store.append(scope, dataset.id, valid, appendOpts);
+  const ahead = opts.decideAhead !== undefined && valid.length > 0 ? await opts.decideAhead(valid) : null;
+  let res: AppendResult;
+  if (ahead === null) res = await store.append(scope, dataset.id, valid, appendOpts);
+  else {
+    try {
+      const r = await store.appendDecided(scope, dataset.id, valid, appendOpts, ahead.decided);
+      res = r.append;
+      ahead.settle({ transitions: r.transitions });
+    } catch (error) {
+      ahead.settle({ error });
+      throw error;
+    }
+  }
   return {
     received: read,
     accepted: res.fragments + res.events + res.lakeOnly + res.duplicates,
@@ -104,5 +130,6 @@ export async function ingestIntoDataset(store: ProfileStore, scope: TenantScope,
     profileIds: res.profileIds,
     stored: valid,
     ...(res.recordPids === undefined ? {} : { storedPids: res.recordPids }),
+    ...(ahead === null ? {} : { ahead }),
   };
 }

@@ -109,6 +109,28 @@ export interface MembershipChange {
   from?: MembershipStatus | null;
 }
 
+/** Membership changes decided for records ahead of their append (ProfileStore.appendDecided). */
+export interface DecidedChanges {
+  /** Per record, the profile id the changes assumed it is stored under; NaN: no assumption. */
+  expect: Float64Array;
+  changes: readonly MembershipChange[];
+}
+
+export interface DecidedAppendResult {
+  append: AppendResult;
+  /** The transitions the changes recorded; null when a record went elsewhere and none was applied. */
+  transitions: MembershipTransition[] | null;
+}
+
+/** Whether every record with an expectation was stored under the profile it was decided for. */
+export function landedAsDecided(expect: Float64Array, stored: Float64Array | undefined): boolean {
+  for (let i = 0; i < expect.length; i++) {
+    if (Number.isNaN(expect[i]!)) continue;
+    if (stored === undefined || stored[i] !== expect[i]) return false;
+  }
+  return true;
+}
+
 export interface TransitionQuery {
   definitionId?: string;
   sources?: MembershipSource[];
@@ -219,6 +241,15 @@ export interface ProfileStore {
 
   // Ingestion
   append(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions): Promise<AppendResult>;
+  /**
+   * `append`, and in the same transaction membership changes decided for these records before
+   * they were stored (the streaming engine evaluates a known profile's event ahead of its append,
+   * so that the event and its transitions are made durable by one commit). The changes are
+   * applied only if every record with an expectation (`expect[i]`, a profile id; NaN for none)
+   * was stored under that profile; otherwise none is, and `transitions` is null: the caller
+   * evaluates again against what was stored. The records are appended either way.
+   */
+  appendDecided(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions, decided: DecidedChanges): Promise<DecidedAppendResult>;
   createBatch(scope: TenantScope, datasetId: string, now: number): Promise<IngestBatch>;
   getBatch(scope: TenantScope, id: string): Promise<IngestBatch | null>;
   listBatches(scope: TenantScope, opts?: { datasetId?: string; limit?: number }): Promise<IngestBatch[]>;

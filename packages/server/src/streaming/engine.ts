@@ -35,8 +35,9 @@
  * writes its memberships without telling the engine.
  */
 import type { Clock } from "../platform/clock.js";
-import type { MembershipChange, ProfileStore } from "../profiles/store.js";
-import type { Identity, JsonObject, MembershipTransition, TenantScope as ProfileScope } from "../profiles/types.js";
+import type { AheadDecision } from "../profiles/ingest.js";
+import type { DecidedChanges, MembershipChange, ProfileStore } from "../profiles/store.js";
+import type { Identity, JsonObject, MembershipTransition, TenantScope as ProfileScope, ValidRecord } from "../profiles/types.js";
 import type { TenantContext } from "../services/tenancy.js";
 import type { DefinitionCatalog, LiveDefinition, LiveSet, PredicateContext } from "./definition-catalog.js";
 import { KeyedQueue } from "./keyed-queue.js";
@@ -126,6 +127,8 @@ function eventsOf(footprint: DefinitionFootprint, state: ProfileState): readonly
 
 export class StreamingEngine {
   private readonly states: LruMap<ProfileState>;
+  /** The profile id each record's primary identity was last stored under (decideAhead's guess; the store checks it). */
+  private readonly pids: LruMap<string>;
   private readonly queue = new KeyedQueue();
   private readonly writer: MembershipWriter;
   private readonly schedule = new SweepSchedule();
@@ -138,6 +141,7 @@ export class StreamingEngine {
   constructor(private readonly opts: StreamingEngineOptions) {
     this.passFrom = opts.passFrom ?? true;
     this.states = new LruMap(opts.maxCachedProfiles ?? 200_000);
+    this.pids = new LruMap(opts.maxCachedProfiles ?? 200_000);
     this.writer = new MembershipWriter(opts.hub, opts.maxWritesInFlight);
   }
 
@@ -175,25 +179,161 @@ export class StreamingEngine {
    * Evaluate the continuous definitions these stored records can affect.
    * Resolves with the transitions written (already durable).
    */
-  async onRecordsStored(tenant: TenantContext, records: readonly StoredRecord[], pids?: Float64Array): Promise<MembershipTransition[]> {
+  async onRecordsStored(tenant: TenantContext, records: readonly StoredRecord[], pids?: Float64Array, ahead?: AheadDecision): Promise<MembershipTransition[]> {
+    // Records evaluated ahead of their append (decideAhead): their transitions were written with
+    // them; the others (and all, if the store did not apply the changes) are evaluated now.
+    let decided: MembershipTransition[] = NO_TRANSITIONS;
+    let covered: Uint8Array | null = null;
+    if (ahead instanceof Ahead) {
+      await Promise.allSettled(ahead.slots);
+      const outcome = await ahead.outcome;
+      if ("transitions" in outcome && outcome.transitions !== null) {
+        decided = outcome.transitions;
+        covered = ahead.covered;
+      }
+    }
     const set = await this.opts.catalog.get(tenant, "continuous");
-    if (set.definitions.length === 0 || records.length === 0) return [];
+    if (set.definitions.length === 0 || records.length === 0) return decided;
     const tk = this.remember(tenant);
     const scope = this.tenants.get(tk)!.scope;
     // The profile of each record as the append stored it (AppendResult.recordPids); else one read
     // for the request's records (on the worker store one message, queued behind other requests'
     // writes: the append's own answer saves that wait).
-    const profileIds: ReadonlyArray<string | null> = pids !== undefined && pids.length === records.length
+    const known = pids !== undefined && pids.length === records.length;
+    const profileIds: ReadonlyArray<string | null> = known
       ? Array.from(pids, String)
       : await this.opts.hub.findProfileIds(scope, records.map((r) => r.primary));
+    if (known) for (let i = 0; i < records.length; i++) this.pids.set(identityKeyOf(tk, records[i]!.primary), profileIds[i]!);
     const results = await Promise.all(
       records.map((record, i) => {
         const profileId = profileIds[i] ?? null;
-        if (profileId === null) return NO_TRANSITIONS;
+        if (profileId === null || (covered !== null && covered[i] === 1)) return NO_TRANSITIONS;
         return this.queue.run(`${tk}\u0000${profileId}`, () => this.processRecord(tk, set, profileId, record));
       }),
     );
-    return flatten(results);
+    return decided.length === 0 ? flatten(results) : flatten([decided, ...results]);
+  }
+
+  /**
+   * Evaluates events ahead of their append, so that the store writes them and their transitions
+   * in one transaction (ProfileStore.appendDecided): one commit on the event's way instead of
+   * two. Only for what is sure to be evaluated as after the append: single-identity events (such
+   * an append cannot create or merge graphs) of profiles whose states are cached, under their
+   * last known profile id, when no definition reads another (no inSegment cascade). The store
+   * applies the changes only if every such event is stored under that profile; if not, or if
+   * the write fails, the profiles' states (which took the events and the changes) are dropped,
+   * and onRecordsStored evaluates the stored records as usual. Each evaluated profile's queue
+   * slot is held until the append settles, so its next records wait for this one.
+   * Null when nothing can be decided ahead.
+   */
+  async decideAhead(tenant: TenantContext, records: readonly ValidRecord[]): Promise<AheadDecision | null> {
+    if (records.length === 0) return null;
+    const set = await this.opts.catalog.get(tenant, "continuous");
+    if (set.definitions.length === 0 || set.index.hasDependents) return null;
+    for (const r of records) if (r.kind !== "experienceevent" || r.identities.length !== 1) return null;
+    const tk = this.remember(tenant);
+    const groups = policyGroups(set);
+    const byProfile = new Map<string, number[]>();
+    for (let i = 0; i < records.length; i++) {
+      const pid = this.pids.get(identityKeyOf(tk, records[i]!.primary));
+      // The store checks the guess by number (both stores' ids are integers).
+      if (pid === undefined || !Number.isSafeInteger(Number(pid))) continue;
+      if (!groups.every((g) => this.states.get(this.stateKey(tk, g[0]!, pid)) !== undefined)) continue;
+      const list = byProfile.get(pid);
+      if (list) list.push(i);
+      else byProfile.set(pid, [i]);
+    }
+    if (byProfile.size === 0) return null;
+    const ahead = new Ahead(records.length);
+    const evaluated: Array<Promise<MembershipChange[] | null>> = [];
+    for (const [pid, idx] of byProfile) {
+      let took!: (changes: MembershipChange[] | null) => void;
+      evaluated.push(new Promise((resolve) => (took = resolve)));
+      ahead.slots.push(this.queue.run(`${tk}\u0000${pid}`, async () => {
+        let changes: MembershipChange[] | null = null;
+        try {
+          changes = this.evaluateAhead(tk, set, pid, records, idx);
+        } catch (err) {
+          // The states may hold part of it: reloaded next time; the records are evaluated after the append.
+          this.forget(tk, set, pid);
+          this.opts.onError?.(err);
+        } finally {
+          took(changes);
+        }
+        if (changes === null) return;
+        const outcome = await ahead.outcome;
+        if ("error" in outcome || outcome.transitions === null) this.forget(tk, set, pid);
+        else this.scheduleRealized(tk, set, pid, changes);
+      }));
+    }
+    const lists = await Promise.all(evaluated);
+    const changes: MembershipChange[] = [];
+    let i = 0;
+    for (const [pid, idx] of byProfile) {
+      const list = lists[i++]!;
+      if (list === null) continue;
+      for (const k of idx) {
+        ahead.decided.expect[k] = Number(pid);
+        ahead.covered[k] = 1;
+      }
+      for (const c of list) changes.push(c);
+    }
+    ahead.decided.changes = changes;
+    return ahead;
+  }
+
+  /**
+   * decideAhead's evaluation of one profile's records (its queue slot is held): each event added
+   * to the cached states, the candidate definitions evaluated, and each change applied to the
+   * states at once, so that the next record of the profile sees it (as after a commit). Null when
+   * a state is no longer cached (the records are then evaluated after the append).
+   */
+  private evaluateAhead(tk: string, set: LiveSet, profileId: string, records: readonly ValidRecord[], idx: readonly number[]): MembershipChange[] | null {
+    const groups = policyGroups(set);
+    const states: ProfileState[] = [];
+    for (const g of groups) {
+      const st = this.states.get(this.stateKey(tk, g[0]!, profileId));
+      if (st === undefined) return null;
+      states.push(st);
+    }
+    const now = this.opts.clock.now();
+    const iso = new Date(now).toISOString();
+    const since = now - retentionOf(set);
+    const changes: MembershipChange[] = [];
+    for (const k of idx) {
+      const record = records[k]!;
+      const candidates = set.index.forEvent(eventTypeOf(record.body));
+      for (let g = 0; g < groups.length; g++) {
+        const state = states[g]!;
+        addEvent(state, { ts: record.timestamp ?? now, id: record.eventId, body: record.body, json: record.json });
+        trimEvents(state, since);
+        const mine = groups.length === 1 ? candidates : candidates.filter((d) => policyKey(d) === policyKey(groups[g]![0]!));
+        for (const d of mine) {
+          const inNow = this.holds(d, state, now);
+          const prev = state.memberships.get(d.id);
+          if (inNow !== (prev?.status === "realized")) {
+            changes.push(this.change(state, d, inNow, now, prev));
+            // A membership is the profile's, whatever the policy: every state of it learns the change.
+            for (const st of states) {
+              const was = st.memberships.get(d.id);
+              setMembership(st, d.id, { status: inNow ? "realized" : "exited", lastQualificationTime: inNow ? iso : (was?.lastQualificationTime ?? iso) });
+            }
+          } else if (inNow && d.windowMs !== null) this.scheduleCheck(tk, state, d, now);
+        }
+      }
+    }
+    return changes;
+  }
+
+  /** After a decided append: the sweep re-checks of the windowed memberships it realized (as commit does). */
+  private scheduleRealized(tk: string, set: LiveSet, profileId: string, changes: readonly MembershipChange[]): void {
+    for (const c of changes) {
+      if (c.status !== "realized") continue;
+      const d = set.byId.get(c.definitionId);
+      if (!d || d.windowMs === null) continue;
+      const st = this.states.get(this.stateKey(tk, d, profileId));
+      if (st) this.scheduleCheck(tk, st, d, c.at);
+    }
   }
 
   /**
@@ -422,6 +562,36 @@ export class StreamingEngine {
 }
 
 const NO_TRANSITIONS: MembershipTransition[] = [];
+
+type AheadOutcome = { transitions: MembershipTransition[] | null } | { error: unknown };
+
+/** What decideAhead decided for a request's records (AheadDecision), with what onRecordsStored needs to finish it. */
+class Ahead implements AheadDecision {
+  readonly decided: { expect: Float64Array; changes: readonly MembershipChange[] } & DecidedChanges;
+  /** Per record: 1 when it was evaluated ahead. */
+  readonly covered: Uint8Array;
+  /** The profiles' queue slots, released once the append settled and the states are up to date. */
+  readonly slots: Array<Promise<void>> = [];
+  readonly outcome: Promise<AheadOutcome>;
+  private resolve!: (o: AheadOutcome) => void;
+  private settled = false;
+
+  constructor(records: number) {
+    this.decided = { expect: new Float64Array(records).fill(NaN), changes: [] };
+    this.covered = new Uint8Array(records);
+    this.outcome = new Promise((resolve) => (this.resolve = resolve));
+  }
+
+  settle(outcome: AheadOutcome): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.resolve(outcome);
+  }
+}
+
+function identityKeyOf(tk: string, i: Identity): string {
+  return [tk, i.namespace, i.id].join("\u0000");
+}
 
 function flatten(lists: MembershipTransition[][]): MembershipTransition[] {
   let n = 0;

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { ingestRecords } from "../../src/profiles/ingest.js";
 import { parseRecordFile } from "../../src/profiles/record-files.js";
+import { validateRecord } from "../../src/profiles/validate.js";
 import { StoreError, type ProfileStore, type ScannedProfile } from "../../src/profiles/store.js";
 import type { JsonObject, MergePolicySpec, TenantScope } from "../../src/profiles/types.js";
 import { openTestStore, STORE_KIND, type TestStore } from "./test-store.js";
@@ -307,6 +308,35 @@ describe(`profile store conformance (${STORE_KIND})`, () => {
       const prof1 = await store.getProfile(S, ecid("P1"), pdgTs);
       assert.deepEqual(prof1?.entity["segmentMembership"], { ups: { d1: { status: "realized", lastQualificationTime: new Date(T0).toISOString() } } });
       assert.deepEqual(await store.listTransitions(A, { definitionId: "d1" }), []);
+    });
+
+    it("appends with changes decided ahead, applying them only when every record landed as decided", async () => {
+      const D: TenantScope = { orgId: "org2", sandboxName: "decided" };
+      const ds = await store.createDataset(D, { name: "e", schemaClass: "experienceevent", profileEnabled: true }, T0);
+      await ingestRecords(store, D, ds.id, rec(pageView("q1-0", "Q1", T0), pageView("q2-0", "Q2", T0)), { now: T0 });
+      const p1 = (await store.findProfileId(D, ecid("Q1")))!;
+      const p2 = (await store.findProfileId(D, ecid("Q2")))!;
+      const valid = (values: JsonObject[]) => values.map((v, i) => {
+        const r = validateRecord(v, i, ds);
+        assert.ok(r.ok);
+        return r.record;
+      });
+      const opts = { ingestedAt: T0, maxIdentitiesPerGraph: 50 };
+      // Q1's event decided for p1, a new visitor's with no expectation: applied with the append.
+      const ok = await store.appendDecided(D, ds.id, valid([pageView("q1-1", "Q1", T0 + 1), pageView("n-1", "NEW", T0 + 1)]), opts,
+        { expect: Float64Array.from([Number(p1), NaN]), changes: [{ profileId: p1, definitionId: "dd", status: "realized", source: "streaming", at: T0 + 1, from: null }] });
+      assert.deepEqual(ok.transitions?.map((t) => [t.profileId, t.definitionId, t.from, t.to]), [[p1, "dd", null, "realized"]]);
+      assert.equal(ok.append.events, 2);
+      assert.deepEqual(Array.from(ok.append.recordPids!).map(String), [p1, (await store.findProfileId(D, ecid("NEW")))!]);
+      // Q2's event decided for a profile it does not belong to: stored, the changes not applied.
+      const wrong = await store.appendDecided(D, ds.id, valid([pageView("q2-1", "Q2", T0 + 2)]), opts,
+        { expect: Float64Array.from([Number(p1)]), changes: [{ profileId: p1, definitionId: "dd", status: "exited", source: "streaming", at: T0 + 2 }] });
+      assert.equal(wrong.transitions, null);
+      assert.equal(wrong.append.events, 1);
+      assert.deepEqual(Array.from(wrong.append.recordPids!).map(String), [p2]);
+      assert.deepEqual((await store.getEvents(D, ecid("Q2"), pdgTs)).events.map((e) => e.eventId), ["q2-0", "q2-1"]);
+      assert.deepEqual(await store.countMembers(D, "dd"), { realized: 1, exited: 0 });
+      assert.deepEqual((await store.listTransitions(D, { definitionId: "dd" })).map((t) => [t.profileId, t.to]), [[p1, "realized"]]);
     });
 
     it("updates fields on the records of given identities", async () => {

@@ -14,7 +14,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { evaluate } from "@segmentd/pql";
 import type { MembershipChange, ProfileStore } from "../../src/profiles/store.js";
-import type { MembershipTransition } from "../../src/profiles/types.js";
+import type { JsonObject, MembershipTransition } from "../../src/profiles/types.js";
+import { ingestRecords } from "../../src/profiles/ingest.js";
 import { PROFILE_SCHEMA_CLASS } from "../../src/services/merge-policies.js";
 import { StreamingEngine } from "../../src/streaming/engine.js";
 import { EVENTS_DS, PROFILES_DS, event, openFixture, profile, type Fixture } from "./fixtures.js";
@@ -46,6 +47,14 @@ function recordingHub(hub: ProfileStore): { hub: ProfileStore; changes: Membersh
   return { hub: proxy, changes, failNext: () => (fail = true) };
 }
 
+/** Continuous definitions over windows of event types t.a, t.b and t.c (name, PQL). */
+const WINDOW_DEFINITIONS: ReadonlyArray<[string, string]> = [
+  ["a within 2 hours", 'chain(xEvent, timestamp, [C0: WHAT(eventType = "t.a") WHEN(< 2 hours before now)])'],
+  ["3 b within 3 hours", 'xEvent[eventType = "t.b" and timestamp occurs < 3 hours before now].count() >= 3'],
+  ["gold with c today", 'loyalty.tier = "gold" and chain(xEvent, timestamp, [C0: WHAT(eventType = "t.c") WHEN(today)])'],
+  ["a then b within 6 hours", 'chain(xEvent, timestamp, [C0: WHAT(eventType = "t.a") WHEN(< 6 hours before now), C1: WHAT(eventType = "t.b") WHEN(< 6 hours before now)])'],
+];
+
 describe("streaming engine at volume", () => {
   const T = Date.parse("2026-05-20T18:00:00Z");
   let f: Fixture;
@@ -56,13 +65,7 @@ describe("streaming engine at volume", () => {
   before(async () => {
     f = await openFixture(T);
     scope.orgId = f.tenant.orgId;
-    const defs: Array<[string, string]> = [
-      ["a within 2 hours", 'chain(xEvent, timestamp, [C0: WHAT(eventType = "t.a") WHEN(< 2 hours before now)])'],
-      ["3 b within 3 hours", 'xEvent[eventType = "t.b" and timestamp occurs < 3 hours before now].count() >= 3'],
-      ["gold with c today", 'loyalty.tier = "gold" and chain(xEvent, timestamp, [C0: WHAT(eventType = "t.c") WHEN(today)])'],
-      ["a then b within 6 hours", 'chain(xEvent, timestamp, [C0: WHAT(eventType = "t.a") WHEN(< 6 hours before now), C1: WHAT(eventType = "t.b") WHEN(< 6 hours before now)])'],
-    ];
-    for (const [name, pql] of defs) pqls[await f.define(name, pql, { continuous: true })] = pql;
+    for (const [name, pql] of WINDOW_DEFINITIONS) pqls[await f.define(name, pql, { continuous: true })] = pql;
     engine = new StreamingEngine({ catalog: f.catalog, hub: f.hub, clock: f.clock });
   });
   after(async () => {
@@ -219,5 +222,141 @@ describe("streaming engine: the `from` rule", () => {
     assert.deepEqual(got.map((x) => [x.definitionId, x.from, x.to]), [[onlyStreaming, null, "realized"]]);
     assert.ok(r2.changes.length > 0 && r2.changes.every((c) => !("from" in c)));
     await e2.stop();
+  });
+});
+
+/**
+ * Events evaluated ahead of their append (decideAhead + ProfileStore.appendDecided, as the
+ * streaming collection route does): the transitions are those of the usual path, most events go
+ * with their transitions in one write, and a wrong guess or a failed write falls back safely.
+ */
+describe("streaming engine: events decided ahead of their append", () => {
+  const T = Date.parse("2026-07-10T18:00:00Z");
+  let f: Fixture;
+  let engine: StreamingEngine;
+  let calls: { decided: number; applied: number; failNext: boolean };
+  let hub: ProfileStore;
+  const scope = { orgId: "", sandboxName: "prod" };
+  const pqls: Record<string, string> = {};
+
+  before(async () => {
+    f = await openFixture(T);
+    scope.orgId = f.tenant.orgId;
+    // The same definitions but the one on a profile attribute (this stream sends none).
+    for (const [name, pql] of WINDOW_DEFINITIONS.filter(([, pql]) => !pql.includes("loyalty"))) pqls[await f.define(name, pql, { continuous: true })] = pql;
+    calls = { decided: 0, applied: 0, failNext: false };
+    hub = new Proxy(f.hub, {
+      get(target, prop) {
+        if (prop === "appendDecided") {
+          return async (...args: Parameters<ProfileStore["appendDecided"]>) => {
+            calls.decided++;
+            if (calls.failNext) {
+              calls.failNext = false;
+              throw new Error("disk full");
+            }
+            const r = await target.appendDecided(...args);
+            if (r.transitions !== null) calls.applied++;
+            return r;
+          };
+        }
+        const v: unknown = Reflect.get(target, prop, target);
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    engine = new StreamingEngine({ catalog: f.catalog, hub, clock: f.clock });
+  });
+  after(async () => {
+    await engine.stop();
+    await f.close();
+  });
+
+  /** What the collection route does: decide ahead, append with the decision, then evaluate the rest. */
+  async function stream(bodies: JsonObject[]): Promise<MembershipTransition[]> {
+    const r = await ingestRecords(hub, scope, EVENTS_DS, bodies.map((value, index) => ({ index, value })), {
+      now: f.clock.now(),
+      decideAhead: (records) => engine.decideAhead(f.tenant, records),
+    });
+    assert.deepEqual(r.failed, []);
+    return engine.onRecordsStored(f.tenant, r.stored, r.storedPids, r.ahead);
+  }
+
+  it("a stream of 6,000 events in concurrent requests produces exactly the transitions evaluate predicts", async () => {
+    const PROFILES = 200;
+    let s = 11;
+    const rnd = () => (s = (s * 1103515245 + 12345) % 2147483648) / 2147483648;
+    const types = ["t.a", "t.b", "t.x"];
+    const sent = new Map<string, Array<{ eventType: string; timestamp: string }>>();
+    const got: MembershipTransition[] = [];
+    for (let round = 0; round < 6; round++) {
+      // Four requests at once, as concurrent HTTP requests would be: a profile's events in two
+      // requests in flight are evaluated one request after the other (its queue slot).
+      const requests = Array.from({ length: 4 }, () => {
+        const bodies: JsonObject[] = [];
+        for (let i = 0; i < 250; i++) {
+          const who = `w${Math.floor(rnd() * PROFILES)}`;
+          const body = event(who, types[Math.floor(rnd() * types.length)]!, T - LAG - Math.floor(rnd() * 4 * HOUR));
+          bodies.push(body);
+          const list = sent.get(who) ?? [];
+          list.push({ eventType: body["eventType"] as string, timestamp: body["timestamp"] as string });
+          sent.set(who, list);
+        }
+        return bodies;
+      });
+      for (const t of await Promise.all(requests.map(stream))) got.push(...t);
+    }
+    await engine.idle();
+    assert.ok(calls.applied >= 12, `most requests wrote their transitions with their events (${calls.applied} of ${calls.decided})`);
+
+    const expected: string[] = [];
+    for (const [who, unordered] of sent) {
+      const evs = [...unordered].sort((a, b) => (a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0));
+      const pid = (await f.hub.findProfileId(scope, { namespace: "crmid", id: who }))!;
+      for (const [id, pql] of Object.entries(pqls)) {
+        if (evaluate(pql, { profile: {}, events: evs, now: T }) === true) expected.push(`${pid} ${id}`);
+      }
+    }
+    expected.sort();
+    assert.ok(expected.length > 100, `the stream qualifies many profiles (${expected.length})`);
+    assert.deepEqual(got.map((t) => `${t.profileId} ${t.definitionId}`).sort(), expected);
+    assert.ok(got.every((t) => t.from === null && t.to === "realized" && t.source === "streaming"));
+    const logged = await f.hub.listTransitions(scope, { sources: ["streaming"], limit: 100_000 });
+    assert.deepEqual(logged.map((t) => `${t.profileId} ${t.definitionId}`).sort(), expected);
+  });
+
+  it("a profile that moved to another graph since its last event: the store applies nothing, the event is evaluated where it went", async () => {
+    const a = Object.keys(pqls)[0]!;
+    const t = f.clock.now();
+    // mover's events are known (state cached, profile id learned), and so are keeper's (older).
+    // (t.b: a type some definition reads, so that the engine loads the profile's state.)
+    await stream([event("keeper", "t.b", t - LAG)]);
+    await stream([event("mover", "t.b", t - LAG)]);
+    const moverPid = (await f.hub.findProfileId(scope, { namespace: "crmid", id: "mover" }))!;
+    const keeperPid = (await f.hub.findProfileId(scope, { namespace: "crmid", id: "keeper" }))!;
+    // A profile record links the two identities: mover's graph merges into keeper's (the older id).
+    await f.store(PROFILES_DS, [{ identityMap: { CRMID: [{ id: "keeper", primary: true }, { id: "mover" }] } }]);
+    const into = (await f.hub.findProfileId(scope, { namespace: "crmid", id: "mover" }))!;
+    assert.equal(into, keeperPid < moverPid ? keeperPid : moverPid);
+    assert.notEqual(into, moverPid, "mover's id went away");
+    const before = { ...calls };
+    const got = await stream([event("mover", "t.a", t - LAG)]);
+    assert.equal(calls.decided, before.decided + 1, "decided ahead, for the old id");
+    assert.equal(calls.applied, before.applied, "not applied");
+    assert.deepEqual(got.map((x) => [x.profileId, x.definitionId, x.to]), [[into, a, "realized"]]);
+    assert.deepEqual((await f.hub.getMemberships(scope, moverPid)).filter((m) => m.definitionId === a), [], "nothing written for the old id");
+  });
+
+  it("a failed append drops the states that took its events: the next event is evaluated from the hub", async () => {
+    const a = Object.keys(pqls)[0]!;
+    const t = f.clock.now();
+    await stream([event("fay", "t.b", t - LAG)]);
+    calls.failNext = true;
+    await assert.rejects(stream([event("fay", "t.a", t - LAG)]), /disk full/);
+    await engine.idle();
+    const pid = (await f.hub.findProfileId(scope, { namespace: "crmid", id: "fay" }))!;
+    assert.deepEqual(await f.hub.getMemberships(scope, pid), [], "neither the event nor its transition was written");
+    assert.deepEqual((await f.hub.getEvents(scope, { namespace: "crmid", id: "fay" }, { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } })).events.map((e) => e.body["eventType"]), ["t.b"]);
+    // A state that kept the lost t.a event would say fay already qualifies and write nothing.
+    const got = await stream([event("fay", "t.a", t - LAG + 1)]);
+    assert.deepEqual(got.map((x) => [x.definitionId, x.from, x.to]), [[a, null, "realized"]]);
   });
 });

@@ -47,6 +47,9 @@ import {
   type ScannedProfile,
   type StageOptions,
   type TransitionQuery,
+  type DecidedChanges,
+  type DecidedAppendResult,
+  landedAsDecided,
 } from "../store.js";
 import type {
   Dataset,
@@ -544,20 +547,34 @@ export class EmbeddedProfileStore implements ProfileStore {
 
   append(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions): Promise<AppendResult> {
     const tid = this.tenantForWrite(scope);
+    return this.write(() => this.appendNow(tid, scope, datasetId, records, opts), records.length >= SOLO_APPEND_RECORDS);
+  }
+
+  appendDecided(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions, decided: DecidedChanges): Promise<DecidedAppendResult> {
+    const tid = this.tenantForWrite(scope);
+    const codes = this.defCodes.ensure(definitionIdsOf(decided.changes));
+    // One write job: the append and the changes commit together (or, in a group, roll back together).
     return this.write(() => {
-      const dataset = this.requireDataset(tid, scope, datasetId);
-      const result: AppendResult = { fragments: 0, events: 0, duplicates: 0, lakeOnly: 0, refusedLinks: [], profileIds: [] };
-      for (const r of records) {
-        if (r.kind !== dataset.schemaClass) throw new Error(`record ${r.index} is ${r.kind} but dataset ${datasetId} holds ${dataset.schemaClass}`);
-      }
-      if (!dataset.profileEnabled) this.appendLake(tid, datasetId, records, opts, result);
-      else this.appendProfile(tid, datasetId, records, opts, result);
-      if (opts.batch !== undefined) {
-        const written = result.fragments + result.events + result.lakeOnly + result.duplicates;
-        this.accountBatch(tid, scope, opts.batch, written, opts.ingestedAt);
-      }
-      return result;
+      const append = this.appendNow(tid, scope, datasetId, records, opts);
+      const transitions = landedAsDecided(decided.expect, append.recordPids) ? this.membershipChanges(tid, decided.changes, codes) : null;
+      return { append, transitions };
     }, records.length >= SOLO_APPEND_RECORDS);
+  }
+
+  /** The writes of append (in the caller's write job). */
+  private appendNow(tid: number, scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions): AppendResult {
+    const dataset = this.requireDataset(tid, scope, datasetId);
+    const result: AppendResult = { fragments: 0, events: 0, duplicates: 0, lakeOnly: 0, refusedLinks: [], profileIds: [] };
+    for (const r of records) {
+      if (r.kind !== dataset.schemaClass) throw new Error(`record ${r.index} is ${r.kind} but dataset ${datasetId} holds ${dataset.schemaClass}`);
+    }
+    if (!dataset.profileEnabled) this.appendLake(tid, datasetId, records, opts, result);
+    else this.appendProfile(tid, datasetId, records, opts, result);
+    if (opts.batch !== undefined) {
+      const written = result.fragments + result.events + result.lakeOnly + result.duplicates;
+      this.accountBatch(tid, scope, opts.batch, written, opts.ingestedAt);
+    }
+    return result;
   }
 
   private appendLake(tid: number, ds: string, records: readonly ValidRecord[], opts: AppendOptions, result: AppendResult): void {

@@ -9,7 +9,7 @@
 // gained for the call's tenant since the previous reply (feed delta).
 import { parentPort, workerData } from "node:worker_threads";
 import { tenantKey } from "../change-feed.js";
-import type { ProfileStore, ScannedProfile } from "../store.js";
+import type { MembershipChange, ProfileStore, ScannedProfile } from "../store.js";
 import type { TenantScope } from "../types.js";
 import { EmbeddedProfileStore, type EmbeddedStoreOptions } from "./sqlite-store.js";
 import { toWire, unwireChanges, unwireIdentities, unwireRecords, type FeedDelta, type WireChanges, type WireRecords, type WorkerCall, type WorkerReply } from "./worker-store.js";
@@ -49,6 +49,13 @@ async function run(method: string, args: unknown[]): Promise<unknown> {
     case "stageBatchRecords":
       args[2] = unwireRecords(args[2] as WireRecords);
       break;
+    case "appendDecided": {
+      // [scope, datasetId, records, opts, expect, changes as columns (wireChanges) or as they were]
+      args[2] = unwireRecords(args[2] as WireRecords);
+      const changes = args[5] as WireChanges | MembershipChange[];
+      args.splice(4, 2, { expect: args[4] as Float64Array, changes: Array.isArray(changes) ? changes : unwireChanges(changes) });
+      break;
+    }
     case "findProfileIds":
       args[1] = unwireIdentities(args[1] as string[]);
       break;

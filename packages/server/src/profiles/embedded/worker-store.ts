@@ -23,7 +23,7 @@
 import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import { ChangeFeed, tenantKey } from "../change-feed.js";
-import { StoreError, type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
+import { StoreError, type AppendOptions, type AppendResult, type DecidedAppendResult, type DecidedChanges, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
 import type { Dataset, DatasetInput, Identity, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, TenantScope, ValidRecord } from "../types.js";
 import type { EmbeddedStoreOptions } from "./sqlite-store.js";
 import { withLazyBody } from "../lazy-body.js";
@@ -399,6 +399,10 @@ export class WorkerProfileStore implements ProfileStore {
 
   append(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions): Promise<AppendResult> {
     return this.call("append", [scope, datasetId, wireRecords(records), opts]);
+  }
+  appendDecided(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions, decided: DecidedChanges): Promise<DecidedAppendResult> {
+    const wire = wireChanges(decided.changes);
+    return this.call("appendDecided", [scope, datasetId, wireRecords(records), opts, decided.expect, wire ?? decided.changes]);
   }
   createBatch(scope: TenantScope, datasetId: string, now: number): Promise<IngestBatch> {
     return this.call("createBatch", [scope, datasetId, now]);

@@ -9,9 +9,9 @@ import type { TenantContext } from "../../services/tenancy.js";
 import type { FastifyRequest } from "fastify";
 import { ApiError, ErrorCodes } from "../../services/errors.js";
 import { StoreError, type ProfileStore } from "../store.js";
-import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope } from "../types.js";
+import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope, type ValidRecord } from "../types.js";
 import type { ValidationLimits } from "../validate.js";
-import type { IngestResult } from "../ingest.js";
+import type { AheadDecision, IngestResult } from "../ingest.js";
 
 export interface MergePolicyResolver {
   /** The policy with this id, or the sandbox's default when id is undefined. */
@@ -29,6 +29,12 @@ export interface ProfileRoutesOptions extends AuthDeps {
    * logged, never reported as an ingestion failure (the records are stored).
    */
   onStored?: (tenant: TenantContext, result: IngestResult) => Promise<void>;
+  /**
+   * Membership changes decided for the valid records of a streaming request before they are
+   * stored, written with them in one transaction (IngestOptions.decideAhead; the streaming
+   * engine's decideAhead). onStored then gets the settled decision in `result.ahead`.
+   */
+  decideAhead?: (tenant: TenantContext, records: readonly ValidRecord[]) => Promise<AheadDecision | null>;
 }
 
 export function profileScope(request: FastifyRequest): TenantScope {

@@ -10,7 +10,7 @@ import { registerTenantHooks } from "../../http/auth.js";
 import { tenantOf } from "../../http/request-context.js";
 import { ApiError, badRequest } from "../../services/errors.js";
 import { ingestRecords } from "../ingest.js";
-import type { RecordError, SchemaClass, TenantScope } from "../types.js";
+import type { RecordError, SchemaClass, TenantScope, ValidRecord } from "../types.js";
 import { isPlainObject } from "../xdm-object.js";
 import { profileScope, toApiError, type ProfileRoutesOptions } from "./context.js";
 
@@ -57,8 +57,10 @@ async function ingestMessages(opts: ProfileRoutesOptions, request: FastifyReques
   });
   for (const g of groups.values()) {
     try {
+      const decideAhead = opts.decideAhead;
       const r = await ingestRecords(opts.profiles, scope, g.datasetId, g.items, {
         now: opts.clock.now(), ...(g.declared === undefined ? {} : { declaredClass: g.declared }), ...(opts.limits === undefined ? {} : { limits: opts.limits }),
+        ...(decideAhead === undefined ? {} : { decideAhead: (records: readonly ValidRecord[]) => decideAhead(tenantOf(request), records) }),
       });
       if (opts.onStored && r.stored.length > 0) {
         // The records are durable: evaluation trouble is logged, not reported as a failed ingestion.

@@ -36,6 +36,9 @@ import {
   type ScannedProfile,
   type StageOptions,
   type TransitionQuery,
+  type DecidedChanges,
+  type DecidedAppendResult,
+  landedAsDecided,
 } from "../store.js";
 import type {
   Dataset,
@@ -307,21 +310,33 @@ export class PostgresProfileStore implements ProfileStore {
   // ---- ingestion ------------------------------------------------------------
 
   append(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions): Promise<AppendResult> {
+    return this.write(scope, (c, tid) => this.appendIn(c, tid, scope, datasetId, records, opts));
+  }
+
+  appendDecided(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions, decided: DecidedChanges): Promise<DecidedAppendResult> {
+    // One transaction: the append and the changes commit together.
     return this.write(scope, async (c, tid) => {
-      const dataset = await this.requireDataset(c, tid, scope, datasetId);
-      const result: AppendResult = { fragments: 0, events: 0, duplicates: 0, lakeOnly: 0, refusedLinks: [], profileIds: [] };
-      for (const r of records) {
-        if (r.kind !== dataset.schemaClass) throw new Error(`record ${r.index} is ${r.kind} but dataset ${datasetId} holds ${dataset.schemaClass}`);
-      }
-      if (records.length > 0) {
-        if (!dataset.profileEnabled) await this.appendLake(c, tid, datasetId, records, opts, result);
-        else await this.appendProfile(c, tid, datasetId, records, opts, result);
-      }
-      if (opts.batch !== undefined) {
-        await this.accountBatch(c, tid, scope, opts.batch, result.fragments + result.events + result.lakeOnly + result.duplicates, opts.ingestedAt);
-      }
-      return result;
+      const append = await this.appendIn(c, tid, scope, datasetId, records, opts);
+      const transitions = landedAsDecided(decided.expect, append.recordPids) ? await this.membershipChanges(c, tid, decided.changes) : null;
+      return { append, transitions };
     });
+  }
+
+  /** The writes of append (in the caller's transaction). */
+  private async appendIn(c: pg.PoolClient, tid: number, scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions): Promise<AppendResult> {
+    const dataset = await this.requireDataset(c, tid, scope, datasetId);
+    const result: AppendResult = { fragments: 0, events: 0, duplicates: 0, lakeOnly: 0, refusedLinks: [], profileIds: [] };
+    for (const r of records) {
+      if (r.kind !== dataset.schemaClass) throw new Error(`record ${r.index} is ${r.kind} but dataset ${datasetId} holds ${dataset.schemaClass}`);
+    }
+    if (records.length > 0) {
+      if (!dataset.profileEnabled) await this.appendLake(c, tid, datasetId, records, opts, result);
+      else await this.appendProfile(c, tid, datasetId, records, opts, result);
+    }
+    if (opts.batch !== undefined) {
+      await this.accountBatch(c, tid, scope, opts.batch, result.fragments + result.events + result.lakeOnly + result.duplicates, opts.ingestedAt);
+    }
+    return result;
   }
 
   private async appendLake(c: pg.PoolClient, tid: number, ds: string, records: readonly ValidRecord[], opts: AppendOptions, result: AppendResult): Promise<void> {
