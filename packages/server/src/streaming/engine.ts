@@ -36,7 +36,7 @@
  */
 import type { Clock } from "../platform/clock.js";
 import type { AheadDecision } from "../profiles/ingest.js";
-import type { DecidedChanges, MembershipChange, ProfileStore } from "../profiles/store.js";
+import type { MembershipChange, ProfileStore } from "../profiles/store.js";
 import type { Identity, JsonObject, MembershipTransition, TenantScope as ProfileScope, ValidRecord } from "../profiles/types.js";
 import type { TenantContext } from "../services/tenancy.js";
 import type { DefinitionCatalog, LiveDefinition, LiveSet, PredicateContext } from "./definition-catalog.js";
@@ -261,9 +261,9 @@ export class StreamingEngine {
           took(changes);
         }
         if (changes === null) return;
+        // Not written: the states hold events and memberships the hub does not (as it stands).
         const outcome = await ahead.outcome;
         if ("error" in outcome || outcome.transitions === null) this.forget(tk, set, pid);
-        else this.scheduleRealized(tk, set, pid, changes);
       }));
     }
     const lists = await Promise.all(evaluated);
@@ -283,10 +283,11 @@ export class StreamingEngine {
   }
 
   /**
-   * decideAhead's evaluation of one profile's records (its queue slot is held): each event added
-   * to the cached states, the candidate definitions evaluated, and each change applied to the
-   * states at once, so that the next record of the profile sees it (as after a commit). Null when
-   * a state is no longer cached (the records are then evaluated after the append).
+   * decideAhead's evaluation of one profile's records (its queue slot is held), as processRecord
+   * and commit would do it: each event added to the cached states, the candidate definitions
+   * evaluated, and the record's changes applied to the states before the next record (as after
+   * their commit). If they are not written after all, the states are dropped (decideAhead).
+   * Null when a state is no longer cached (the records are then evaluated after the append).
    */
   private evaluateAhead(tk: string, set: LiveSet, profileId: string, records: readonly ValidRecord[], idx: readonly number[]): MembershipChange[] | null {
     const groups = policyGroups(set);
@@ -297,43 +298,23 @@ export class StreamingEngine {
       states.push(st);
     }
     const now = this.opts.clock.now();
-    const iso = new Date(now).toISOString();
     const since = now - retentionOf(set);
-    const changes: MembershipChange[] = [];
+    const all: MembershipChange[] = [];
     for (const k of idx) {
       const record = records[k]!;
       const candidates = set.index.forEvent(eventTypeOf(record.body));
+      let changes: MembershipChange[] | null = null;
       for (let g = 0; g < groups.length; g++) {
         const state = states[g]!;
-        addEvent(state, { ts: record.timestamp ?? now, id: record.eventId, body: record.body, json: record.json });
+        learnEvent(state, record, now);
         trimEvents(state, since);
-        const mine = groups.length === 1 ? candidates : candidates.filter((d) => policyKey(d) === policyKey(groups[g]![0]!));
-        for (const d of mine) {
-          const inNow = this.holds(d, state, now);
-          const prev = state.memberships.get(d.id);
-          if (inNow !== (prev?.status === "realized")) {
-            changes.push(this.change(state, d, inNow, now, prev));
-            // A membership is the profile's, whatever the policy: every state of it learns the change.
-            for (const st of states) {
-              const was = st.memberships.get(d.id);
-              setMembership(st, d.id, { status: inNow ? "realized" : "exited", lastQualificationTime: inNow ? iso : (was?.lastQualificationTime ?? iso) });
-            }
-          } else if (inNow && d.windowMs !== null) this.scheduleCheck(tk, state, d, now);
-        }
+        changes = this.evaluateOn(tk, state, candidatesOf(groups, groups[g]!, candidates), now, changes);
       }
+      if (changes === null) continue;
+      this.applyToStates(tk, set, changes, now);
+      for (const c of changes) all.push(c);
     }
-    return changes;
-  }
-
-  /** After a decided append: the sweep re-checks of the windowed memberships it realized (as commit does). */
-  private scheduleRealized(tk: string, set: LiveSet, profileId: string, changes: readonly MembershipChange[]): void {
-    for (const c of changes) {
-      if (c.status !== "realized") continue;
-      const d = set.byId.get(c.definitionId);
-      if (!d || d.windowMs === null) continue;
-      const st = this.states.get(this.stateKey(tk, d, profileId));
-      if (st) this.scheduleCheck(tk, st, d, c.at);
-    }
+    return all;
   }
 
   /**
@@ -462,22 +443,32 @@ export class StreamingEngine {
       let state = this.states.get(this.stateKey(tk, first, profileId));
       if (state) {
         // A cached state learns the record; a freshly loaded one already holds it (the append was durable first).
-        if (isEvent) addEvent(state, { ts: record.timestamp ?? now, id: record.eventId, body: record.body, ...(record.json !== undefined ? { json: record.json } : {}) });
+        if (isEvent) learnEvent(state, record, now);
         else await this.reloadAttributes(tk, state, first);
         trimEvents(state, since);
       }
-      const mine = groups.length === 1 ? candidates : candidates.filter((d) => policyKey(d) === policyKey(first));
+      const mine = candidatesOf(groups, group, candidates);
       if (mine.length === 0) continue;
       state ??= (await this.stateFor(tk, set, first, profileId, record.primary)) ?? undefined;
       if (!state) continue;
-      for (const d of mine) {
-        const inNow = this.holds(d, state, now);
-        const prev = state.memberships.get(d.id);
-        if (inNow !== (prev?.status === "realized")) (changes ??= []).push(this.change(state, d, inNow, now, prev));
-        else if (inNow && d.windowMs !== null) this.scheduleCheck(tk, state, d, now);
-      }
+      changes = this.evaluateOn(tk, state, mine, now, changes);
     }
     return changes === null ? NO_TRANSITIONS : this.commit(tk, set, changes, now);
+  }
+
+  /**
+   * Evaluates `mine` on a profile's state: a definition whose result differs from the state's
+   * membership gives a change (pushed onto `changes`, created if null); a realized windowed one
+   * that still holds gets its sweep re-check scheduled. Returns `changes`.
+   */
+  private evaluateOn(tk: string, state: ProfileState, mine: readonly LiveDefinition[], now: number, changes: MembershipChange[] | null): MembershipChange[] | null {
+    for (const d of mine) {
+      const inNow = this.holds(d, state, now);
+      const prev = state.memberships.get(d.id);
+      if (inNow !== (prev?.status === "realized")) (changes ??= []).push(this.change(state, d, inNow, now, prev));
+      else if (inNow && d.windowMs !== null) this.scheduleCheck(tk, state, d, now);
+    }
+    return changes;
   }
 
   private async reloadAttributes(tk: string, state: ProfileState, d: LiveDefinition): Promise<void> {
@@ -501,11 +492,8 @@ export class StreamingEngine {
   private async commit(tk: string, set: LiveSet, first: MembershipChange[], now: number): Promise<MembershipTransition[]> {
     if (first.length === 0) return NO_TRANSITIONS;
     const scope = this.tenants.get(tk)!.scope;
-    const groups = policyGroups(set);
     let out: MembershipTransition[] = NO_TRANSITIONS;
     let changes = first;
-    let isoAt = NaN;
-    let iso = "";
     for (let round = 0; changes.length > 0 && round <= set.definitions.length; round++) {
       let written: MembershipTransition[];
       try {
@@ -516,21 +504,7 @@ export class StreamingEngine {
         throw err;
       }
       if (written.length > 0) out = out.length === 0 ? written : out.concat(written);
-      for (const c of changes) {
-        if (c.at !== isoAt) {
-          isoAt = c.at;
-          iso = new Date(c.at).toISOString();
-        }
-        const d0 = set.byId.get(c.definitionId);
-        for (const group of groups) {
-          const d = group[0]!;
-          const st = this.states.get(this.stateKey(tk, d, c.profileId));
-          if (!st) continue;
-          const prev = st.memberships.get(c.definitionId);
-          setMembership(st, c.definitionId, { status: c.status, lastQualificationTime: c.status === "realized" ? iso : (prev?.lastQualificationTime ?? iso) });
-          if (d0 && c.status === "realized" && d0.windowMs !== null && policyKey(d0) === policyKey(d)) this.scheduleCheck(tk, st, d0, now);
-        }
-      }
+      this.applyToStates(tk, set, changes, now);
       if (!set.index.hasDependents) break;
       const next: MembershipChange[] = [];
       const touched = new Map<string, Set<string>>();
@@ -553,6 +527,32 @@ export class StreamingEngine {
     return out;
   }
 
+  /**
+   * Changes as the cached states take them: a membership is the profile's, whatever the merge
+   * policy, so every state of the profile learns it; a realized windowed one is scheduled for its
+   * sweep re-check on the state of its own policy.
+   */
+  private applyToStates(tk: string, set: LiveSet, changes: readonly MembershipChange[], now: number): void {
+    const groups = policyGroups(set);
+    let isoAt = NaN;
+    let iso = "";
+    for (const c of changes) {
+      if (c.at !== isoAt) {
+        isoAt = c.at;
+        iso = new Date(c.at).toISOString();
+      }
+      const d0 = set.byId.get(c.definitionId);
+      for (const group of groups) {
+        const d = group[0]!;
+        const st = this.states.get(this.stateKey(tk, d, c.profileId));
+        if (!st) continue;
+        const prev = st.memberships.get(c.definitionId);
+        setMembership(st, c.definitionId, { status: c.status, lastQualificationTime: c.status === "realized" ? iso : (prev?.lastQualificationTime ?? iso) });
+        if (d0 && c.status === "realized" && d0.windowMs !== null && policyKey(d0) === policyKey(d)) this.scheduleCheck(tk, st, d0, now);
+      }
+    }
+  }
+
   /** Schedule the sweep's re-check of a realized membership for when one of its events leaves a window (or midnight). */
   private scheduleCheck(tk: string, state: ProfileState, d: LiveDefinition, now: number): void {
     if (d.windowMs === null) return;
@@ -567,7 +567,7 @@ type AheadOutcome = { transitions: MembershipTransition[] | null } | { error: un
 
 /** What decideAhead decided for a request's records (AheadDecision), with what onRecordsStored needs to finish it. */
 class Ahead implements AheadDecision {
-  readonly decided: { expect: Float64Array; changes: readonly MembershipChange[] } & DecidedChanges;
+  readonly decided: { expect: Float64Array; changes: readonly MembershipChange[] };
   /** Per record: 1 when it was evaluated ahead. */
   readonly covered: Uint8Array;
   /** The profiles' queue slots, released once the append settled and the states are up to date. */
@@ -587,6 +587,16 @@ class Ahead implements AheadDecision {
     this.settled = true;
     this.resolve(outcome);
   }
+}
+
+/** A record's event added to a state (its JSON text kept as it came, when the record has it). */
+function learnEvent(state: ProfileState, record: StoredRecord, now: number): void {
+  addEvent(state, { ts: record.timestamp ?? now, id: record.eventId, body: record.body, ...(record.json !== undefined ? { json: record.json } : {}) });
+}
+
+/** The candidates that `group` (one merge policy's definitions) evaluates. */
+function candidatesOf(groups: readonly LiveDefinition[][], group: readonly LiveDefinition[], candidates: readonly LiveDefinition[]): readonly LiveDefinition[] {
+  return groups.length === 1 ? candidates : candidates.filter((d) => policyKey(d) === policyKey(group[0]!));
 }
 
 function identityKeyOf(tk: string, i: Identity): string {
