@@ -47,13 +47,13 @@
  */
 import { rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
-import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { pacedLoad, postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
+import { pacedLoad, percentile, postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
 import type { ValidRecord } from "../packages/server/src/profiles/types.js";
 import { cpuDelta, threadCpu } from "./lib/thread-cpu.js";
 import { watchGcPauses } from "./lib/gc-pauses.js";
+import { watchLoopDelay } from "./lib/loop-delay.js";
 import { startHeapProfile } from "./lib/heap-profile.js";
 
 const { values: args } = parseArgs({
@@ -134,11 +134,6 @@ function load(url: string, seconds: string, eventsPerSecond = 0): Promise<Client
   return runLoadClient<ClientResult>(fileURLToPath(import.meta.url), [
     "--url", url, "--profiles", String(PROFILES), "--batch", String(BATCH), "--connections", connections, "--seconds", seconds, "--rate", String(eventsPerSecond / BATCH),
   ]);
-}
-
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
 /** The definitions of the workload (see the file comment). */
@@ -239,24 +234,6 @@ async function startCpuProfile(): Promise<() => Promise<void>> {
     writeFileSync(file, JSON.stringify(profile));
     session.disconnect();
     console.log(`CPU profile of the measured phase: ${file}`);
-  };
-}
-
-/**
- * How late the event loop ran (beyond the 1 ms sampling period), p50 / p99 / max: GC pauses,
- * and also what the GC entries do not show, such as the incremental marking steps of a major GC
- * (V8 paces them to finish marking within ~0.5 s, so a large heap's marking takes most of the
- * main thread for that long when its helper threads get little CPU).
- */
-function watchLoopDelay(): { stop(): string } {
-  const h = monitorEventLoopDelay({ resolution: 1 });
-  h.enable();
-  return {
-    stop() {
-      h.disable();
-      const late = (ns: number) => Math.max(0, ns / 1e6 - 1).toFixed(1);
-      return `p50 ${late(h.percentile(50))} ms, p99 ${late(h.percentile(99))} ms, max ${late(h.max)} ms`;
-    },
   };
 }
 
@@ -362,41 +339,31 @@ async function runBench(): Promise<void> {
         await engine.idle();
         phase.report(`warm-up (not counted), ${args.warmup} s`, Number(args.warmup), null);
       }
-      // 1. Throughput: the closed loop.
-      phase = new Phase();
+      /** One measured phase: its load, with the bench process's CPU, GC pauses and event-loop delay meanwhile. */
+      const measure = async (name: string, label: string, eventsPerSecond: number): Promise<{ eps: number; p99: number }> => {
+        phase = new Phase();
+        const cpuBefore = threadCpu();
+        const gc = watchGcPauses();
+        const loop = watchLoopDelay();
+        const client = await load(url, args.seconds!, eventsPerSecond);
+        await engine.idle();
+        const gcSummary = gc.stop();
+        const loopSummary = loop.stop();
+        console.log("");
+        console.log(`bench process CPU by thread during the ${name} phase: ${cpuDelta(cpuBefore, threadCpu())}`);
+        console.log(`GC pauses on the main thread during the ${name} phase: ${gcSummary}`);
+        console.log(`event-loop delay during the ${name} phase: ${loopSummary}`);
+        return phase.report(label, Number(args.seconds), client);
+      };
+      // 1. Throughput: the closed loop (the CPU and heap profiles, when asked for, cover this phase).
       const stopProfile = await startProfile();
-      let cpuBefore = threadCpu();
-      let gc = watchGcPauses();
-      let loop = watchLoopDelay();
-      const client = await load(url, args.seconds!);
-      await engine.idle();
-      let gcSummary = gc.stop();
-      let loopSummary = loop.stop();
-      let cpuAfter = threadCpu();
+      const saturated = await measure("throughput", `measured (throughput), closed loop: ${args.connections} connections, batches of ${BATCH}`, 0);
       await stopProfile();
-      console.log(`bench process CPU by thread during the measured phase: ${cpuDelta(cpuBefore, cpuAfter)}`);
-      console.log(`GC pauses on the main thread during the measured phase: ${gcSummary}`);
-      console.log(`event-loop delay during the measured phase: ${loopSummary}`);
-      const saturated = phase.report(`measured (throughput), closed loop: ${args.connections} connections, batches of ${BATCH}`, Number(args.seconds), client);
       // 2. Latency at a steady rate: the open loop.
       const pacedRate = Number(args.paced);
-      let paced: { eps: number; p99: number } | null = null;
-      if (pacedRate > 0) {
-        phase = new Phase();
-        cpuBefore = threadCpu();
-        gc = watchGcPauses();
-        loop = watchLoopDelay();
-        const pacedClient = await load(url, args.seconds!, pacedRate);
-        await engine.idle();
-        gcSummary = gc.stop();
-        loopSummary = loop.stop();
-        cpuAfter = threadCpu();
-        console.log("");
-        console.log(`bench process CPU by thread during the paced phase: ${cpuDelta(cpuBefore, cpuAfter)}`);
-        console.log(`GC pauses on the main thread during the paced phase: ${gcSummary}`);
-        console.log(`event-loop delay during the paced phase: ${loopSummary}`);
-        paced = phase.report(`measured (latency), open loop: ${pacedRate} events/s offered (${(pacedRate / BATCH).toFixed(0)} requests/s of ${BATCH}, due at even intervals, up to ${args["paced-connections"]} connections)`, Number(args.seconds), pacedClient);
-      }
+      const paced = pacedRate > 0
+        ? await measure("paced", `measured (latency), open loop: ${pacedRate} events/s offered (${(pacedRate / BATCH).toFixed(0)} requests/s of ${BATCH}, due at even intervals, up to ${args["paced-connections"]} connections)`, pacedRate)
+        : null;
       console.log("");
       console.log(`targets: sustained events/s ${saturated.eps.toFixed(0)} (closed loop) ${saturated.eps >= 10_000 ? "meets" : "MISSES"} 10,000; ` +
         (paced === null

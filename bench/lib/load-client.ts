@@ -120,7 +120,13 @@ export async function pacedLoad(o: { url: string; connections: number; seconds: 
   await Promise.all(inFlight);
   agent.destroy();
   const sorted = Float64Array.from(latencies).sort();
-  const pct = (p: number) => (sorted.length === 0 ? NaN : Number(sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!.toFixed(1)));
+  const pct = (p: number) => Number(percentile(sorted, p).toFixed(1));
   const out: ClientResult = { requests: latencies.length, rps: latencies.length / o.seconds, p50: pct(50), p99: pct(99), non2xx, errors };
   process.stdout.write(JSON.stringify(out));
+}
+
+/** The p-th percentile (0–100) of ascending values (NaN when there are none). */
+export function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
