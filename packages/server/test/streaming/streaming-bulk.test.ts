@@ -23,28 +23,52 @@ import { EVENTS_DS, PROFILES_DS, event, openFixture, profile, type Fixture } fro
 const LAG = 1000;
 const HOUR = 3_600_000;
 
-/** The hub, recording every change handed to applyMembershipChanges; `failNext` makes the next call write and then reject. */
-function recordingHub(hub: ProfileStore): { hub: ProfileStore; changes: MembershipChange[]; failNext: () => void } {
-  const changes: MembershipChange[] = [];
-  let fail = false;
-  const proxy = new Proxy(hub, {
+/** The hub with some of its methods replaced (the others bound to it). */
+function hubWith(hub: ProfileStore, overrides: Partial<ProfileStore>): ProfileStore {
+  return new Proxy(hub, {
     get(target, prop) {
-      if (prop === "applyMembershipChanges") {
-        return async (scope: Parameters<ProfileStore["applyMembershipChanges"]>[0], cs: readonly MembershipChange[]) => {
-          for (const c of cs) changes.push({ ...c });
-          const out = await target.applyMembershipChanges(scope, cs);
-          if (fail) {
-            fail = false;
-            throw new Error("connection lost after COMMIT");
-          }
-          return out;
-        };
-      }
+      const own = (overrides as Record<string | symbol, unknown>)[prop];
+      if (own !== undefined) return own;
       const v: unknown = Reflect.get(target, prop, target);
       return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
     },
   });
+}
+
+/** The hub, recording every change handed to applyMembershipChanges; `failNext` makes the next call write and then reject. */
+function recordingHub(hub: ProfileStore): { hub: ProfileStore; changes: MembershipChange[]; failNext: () => void } {
+  const changes: MembershipChange[] = [];
+  let fail = false;
+  const proxy = hubWith(hub, {
+    async applyMembershipChanges(scope, cs) {
+      for (const c of cs) changes.push({ ...c });
+      const out = await hub.applyMembershipChanges(scope, cs);
+      if (fail) {
+        fail = false;
+        throw new Error("connection lost after COMMIT");
+      }
+      return out;
+    },
+  });
   return { hub: proxy, changes, failNext: () => (fail = true) };
+}
+
+/**
+ * "profileId definitionId" of every membership `evaluate` says the events sent to each CRM id
+ * qualify (`attributesOf` gives its profile), sorted.
+ */
+async function expectedMemberships(f: Fixture, sent: ReadonlyMap<string, Array<{ eventType: string; timestamp: string }>>, pqls: Record<string, string>,
+  now: number, attributesOf: (who: string) => Record<string, unknown>): Promise<string[]> {
+  const expected: string[] = [];
+  for (const [who, unordered] of sent) {
+    // Time order, as the profile's events are kept (ISO strings of one shape sort by time).
+    const evs = [...unordered].sort((a, b) => (a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0));
+    const pid = (await f.hub.findProfileId({ orgId: f.tenant.orgId, sandboxName: "prod" }, { namespace: "crmid", id: who }))!;
+    for (const [id, pql] of Object.entries(pqls)) {
+      if (evaluate(pql, { profile: attributesOf(who), events: evs, now }) === true) expected.push(`${pid} ${id}`);
+    }
+  }
+  return expected.sort();
 }
 
 /** Continuous definitions over windows of event types t.a, t.b and t.c (name, PQL). */
@@ -104,16 +128,7 @@ describe("streaming engine at volume", () => {
     }
     await engine.idle();
 
-    const expected: string[] = [];
-    for (const [who, unordered] of sent) {
-      // Time order, as the profile's events are kept (ISO strings of one shape sort by time).
-      const evs = [...unordered].sort((a, b) => (a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0));
-      const pid = (await f.hub.findProfileId(scope, { namespace: "crmid", id: who }))!;
-      for (const [id, pql] of Object.entries(pqls)) {
-        if (evaluate(pql, { profile: { loyalty: { tier: tiers.get(who) } }, events: evs, now: T }) === true) expected.push(`${pid} ${id}`);
-      }
-    }
-    expected.sort();
+    const expected = await expectedMemberships(f, sent, pqls, T, (who) => ({ loyalty: { tier: tiers.get(who) } }));
     assert.ok(expected.length > 200, `the stream qualifies many profiles (${expected.length})`);
     // With a fixed `now` these definitions only ever enter: one transition per qualified membership, nothing else.
     assert.deepEqual(got.map((t) => `${t.profileId} ${t.definitionId}`).sort(), expected);
@@ -245,22 +260,16 @@ describe("streaming engine: events decided ahead of their append", () => {
     // The same definitions but the one on a profile attribute (this stream sends none).
     for (const [name, pql] of WINDOW_DEFINITIONS.filter(([, pql]) => !pql.includes("loyalty"))) pqls[await f.define(name, pql, { continuous: true })] = pql;
     calls = { decided: 0, applied: 0, failNext: false };
-    hub = new Proxy(f.hub, {
-      get(target, prop) {
-        if (prop === "appendDecided") {
-          return async (...args: Parameters<ProfileStore["appendDecided"]>) => {
-            calls.decided++;
-            if (calls.failNext) {
-              calls.failNext = false;
-              throw new Error("disk full");
-            }
-            const r = await target.appendDecided(...args);
-            if (r.transitions !== null) calls.applied++;
-            return r;
-          };
+    hub = hubWith(f.hub, {
+      async appendDecided(...args) {
+        calls.decided++;
+        if (calls.failNext) {
+          calls.failNext = false;
+          throw new Error("disk full");
         }
-        const v: unknown = Reflect.get(target, prop, target);
-        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        const r = await f.hub.appendDecided(...args);
+        if (r.transitions !== null) calls.applied++;
+        return r;
       },
     });
     engine = new StreamingEngine({ catalog: f.catalog, hub, clock: f.clock });
@@ -307,15 +316,7 @@ describe("streaming engine: events decided ahead of their append", () => {
     await engine.idle();
     assert.ok(calls.applied >= 12, `most requests wrote their transitions with their events (${calls.applied} of ${calls.decided})`);
 
-    const expected: string[] = [];
-    for (const [who, unordered] of sent) {
-      const evs = [...unordered].sort((a, b) => (a.timestamp < b.timestamp ? -1 : a.timestamp > b.timestamp ? 1 : 0));
-      const pid = (await f.hub.findProfileId(scope, { namespace: "crmid", id: who }))!;
-      for (const [id, pql] of Object.entries(pqls)) {
-        if (evaluate(pql, { profile: {}, events: evs, now: T }) === true) expected.push(`${pid} ${id}`);
-      }
-    }
-    expected.sort();
+    const expected = await expectedMemberships(f, sent, pqls, T, () => ({}));
     assert.ok(expected.length > 100, `the stream qualifies many profiles (${expected.length})`);
     assert.deepEqual(got.map((t) => `${t.profileId} ${t.definitionId}`).sort(), expected);
     assert.ok(got.every((t) => t.from === null && t.to === "realized" && t.source === "streaming"));
