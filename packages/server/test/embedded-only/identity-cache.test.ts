@@ -191,4 +191,27 @@ await describe("embedded store with the identity cache", async () => {
       await f.done();
     }
   });
+
+  await it("reads answered from the cache see another connection's commit too", async () => {
+    const f = await fixture();
+    const other = new Database(f.file);
+    try {
+      assert.equal(await ingest(f, f.profiles, [profile({ CRMID: "a", ECID: "x" })]), 1);
+      const before = await f.store.findProfileId(SCOPE, { namespace: "ecid", id: "x" });
+      assert.notEqual(before, null);
+      // Read once more: now from the cache (the ingest and the read above remembered x).
+      assert.deepEqual(await f.store.findProfileIds(SCOPE, [{ namespace: "ecid", id: "x" }, { namespace: "ecid", id: "nobody" }]), [before, null]);
+      other.exec("INSERT INTO profiles (tid, size, created) SELECT tid, 1, 0 FROM profiles LIMIT 1");
+      const moved = String((other.prepare("SELECT max(pid) AS pid FROM profiles").get() as { pid: number }).pid);
+      other.prepare("UPDATE identities SET pid = ? WHERE ns = 'ecid' AND idv = 'x'").run(moved);
+      // No write of this store in between: the reads check data_version themselves.
+      assert.equal(await f.store.findProfileId(SCOPE, { namespace: "ecid", id: "x" }), moved);
+      assert.deepEqual(await f.store.findProfileIds(SCOPE, [{ namespace: "ecid", id: "x" }]), [moved]);
+      other.prepare("DELETE FROM identities WHERE ns = 'ecid' AND idv = 'x'").run();
+      assert.equal(await f.store.findProfileId(SCOPE, { namespace: "ecid", id: "x" }), null);
+    } finally {
+      other.close();
+      await f.done();
+    }
+  });
 });

@@ -367,11 +367,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     const outcomes: WriteOutcome[] = [];
     const touched = new Map<number, Set<number>>();
     // Another connection (a second process on the same file) may have changed identities.
-    const version = this.readDataVersion();
-    if (version !== this.dataVersion) {
-      this.identityPids.clear();
-      this.dataVersion = version;
-    }
+    this.identitiesCurrent();
     try {
       this.db.transaction(() => {
         if (jobs.length === 1) {
@@ -900,22 +896,47 @@ export class EmbeddedProfileStore implements ProfileStore {
 
   // ---- identities and profiles ----------------------------------------------
 
+  /**
+   * The profile id of a stored identity: from the identity cache when it holds it (the edge's
+   * hub forwarding asks for the identity of every event it forwards, nearly always a known one:
+   * ~10 µs of the writer thread per event as a B-tree search), else one primary-key search,
+   * remembered. A read outside a write job calls identitiesCurrent() first.
+   */
   private pidOf(tid: number, identity: Identity): number | null {
+    const cached = this.identityPids.get(tid, identity.namespace, identity.id);
+    if (cached !== undefined) return cached;
     const row = this.stmt("SELECT pid FROM identities WHERE tid = ? AND ns = ? AND idv = ?").get(tid, identity.namespace, identity.id) as { pid: number } | undefined;
-    return row === undefined ? null : row.pid;
+    if (row === undefined) return null;
+    this.identityPids.set(tid, identity.namespace, identity.id, row.pid);
+    return row.pid;
+  }
+
+  /**
+   * Before a read that uses the identity cache outside a write job: forgets the cache when
+   * another connection (a second process on the same file) committed since it was last checked.
+   * Write jobs check this at the start of their group commit (commitNow).
+   */
+  private identitiesCurrent(): void {
+    const version = this.readDataVersion();
+    if (version !== this.dataVersion) {
+      this.identityPids.clear();
+      this.dataVersion = version;
+    }
   }
 
   async findProfileId(scope: TenantScope, identity: Identity): Promise<string | null> {
+    this.identitiesCurrent();
     const pid = this.pidOf(this.tid(scope, false), identity);
     return pid === null ? null : String(pid);
   }
 
   /**
-   * One primary-key search per identity, each its own statement (as findProfileId): a VALUES
-   * list of 500 identities joined to the identities table measured the same CPU per identity,
-   * and a call's last, partial list needs a statement prepared for it.
+   * One look-up per identity (as findProfileId): a VALUES list of 500 identities joined to the
+   * identities table measured the same CPU per identity as one statement each, and a call's
+   * last, partial list needs a statement prepared for it.
    */
   async findProfileIds(scope: TenantScope, identities: readonly Identity[]): Promise<Array<string | null>> {
+    this.identitiesCurrent();
     const tid = this.tid(scope, false);
     const out = new Array<string | null>(identities.length);
     for (let i = 0; i < identities.length; i++) {
@@ -959,6 +980,7 @@ export class EmbeddedProfileStore implements ProfileStore {
   }
 
   async getProfile(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null> {
+    this.identitiesCurrent();
     const tid = this.tid(scope, false);
     const pid = this.pidOf(tid, identity);
     if (pid === null) return null;
@@ -973,6 +995,7 @@ export class EmbeddedProfileStore implements ProfileStore {
   }
 
   async getEvents(scope: TenantScope, identity: Identity, policy: MergePolicySpec, query: EventQuery = {}): Promise<EventPage> {
+    this.identitiesCurrent();
     const tid = this.tid(scope, false);
     const pid = this.pidOf(tid, identity);
     if (pid === null) return { events: [], next: null };
