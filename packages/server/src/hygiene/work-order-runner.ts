@@ -32,10 +32,15 @@ export class WorkOrderRunner implements WorkOrderQueue {
     private readonly onChange?: LifecycleListener,
   ) {}
 
-  enqueue(orgId: string, workorderId: string): void {
+  /**
+   * Queues an order for execution. It runs only if this runner claims it: `received` → `submitted`
+   * by compare-and-set. An order another runner has claimed already is left to that runner, unless
+   * `takeOver` (resume: the process that claimed it stopped before finishing it).
+   */
+  enqueue(orgId: string, workorderId: string, takeOver = false): void {
     this.pending++;
     this.tail = this.tail
-      .then(() => this.run(orgId, workorderId))
+      .then(() => this.run(orgId, workorderId, takeOver))
       .catch((err: unknown) => this.onError(err, orgId, workorderId))
       .finally(() => {
         this.pending--;
@@ -47,10 +52,15 @@ export class WorkOrderRunner implements WorkOrderQueue {
     while (this.pending > 0) await this.tail;
   }
 
-  /** Re-queues orders a previous process accepted but did not finish (deletes and updates are idempotent). */
+  /**
+   * Re-queues orders a previous process accepted but did not finish, taking over those it had
+   * claimed (re-claimed by compare-and-set, so two resuming processes do not both run one). If the
+   * process that claimed one is in fact still running it, the order runs twice: deletes and
+   * updates are idempotent, and the last to finish keeps the other's labels (see run).
+   */
   async resume(limit = 1000): Promise<number> {
     const refs = await this.store.unfinishedWorkOrders(limit);
-    for (const r of refs) this.enqueue(r.orgId, r.id);
+    for (const r of refs) this.enqueue(r.orgId, r.id, true);
     return refs.length;
   }
 
@@ -58,16 +68,17 @@ export class WorkOrderRunner implements WorkOrderQueue {
     return order.targetServices.map((s) => ({ productName: PRODUCTS[s] ?? s, productStatus: status, createdAt: at }));
   }
 
-  private async run(orgId: string, workorderId: string): Promise<void> {
+  private async run(orgId: string, workorderId: string, takeOver: boolean): Promise<void> {
     const order = await this.store.getWorkOrder(orgId, workorderId);
     if (!order || order.status === "completed" || order.status === "failed") return;
-    let claimed = order;
-    if (order.status === "received") {
-      const at = this.clock.now();
-      claimed = { ...order, status: "submitted", updatedAt: at, productStatusDetails: this.products(order, "waiting", at) };
-      if (!(await this.store.replaceWorkOrder(claimed, ["received"]))) return;
-      claimed = { ...claimed, revision: claimed.revision + 1 };
-    }
+    // Claimed by another runner (in this process or another one) since it was queued: that one runs it.
+    if (order.status !== "received" && !takeOver) return;
+    const at = this.clock.now();
+    // The claim: received → submitted, or a takeover's submitted → submitted; either way the
+    // revision the order was read at must still be the stored one, so only one runner wins.
+    let claimed: WorkOrderRecord = { ...order, status: "submitted", updatedAt: at, productStatusDetails: this.products(order, "waiting", at) };
+    if (!(await this.store.replaceWorkOrder(claimed, [order.status]))) return;
+    claimed = { ...claimed, revision: claimed.revision + 1 };
     const scope = { orgId: claimed.orgId, sandboxName: claimed.sandboxName };
     let done: WorkOrderRecord;
     let change: LifecycleChange | undefined;

@@ -87,6 +87,34 @@ describe("work-order runner", () => {
     assert.equal((await hs.store.getWorkOrder(ORG, order.workorderId))?.status, "completed");
   });
 
+  it("a runner leaves an order another runner claimed; resume takes over one a stopped process claimed, once", async () => {
+    let deletes = 0;
+    const counting: LifecycleProfileStore = Object.assign(Object.create(ps.store) as LifecycleProfileStore, {
+      deleteByIdentities: async (...args: Parameters<LifecycleProfileStore["deleteByIdentities"]>) => {
+        deletes++;
+        return ps.store.deleteByIdentities(...args);
+      },
+    });
+    const order = workOrder(ORG, { datasetId: "crm" });
+    await hs.store.insertWorkOrder(order, []);
+    // Claimed by a process that stopped before running it.
+    assert.equal(await hs.store.replaceWorkOrder({ ...order, status: "submitted" }, ["received"]), true);
+    const clock = new ManualClock(T0);
+    const r1 = new WorkOrderRunner(hs.store, counting, clock);
+    r1.enqueue(ORG, order.workorderId);
+    await r1.idle();
+    assert.equal(deletes, 0, "a runner that did not claim the order must not run it");
+    assert.equal((await hs.store.getWorkOrder(ORG, order.workorderId))?.status, "submitted");
+    // Two processes start at once and both resume it: one re-claims it and runs it.
+    const r2 = new WorkOrderRunner(await hs.reopen(), counting, clock);
+    const r3 = new WorkOrderRunner(await hs.reopen(), counting, clock);
+    const [n2, n3] = await Promise.all([r2.resume(), r3.resume()]);
+    assert.ok(n2 >= 1 && n3 >= 1);
+    await Promise.all([r2.idle(), r3.idle()]);
+    assert.equal(deletes, 1);
+    assert.equal((await hs.store.getWorkOrder(ORG, order.workorderId))?.status, "completed");
+  });
+
   it("keeps a rename that lands while the order executes", async () => {
     const clock = new ManualClock(T0);
     // Filled in below: the fake store calls back into the service under test.
