@@ -1,7 +1,7 @@
 // The work-order runner at the service level: a failing execution ends in
 // `failed` with the reason, an order accepted by a process that stopped before
-// running it is executed after a restart, and two runners never both execute
-// one order.
+// running it is executed after a restart, two runners never both execute one
+// order, and a restart takes over an order a stopped process had claimed.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { defaultHygieneConfig } from "../../src/hygiene/entitlements.js";
@@ -17,6 +17,18 @@ const T0 = Date.UTC(2026, 4, 4);
 const ORG = "runner@AdobeOrg";
 const A: TenantScope = { orgId: ORG, sandboxName: "prod" };
 const ctx = { orgId: ORG, sandboxName: "prod", actor: "tester" };
+
+/** The profile store, counting the calls of deleteByIdentities (how many times an order ran). */
+function countingDeletes(store: LifecycleProfileStore): { store: LifecycleProfileStore; deletes: () => number } {
+  let n = 0;
+  const counting: LifecycleProfileStore = Object.assign(Object.create(store) as LifecycleProfileStore, {
+    deleteByIdentities: async (...args: Parameters<LifecycleProfileStore["deleteByIdentities"]>) => {
+      n++;
+      return store.deleteByIdentities(...args);
+    },
+  });
+  return { store: counting, deletes: () => n };
+}
 
 describe("work-order runner", () => {
   let hs: TestHygieneStore;
@@ -68,13 +80,7 @@ describe("work-order runner", () => {
   });
 
   it("two runners racing for one order execute it once", async () => {
-    let deletes = 0;
-    const counting: LifecycleProfileStore = Object.assign(Object.create(ps.store) as LifecycleProfileStore, {
-      deleteByIdentities: async (...args: Parameters<LifecycleProfileStore["deleteByIdentities"]>) => {
-        deletes++;
-        return ps.store.deleteByIdentities(...args);
-      },
-    });
+    const { store: counting, deletes } = countingDeletes(ps.store);
     const order = workOrder(ORG, { datasetId: "crm" });
     await hs.store.insertWorkOrder(order, []);
     const clock = new ManualClock(T0);
@@ -83,18 +89,12 @@ describe("work-order runner", () => {
     r1.enqueue(ORG, order.workorderId);
     r2.enqueue(ORG, order.workorderId);
     await Promise.all([r1.idle(), r2.idle()]);
-    assert.equal(deletes, 1);
+    assert.equal(deletes(), 1);
     assert.equal((await hs.store.getWorkOrder(ORG, order.workorderId))?.status, "completed");
   });
 
   it("a runner leaves an order another runner claimed; resume takes over one a stopped process claimed, once", async () => {
-    let deletes = 0;
-    const counting: LifecycleProfileStore = Object.assign(Object.create(ps.store) as LifecycleProfileStore, {
-      deleteByIdentities: async (...args: Parameters<LifecycleProfileStore["deleteByIdentities"]>) => {
-        deletes++;
-        return ps.store.deleteByIdentities(...args);
-      },
-    });
+    const { store: counting, deletes } = countingDeletes(ps.store);
     const order = workOrder(ORG, { datasetId: "crm" });
     await hs.store.insertWorkOrder(order, []);
     // Claimed by a process that stopped before running it.
@@ -103,7 +103,7 @@ describe("work-order runner", () => {
     const r1 = new WorkOrderRunner(hs.store, counting, clock);
     r1.enqueue(ORG, order.workorderId);
     await r1.idle();
-    assert.equal(deletes, 0, "a runner that did not claim the order must not run it");
+    assert.equal(deletes(), 0, "a runner that did not claim the order must not run it");
     assert.equal((await hs.store.getWorkOrder(ORG, order.workorderId))?.status, "submitted");
     // Two processes start at once and both resume it: one re-claims it and runs it.
     const r2 = new WorkOrderRunner(await hs.reopen(), counting, clock);
@@ -111,7 +111,7 @@ describe("work-order runner", () => {
     const [n2, n3] = await Promise.all([r2.resume(), r3.resume()]);
     assert.ok(n2 >= 1 && n3 >= 1);
     await Promise.all([r2.idle(), r3.idle()]);
-    assert.equal(deletes, 1);
+    assert.equal(deletes(), 1);
     assert.equal((await hs.store.getWorkOrder(ORG, order.workorderId))?.status, "completed");
   });
 
