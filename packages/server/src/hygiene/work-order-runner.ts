@@ -54,9 +54,10 @@ export class WorkOrderRunner implements WorkOrderQueue {
 
   /**
    * Re-queues orders a previous process accepted but did not finish, taking over those it had
-   * claimed (re-claimed by compare-and-set, so two resuming processes do not both run one). If the
-   * process that claimed one is in fact still running it, the order runs twice: deletes and
-   * updates are idempotent, and the last to finish keeps the other's labels (see run).
+   * claimed (re-claimed by compare-and-set at the revision read). A claim records no owner, so a
+   * take-over cannot tell a stopped claimant from a running one: if another process is in fact
+   * running the order (or two processes start at once and both resume it), it runs twice. Deletes
+   * and updates are idempotent, and the last to finish keeps the other's labels (see run).
    */
   async resume(limit = 1000): Promise<number> {
     const refs = await this.store.unfinishedWorkOrders(limit);
