@@ -284,7 +284,11 @@ export class EdgeInteractService {
     const now = this.deps.clock.now();
     const eventBody: JsonObject = { ...(xdm as JsonObject) };
     if (typeof eventBody["_id"] !== "string" || eventBody["_id"] === "") eventBody["_id"] = randomUUID();
-    if (eventBody["timestamp"] === undefined) eventBody["timestamp"] = new Date(now).toISOString();
+    // An event sent without a time happened before the request reached us: it is stamped 1 ms
+    // before the server time. Stamped at the server time itself it would not count at its own
+    // request, as PQL's windows before `now` end strictly before now (`< 30 minutes before now`:
+    // now − 30 min < T < now), and a single-event audience could never qualify on its event.
+    if (eventBody["timestamp"] === undefined) eventBody["timestamp"] = new Date(now - 1).toISOString();
     return { ds, ctx, location, store, identity, now, eventBody };
   }
 

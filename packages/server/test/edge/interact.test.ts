@@ -187,6 +187,17 @@ describe("edge interact", () => {
       assert.ok(transitions.every((t) => Object.values(defs).includes(t.definitionId)));
     });
 
+    it("an event sent without a timestamp is stamped 1 ms before the server time, and counts at its own request", async () => {
+      h.f.clock.set(T0 + 5 * 3_600_000);
+      const r = await interact({ event: { xdm: { identityMap: { CRMID: [{ id: "u7", primary: true }] }, eventType: "commerce.checkouts" } } });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      const pull = (r.json as { handle: Array<{ type: string; payload: Array<{ segments: Array<{ id: string }> }> }> }).handle[0]!;
+      assert.deepEqual(pull.payload[0]?.segments.map((x) => x.id), [defs["singleEvent"]]);
+      await h.rt.flush();
+      const stored = await h.f.hub.getEvents(scope, { namespace: "crmid", id: "u7" }, { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } });
+      assert.deepEqual(stored.events.map((e) => e.timestamp), [T0 + 5 * 3_600_000 - 1]);
+    });
+
     it("the response has the location hint and the request id", async () => {
       h.f.clock.set(T0 + 10 * 3_600_000);
       const r = await interact(xdm({ CRMID: [{ id: "u9", primary: true }] }, "other", h.f.clock.now() - LAG), "irl1");
