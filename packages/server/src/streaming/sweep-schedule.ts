@@ -96,21 +96,12 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** The next instant after `now` at which an event (of these timestamps) leaves a window of `windowMs` (or of any of several windows), or the next UTC midnight. */
 export function nextWindowChange(now: number, eventTimes: readonly number[], windowMs: number | readonly number[]): number {
-  const windows = typeof windowMs === "number" ? [windowMs] : windowMs;
-  let due = (Math.floor(now / DAY_MS) + 1) * DAY_MS;
-  for (const t of eventTimes) {
-    for (const w of windows) {
-      // +1 ms: a window written with `<=` still holds the event at exactly t + window.
-      const leaves = t + w + 1;
-      if (leaves > now && leaves < due) due = leaves;
-    }
-  }
-  return due;
+  return nextWindowChangeOf(now, eventTimes, [], "any", typeof windowMs === "number" ? [windowMs] : windowMs);
 }
 
 /**
- * `nextWindowChange` over the events of a profile state whose (lower-cased) type
- * is in `types` ("any": every event), without building the list of times. Only
+ * `nextWindowChange` over the events of a profile state (its time and type
+ * columns) whose (lower-cased) type is in `types` ("any": every event). Only
  * those events can change the definition's result (the reverse index's
  * guarantee), so only their leaving a window needs a re-check.
  */
@@ -126,6 +117,7 @@ export function nextWindowChangeOf(
     if (types !== "any" && !types.has(eventTypes[i]!)) continue;
     const t = eventTimes[i]!;
     for (let j = 0; j < windows.length; j++) {
+      // +1 ms: a window written with `<=` still holds the event at exactly t + window.
       const leaves = t + windows[j]! + 1;
       if (leaves > now && leaves < due) due = leaves;
     }
