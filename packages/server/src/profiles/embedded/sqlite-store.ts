@@ -244,8 +244,9 @@ export class EmbeddedProfileStore implements ProfileStore {
     return this.checkpointer?.ready ?? Promise.resolve();
   }
 
+  /** PRAGMA data_version through a cached statement: db.pragma() prepares one on every call, and reads call this too (identitiesCurrent). */
   private readDataVersion(): number {
-    return this.db.pragma("data_version", { simple: true }) as number;
+    return this.stmt("PRAGMA data_version").pluck().get() as number;
   }
 
   async close(): Promise<void> {
