@@ -72,6 +72,7 @@ import { jsonIntegers, KIND_EXITED, KIND_REENTERED, pidMajorCodes, planMembershi
 import { SQLITE_SCHEMA } from "./schema.js";
 import { APPEND_ENTRIES, EventIndexMerger, MERGE_AT, MERGE_STEP, MERGE_STEP_MIN, migrateEventIndex } from "./event-index.js";
 import { BackgroundCheckpointer } from "./checkpointer.js";
+import { pastPendingBytePage, writerCacheMiB } from "./cache-sizing.js";
 import { decodeTime, DefinitionCodes, MEMBERSHIP_SCHEMA, migrateTextMemberships, sourceCode, sourceName, STATUS_CODE, statusCode, statusName } from "./membership-codes.js";
 
 export interface EmbeddedStoreOptions {
@@ -82,7 +83,9 @@ export interface EmbeddedStoreOptions {
   /**
    * Page cache in MiB (default: SEGMENTD_PROFILE_CACHE_MIB, else 1024). An upper bound, allocated
    * as pages are read: the identity and event indexes of a 1M-profile / 10M-event store need
-   * ~0.5 GiB, and once they outgrow the cache every random index insert becomes a read.
+   * ~0.5 GiB, and once they outgrow the cache every random index insert becomes a read. While
+   * the file is under 1 GiB the connection's cache is capped at SMALL_STORE_CACHE_MIB instead
+   * (cache-sizing.ts: SQLite walks the whole cache at the end of most write transactions then).
    */
   cacheMiB?: number;
   /**
@@ -200,6 +203,11 @@ export class EmbeddedProfileStore implements ProfileStore {
   /** Runs the WAL checkpoints while the writer's automatic ones are off; null = automatic (inline). */
   private checkpointer: BackgroundCheckpointer | null = null;
   private readonly walLimitBytes: number;
+  /** The page cache configured (MiB): what the connection gets once the store is past 1 GiB (cache-sizing.ts). */
+  private readonly cacheMiB: number;
+  private readonly pageSize: number;
+  /** Which page cache the connection has: capped (a store under 1 GiB) or the configured one; null before the first sizing. */
+  private cacheSized: "capped" | "configured" | null = null;
   /** Moves the events' new index entries into the large index (event-index.ts), between commits. */
   private readonly eventIndex: EventIndexMerger;
 
@@ -211,7 +219,8 @@ export class EmbeddedProfileStore implements ProfileStore {
     this.db.pragma(`page_size = ${opts.pageSize ?? defaultPageSize()}`);
     this.db.pragma("journal_mode = WAL");
     this.db.pragma(`synchronous = ${opts.synchronous === "normal" ? "NORMAL" : "FULL"}`);
-    this.db.pragma(`cache_size = -${Math.round((opts.cacheMiB ?? defaultCacheMiB()) * 1024)}`);
+    this.cacheMiB = opts.cacheMiB ?? defaultCacheMiB();
+    this.pageSize = this.db.pragma("page_size", { simple: true }) as number;
     this.db.pragma("temp_store = MEMORY");
     this.db.pragma("busy_timeout = 5000");
     this.db.exec(SQLITE_SCHEMA);
@@ -222,6 +231,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     this.defCodes = new DefinitionCodes(this.db);
     this.identityPids = new IdentityPidCache(opts.identityCacheEntries ?? DEFAULT_IDENTITY_CACHE_ENTRIES);
     this.dataVersion = this.readDataVersion();
+    this.sizeCache();
     if ((opts.checkpoints ?? "background") === "background" && opts.path !== ":memory:" && opts.path !== "") {
       const pages = this.db.pragma("wal_autocheckpoint", { simple: true }) as number;
       this.db.pragma("wal_autocheckpoint = 0");
@@ -237,6 +247,25 @@ export class EmbeddedProfileStore implements ProfileStore {
         },
       });
     }
+  }
+
+  /**
+   * Gives the connection its page cache for the store's size (cache-sizing.ts): capped while the
+   * file is under the pending-byte page, the configured size from then on (checked after each
+   * commit until then; a store does not shrink).
+   */
+  private sizeCache(): void {
+    if (this.cacheSized === "configured") return;
+    const pages = this.stmt("PRAGMA page_count").pluck().get() as number;
+    const want = pastPendingBytePage(pages, this.pageSize) ? "configured" : "capped";
+    if (want === this.cacheSized) return;
+    this.db.pragma(`cache_size = -${Math.round(writerCacheMiB(this.cacheMiB, pages, this.pageSize) * 1024)}`);
+    this.cacheSized = want;
+  }
+
+  /** The page cache this connection has now (KiB; for tests). */
+  cacheKiB(): number {
+    return -(this.db.pragma("cache_size", { simple: true }) as number);
   }
 
   /** Resolves once background checkpoints run (at once when they are inline). */
@@ -400,6 +429,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       settleGroup(jobs, outcomes, { error });
       return;
     }
+    this.sizeCache();
     // Only now (after COMMIT and its fsync): the change feed, then the writers' promises.
     this.recordFeed(touched);
     settleGroup(jobs, outcomes);
