@@ -221,6 +221,8 @@ export class EmbeddedProfileStore implements ProfileStore {
     this.db.pragma(`synchronous = ${opts.synchronous === "normal" ? "NORMAL" : "FULL"}`);
     this.cacheMiB = opts.cacheMiB ?? defaultCacheMiB();
     this.pageSize = this.db.pragma("page_size", { simple: true }) as number;
+    // Before the schema and its migrations, which may rewrite a large existing file.
+    this.sizeCache();
     this.db.pragma("temp_store = MEMORY");
     this.db.pragma("busy_timeout = 5000");
     this.db.exec(SQLITE_SCHEMA);
@@ -231,7 +233,6 @@ export class EmbeddedProfileStore implements ProfileStore {
     this.defCodes = new DefinitionCodes(this.db);
     this.identityPids = new IdentityPidCache(opts.identityCacheEntries ?? DEFAULT_IDENTITY_CACHE_ENTRIES);
     this.dataVersion = this.readDataVersion();
-    this.sizeCache();
     if ((opts.checkpoints ?? "background") === "background" && opts.path !== ":memory:" && opts.path !== "") {
       const pages = this.db.pragma("wal_autocheckpoint", { simple: true }) as number;
       this.db.pragma("wal_autocheckpoint = 0");
