@@ -12,6 +12,9 @@
  *   sampled heap profile of the server during the edge run: --heap-profile edge.heapprofile
  *   the machine's ceiling for the ratio: --spin-us 10,20,40 also measures the bare endpoint made
  *   N µs slower per request (a busy loop in its handler), with the same client, after the edge run
+ *   upper bounds of the interact path on this machine: --ceilings also measures, after the edge run,
+ *   the same requests with the hub forwarding dropped, then also without evaluation (a datastream
+ *   with edge segmentation off): parts of the work removed, not configurations to run
  *
  * The bench process starts the service (edge interact on the embedded stores,
  * 150 edge definitions of every query type, 100,000 profiles in the hub,
@@ -67,6 +70,8 @@ const { values: args } = parseArgs({
     // length in its handler, measured like the others. What ratio to the bare endpoint a server
     // reaches on this machine (client on the same cores) when a request costs that much more.
     "spin-us": { type: "string", default: "" },
+    // Upper bounds (see the header): the edge request with parts of its work removed, same client.
+    ceilings: { type: "boolean", default: false },
   },
 });
 
@@ -300,6 +305,26 @@ async function runBench(): Promise<void> {
     const batches = st.batches - statsBefore.batches;
     const forwarded = st.forwarded - statsBefore.forwarded;
 
+    // Upper bounds, after the measured run (whose figures above are not affected): the forwarder
+    // drops what it is given (the hub gets nothing: not a configuration the specification allows),
+    // then also a datastream with edge segmentation off (no definition is evaluated). What is left
+    // is the request's HTTP, parsing, checks, validation and the event stored at the location.
+    const ceilings: Array<{ what: string; result: ClientResult; mainUs: number }> = [];
+    if (args.ceilings) {
+      const enqueue = rt.forwarder.enqueue;
+      rt.forwarder.enqueue = () => {};
+      try {
+        const plain = await rt.datastreams.create(tenant, { name: "bench, edge segmentation off", eventDatasetId: "edge-events", edgeSegmentation: false });
+        for (const [what, id] of [["edge interact, hub forwarding dropped", ds.id], ["edge interact, hub forwarding dropped, no evaluation", plain.id]] as const) {
+          const before = threadCpu().get("main") ?? 0;
+          const result = await load(`${edgeUrl}/ee/v2/interact?dataStreamId=${id}`);
+          ceilings.push({ what, result, mainUs: (((threadCpu().get("main") ?? 0) - before) * 1e6) / Math.max(1, result.requests) });
+        }
+      } finally {
+        rt.forwarder.enqueue = enqueue;
+      }
+    }
+
     const spins: Array<{ us: number; result: ClientResult }> = [];
     for (const us of (args["spin-us"] ?? "").split(",").map((x) => x.trim()).filter((x) => x !== "").map(Number)) {
       spins.push({ us, result: await load(`${bareUrl}/spin?us=${us}`) });
@@ -310,10 +335,14 @@ async function runBench(): Promise<void> {
     console.log(`|---|---|---|---|---|---|`);
     console.log(`| bare Fastify JSON | ${bareResult.rps.toFixed(0)} | ${bareResult.p50} ms | ${bareResult.p99} ms | ${bareResult.non2xx} | ${bareResult.errors} |`);
     console.log(`| edge interact (${n} definitions, ${PROFILES} profiles) | ${edgeResult.rps.toFixed(0)} | ${edgeResult.p50} ms | ${edgeResult.p99} ms | ${edgeResult.non2xx} | ${edgeResult.errors} |`);
+    for (const { what, result, mainUs } of ceilings) {
+      console.log(`| upper bound: ${what} (main ${mainUs.toFixed(0)} µs per request) | ${result.rps.toFixed(0)} | ${result.p50} ms | ${result.p99} ms | ${result.non2xx} | ${result.errors} |`);
+    }
     for (const { us, result } of spins) {
       console.log(`| calibration: bare + ${us} µs busy loop per request | ${result.rps.toFixed(0)} | ${result.p50} ms | ${result.p99} ms | ${result.non2xx} | ${result.errors} |`);
     }
     console.log("");
+    if (ceilings.length > 0) console.log(`upper bounds: ratio to bare ${ceilings.map(({ what, result }) => `${what} ${(result.rps / bareResult.rps).toFixed(2)}`).join("; ")} (work removed that the service must do: bounds, not results)`);
     if (spins.length > 0) console.log(`calibration: ratio to bare ${spins.map(({ us, result }) => `${us} µs → ${(result.rps / bareResult.rps).toFixed(2)}`).join(", ")} (what a request that much costlier than the bare one reaches on this machine, the client on the same cores)`);
     console.log(`ratio edge/bare: ${ratio.toFixed(2)} (target >= 0.4); edge: ${edgeResult.rps >= 5000 ? "meets" : "MISSES"} 5,000 req/s, p99 ${edgeResult.p99 <= 10 ? "meets" : "MISSES"} 10 ms`);
     console.log(`load average after the edge run: ${loadAfter}`);
