@@ -6,11 +6,11 @@ import { closeSync, mkdtempSync, openSync, rmSync, statSync, truncateSync, write
 import os from "node:os";
 import path from "node:path";
 import { after, describe, it } from "node:test";
-import Database from "better-sqlite3";
 import { pastPendingBytePage, pendingBytePage, SMALL_STORE_CACHE_MIB, writerCacheMiB } from "../../src/profiles/embedded/cache-sizing.js";
 import { EmbeddedProfileStore } from "../../src/profiles/embedded/sqlite-store.js";
 import { ingestRecords } from "../../src/profiles/ingest.js";
 import type { TenantScope } from "../../src/profiles/types.js";
+import { readOnlyDb } from "../helpers/read-only-db.js";
 
 const SCOPE: TenantScope = { orgId: "CACHESIZE@AdobeOrg", sandboxName: "prod" };
 const POLICY = { id: "p", identityGraph: { type: "pdg" as const }, attributeMerge: { type: "timestampOrdered" as const } };
@@ -28,12 +28,7 @@ async function append(store: EmbeddedProfileStore, ds: string, from: number, n: 
 }
 
 function pageCount(file: string): number {
-  const db = new Database(file, { readonly: true });
-  try {
-    return db.pragma("page_count", { simple: true }) as number;
-  } finally {
-    db.close();
-  }
+  return readOnlyDb(file, (db) => db.pragma("page_count", { simple: true }) as number);
 }
 
 /**

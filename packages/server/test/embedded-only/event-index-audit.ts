@@ -1,5 +1,5 @@
 // What the event-index tests read straight from a store file (read-only, its own connection).
-import Database from "better-sqlite3";
+import { readOnlyDb } from "../helpers/read-only-db.js";
 
 export interface EventIndexCounts {
   /** Entries in the large and the small table. */
@@ -15,8 +15,7 @@ export interface EventIndexCounts {
 }
 
 export function eventIndexCounts(file: string): EventIndexCounts {
-  const db = new Database(file, { readonly: true });
-  try {
+  return readOnlyDb(file, (db) => {
     const n = (sql: string) => db.prepare(sql).pluck().get() as number;
     return {
       large: n("SELECT count(*) FROM event_index"),
@@ -27,16 +26,9 @@ export function eventIndexCounts(file: string): EventIndexCounts {
       unindexed: n("SELECT count(*) FROM events e WHERE NOT EXISTS (SELECT 1 FROM event_index_all i WHERE i.tid = e.tid AND i.pid = e.pid AND i.ts = e.ts AND i.seq = e.seq)"),
       oldIndex: db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'events_pid_ts'").get() !== undefined,
     };
-  } finally {
-    db.close();
-  }
+  });
 }
 
 export function storedEventIds(file: string): Set<string> {
-  const db = new Database(file, { readonly: true });
-  try {
-    return new Set(db.prepare("SELECT eid FROM events").pluck().all() as string[]);
-  } finally {
-    db.close();
-  }
+  return readOnlyDb(file, (db) => new Set(db.prepare("SELECT eid FROM events").pluck().all() as string[]));
 }

@@ -8,6 +8,7 @@ import { describe, it } from "node:test";
 import Database from "better-sqlite3";
 import { decodeTime, encodeTime } from "../../src/profiles/embedded/membership-codes.js";
 import { EmbeddedProfileStore } from "../../src/profiles/embedded/sqlite-store.js";
+import { readOnlyDb } from "../helpers/read-only-db.js";
 import { withTempFile } from "../helpers/temp-file.js";
 import type { TenantScope } from "../../src/profiles/types.js";
 
@@ -103,10 +104,10 @@ await describe("embedded membership codes", async () => {
         } finally {
           await store.close();
         }
-        const check = new Database(file, { readonly: true });
-        const tables = check.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%_text'").pluck().all();
-        const defType = check.prepare("SELECT type FROM pragma_table_info('memberships') WHERE name = 'def'").pluck().get();
-        check.close();
+        const [tables, defType] = readOnlyDb(file, (check) => [
+          check.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%_text'").pluck().all(),
+          check.prepare("SELECT type FROM pragma_table_info('memberships') WHERE name = 'def'").pluck().get(),
+        ]);
         assert.deepEqual(tables, [], "the text tables are gone");
         assert.equal(defType, "INTEGER");
       }

@@ -6,9 +6,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, describe, it } from "node:test";
-import Database from "better-sqlite3";
 import { DEFAULT_PAGE_SIZE, EmbeddedProfileStore } from "../../src/profiles/embedded/sqlite-store.js";
 import { ingestRecords } from "../../src/profiles/ingest.js";
+import { readOnlyDb } from "../helpers/read-only-db.js";
 import type { TenantScope } from "../../src/profiles/types.js";
 
 const SCOPE: TenantScope = { orgId: "PAGES@AdobeOrg", sandboxName: "prod" };
@@ -16,12 +16,7 @@ const NOW = Date.UTC(2026, 10, 22);
 const POLICY = { identityGraph: { type: "pdg" as const }, attributeMerge: { type: "timestampOrdered" as const } };
 
 function pageSizeOf(file: string): number {
-  const db = new Database(file, { readonly: true });
-  try {
-    return db.pragma("page_size", { simple: true }) as number;
-  } finally {
-    db.close();
-  }
+  return readOnlyDb(file, (db) => db.pragma("page_size", { simple: true }) as number);
 }
 
 describe("embedded profile store page size", () => {
