@@ -329,22 +329,19 @@ async function runBench(): Promise<void> {
     for (const us of (args["spin-us"] ?? "").split(",").map((x) => x.trim()).filter((x) => x !== "").map(Number)) {
       spins.push({ us, result: await load(`${bareUrl}/spin?us=${us}`) });
     }
-    const ratio = edgeResult.rps / bareResult.rps;
+    const toBare = (r: ClientResult) => (r.rps / bareResult.rps).toFixed(2);
     console.log("");
     console.log(`| endpoint | req/s | p50 | p99 | non-2xx | errors |`);
     console.log(`|---|---|---|---|---|---|`);
-    console.log(`| bare Fastify JSON | ${bareResult.rps.toFixed(0)} | ${bareResult.p50} ms | ${bareResult.p99} ms | ${bareResult.non2xx} | ${bareResult.errors} |`);
-    console.log(`| edge interact (${n} definitions, ${PROFILES} profiles) | ${edgeResult.rps.toFixed(0)} | ${edgeResult.p50} ms | ${edgeResult.p99} ms | ${edgeResult.non2xx} | ${edgeResult.errors} |`);
-    for (const { what, result, mainUs } of ceilings) {
-      console.log(`| upper bound: ${what} (main ${mainUs.toFixed(0)} µs per request) | ${result.rps.toFixed(0)} | ${result.p50} ms | ${result.p99} ms | ${result.non2xx} | ${result.errors} |`);
-    }
-    for (const { us, result } of spins) {
-      console.log(`| calibration: bare + ${us} µs busy loop per request | ${result.rps.toFixed(0)} | ${result.p50} ms | ${result.p99} ms | ${result.non2xx} | ${result.errors} |`);
-    }
+    const row = (label: string, r: ClientResult) => console.log(`| ${label} | ${r.rps.toFixed(0)} | ${r.p50} ms | ${r.p99} ms | ${r.non2xx} | ${r.errors} |`);
+    row("bare Fastify JSON", bareResult);
+    row(`edge interact (${n} definitions, ${PROFILES} profiles)`, edgeResult);
+    for (const { what, result, mainUs } of ceilings) row(`upper bound: ${what} (main ${mainUs.toFixed(0)} µs per request)`, result);
+    for (const { us, result } of spins) row(`calibration: bare + ${us} µs busy loop per request`, result);
     console.log("");
-    if (ceilings.length > 0) console.log(`upper bounds: ratio to bare ${ceilings.map(({ what, result }) => `${what} ${(result.rps / bareResult.rps).toFixed(2)}`).join("; ")} (work removed that the service must do: bounds, not results)`);
-    if (spins.length > 0) console.log(`calibration: ratio to bare ${spins.map(({ us, result }) => `${us} µs → ${(result.rps / bareResult.rps).toFixed(2)}`).join(", ")} (what a request that much costlier than the bare one reaches on this machine, the client on the same cores)`);
-    console.log(`ratio edge/bare: ${ratio.toFixed(2)} (target >= 0.4); edge: ${edgeResult.rps >= 5000 ? "meets" : "MISSES"} 5,000 req/s, p99 ${edgeResult.p99 <= 10 ? "meets" : "MISSES"} 10 ms`);
+    if (ceilings.length > 0) console.log(`upper bounds: ratio to bare ${ceilings.map(({ what, result }) => `${what} ${toBare(result)}`).join("; ")} (work removed that the service must do: bounds, not results)`);
+    if (spins.length > 0) console.log(`calibration: ratio to bare ${spins.map(({ us, result }) => `${us} µs → ${toBare(result)}`).join(", ")} (what a request that much costlier than the bare one reaches on this machine, the client on the same cores)`);
+    console.log(`ratio edge/bare: ${toBare(edgeResult)} (target >= 0.4); edge: ${edgeResult.rps >= 5000 ? "meets" : "MISSES"} 5,000 req/s, p99 ${edgeResult.p99 <= 10 ? "meets" : "MISSES"} 10 ms`);
     console.log(`load average after the edge run: ${loadAfter}`);
     console.log(`server CPU by thread during the edge run (${args.seconds} s): ${cpuDelta(cpuBefore, cpuAfter)}`);
     // Per request, the figure to compare between runs on a shared machine (req/s moves with the
