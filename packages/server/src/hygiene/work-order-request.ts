@@ -6,6 +6,7 @@
  */
 import type { Identity, JsonValue } from "../profiles/types.js";
 import { invalid } from "./errors.js";
+import { findViolation, LIMIT_CODES, RECORD_LIMITS } from "../platform/limits.js";
 import type { FieldChanges, WorkOrderAction } from "./records.js";
 
 export const ALL_DATASETS = "ALL";
@@ -156,7 +157,17 @@ function parseFieldChanges(raw: unknown): FieldChanges {
   if (!Array.isArray(remove) || !remove.every((p) => typeof p === "string")) throw invalid("'fieldUpdates.remove' must be an array of field paths.");
   const setPaths = Object.keys(set);
   if (setPaths.length === 0 && remove.length === 0) throw invalid("'fieldUpdates' must set or remove at least one field.");
-  for (const p of setPaths) checkPath(p, "fieldUpdates.set");
+  for (const p of setPaths) {
+    checkPath(p, "fieldUpdates.set");
+    // The value lands inside stored records at its path: it is held to a record's limits there,
+    // now, before the order is accepted and its quota consumed.
+    const room = RECORD_LIMITS.maxDepth - p.split(".").length;
+    const bad = room < 1 ? { code: LIMIT_CODES.depth, message: "" } : findViolation(set[p], { ...RECORD_LIMITS, maxDepth: room });
+    if (bad === null) continue;
+    const where = `fieldUpdates.set['${p.slice(0, 256)}']`;
+    if (bad.code === LIMIT_CODES.depth) throw invalid(`${where}: the value, at its path, nests deeper than a record's limit of ${RECORD_LIMITS.maxDepth} levels`);
+    throw invalid(`${where}: ${bad.message.replace(" at $", " at value")}`);
+  }
   for (const p of remove as string[]) checkPath(p, "fieldUpdates.remove");
   return { set: set as Record<string, JsonValue>, remove: remove as string[] };
 }

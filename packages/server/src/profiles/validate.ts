@@ -11,6 +11,7 @@ import type {
   ValidRecord,
 } from "./types.js";
 import { getPath, isPlainObject } from "./xdm-object.js";
+import { findViolation, LIMIT_CODES, RECORD_LIMITS, type LimitCode } from "../platform/limits.js";
 
 export interface ValidationLimits {
   /** Largest accepted experience event, bytes of UTF-8 JSON. AEP guardrail: 10 KB. */
@@ -49,7 +50,23 @@ export const ERROR_CODES = {
   timestampMissing: "EVENT_TIMESTAMP_MISSING",
   timestampInvalid: "TIMESTAMP_INVALID",
   membershipReadOnly: "SEGMENT_MEMBERSHIP_READ_ONLY",
+  tooDeep: "RECORD_TOO_DEEP",
+  valueTooLarge: "RECORD_VALUE_TOO_LARGE",
+  unstorableString: "UNSTORABLE_STRING",
+  numberOutOfRange: "NUMBER_OUT_OF_RANGE",
 } as const;
+
+// The record-level code for each of the boundary limits (platform/limits.ts).
+const RECORD_CODE_OF: Record<LimitCode, string> = {
+  [LIMIT_CODES.depth]: ERROR_CODES.tooDeep,
+  [LIMIT_CODES.string]: ERROR_CODES.valueTooLarge,
+  [LIMIT_CODES.key]: ERROR_CODES.valueTooLarge,
+  [LIMIT_CODES.array]: ERROR_CODES.valueTooLarge,
+  [LIMIT_CODES.keys]: ERROR_CODES.valueTooLarge,
+  [LIMIT_CODES.number]: ERROR_CODES.numberOutOfRange,
+  [LIMIT_CODES.unstorable]: ERROR_CODES.unstorableString,
+  [LIMIT_CODES.query]: ERROR_CODES.valueTooLarge,
+};
 
 const AUTH_STATES = new Set(["ambiguous", "authenticated", "loggedOut"]);
 // ISO-8601 date-time with a mandatory zone: a zone-less time would be read in the
@@ -188,6 +205,14 @@ export function validateRecord(raw: unknown, index: number, target: ValidationTa
   const body: JsonObject = raw;
   const errors: RecordError[] = [];
   const kind = target.schemaClass;
+  // Before anything walks the record recursively (JSON.stringify, merges, PQL): a record
+  // over a limit, or holding a string no store can keep, is refused here, per record.
+  const violation = findViolation(body, RECORD_LIMITS);
+  if (violation !== null) {
+    const path = violation.path === "$" ? undefined : violation.path.slice(violation.path.startsWith("$.") ? 2 : 1);
+    return { ok: false, errors: [{ index, code: RECORD_CODE_OF[violation.code], ...(path === undefined ? {} : { path }),
+      message: `record ${index}: ${violation.message.replace(" at $.", " at ").replace(" at $[", " at [")}` }] };
+  }
 
   const json = JSON.stringify(body);
   const size = Buffer.byteLength(json, "utf8");

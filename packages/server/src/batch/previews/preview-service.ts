@@ -28,7 +28,8 @@ import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope } from "../../p
 import type { SnapshotCache } from "../columnar/cache.js";
 import { compileDefinition } from "../columnar/predicate.js";
 import { membersOfPids, statusOverrides, type Snapshot } from "../columnar/snapshot.js";
-import { badRequest, notFound } from "../../services/errors.js";
+import { ApiError, badRequest, ErrorCodes, notFound } from "../../services/errors.js";
+import { DEFAULT_LIMITS } from "../../platform/config.js";
 import { usesEvents } from "../engine/uses-events.js";
 import { BatchErrorCodes } from "../errors.js";
 import { profileScope, type BatchTenant } from "../jobs/job-service.js";
@@ -118,13 +119,17 @@ export class PreviewService {
     private readonly snapshots?: SnapshotCache,
   ) {}
 
-  async create(ctx: BatchTenant, input: PreviewInput): Promise<{ state: PreviewState; previewQueryId: string; previewQueryStatus: PreviewState; previewId: string; previewExecutionId: number }> {
+  async create(ctx: BatchTenant & { limits?: { expressionBytes: number } }, input: PreviewInput): Promise<{ state: PreviewState; previewQueryId: string; previewQueryStatus: PreviewState; previewId: string; previewExecutionId: number }> {
     if (typeof input.predicateExpression !== "string" || input.predicateExpression.trim() === "") {
       throw badRequest("predicateExpression is required: the PQL text to preview", BatchErrorCodes.badPreview);
     }
     if (input.predicateType !== undefined && input.predicateType !== "pql/text") throw badRequest('predicateType must be "pql/text"', BatchErrorCodes.badPreview);
     const graphType = input.graphType ?? "none";
     if (graphType !== "none" && graphType !== "pdg") throw badRequest('graphType must be "none" or "pdg"', BatchErrorCodes.badPreview);
+    // The same limit as a definition's expression: a preview evaluates it over every profile.
+    const maxBytes = ctx.limits?.expressionBytes ?? DEFAULT_LIMITS.expressionBytes;
+    const bytes = Buffer.byteLength(input.predicateExpression, "utf8");
+    if (bytes > maxBytes) throw new ApiError(400, ErrorCodes.limit, `predicateExpression is ${bytes} bytes; the limit is ${maxBytes} bytes`);
     try {
       parse(input.predicateExpression);
     } catch (e) {

@@ -7,6 +7,7 @@
 import { randomUUID } from "node:crypto";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { registerTenantHooks } from "../../http/auth.js";
+import "../../http/body-parsing.js"; // the recordsBody route option
 import { tenantOf } from "../../http/request-context.js";
 import { ApiError, badRequest } from "../../services/errors.js";
 import { ingestRecords } from "../ingest.js";
@@ -85,6 +86,7 @@ export async function streamingRoutes(app: FastifyInstance, opts: ProfileRoutesO
   const tags = ["Streaming ingestion"];
 
   app.post<{ Params: { connectionId: string }; Querystring: { syncValidation?: boolean }; Body: unknown }>("/:connectionId", {
+    config: { recordsBody: true },
     schema: { tags, summary: "Stream one XDM record", querystring: { type: "object", properties: { syncValidation: { type: "boolean" } } } },
   }, async (request, reply) => {
     const receivedTimeMs = opts.clock.now();
@@ -103,6 +105,7 @@ export async function streamingRoutes(app: FastifyInstance, opts: ProfileRoutesO
   });
 
   app.post<{ Params: { connectionId: string }; Body: { messages?: unknown } }>("/batch/:connectionId", {
+    config: { recordsBody: true },
     schema: { tags, summary: "Stream several XDM records" },
   }, async (request, reply) => {
     const receivedTimeMs = opts.clock.now();
