@@ -11,7 +11,7 @@ import type {
   ValidRecord,
 } from "./types.js";
 import { getPath, isPlainObject } from "./xdm-object.js";
-import { findViolation, LIMIT_CODES, RECORD_LIMITS, type LimitCode } from "../platform/limits.js";
+import { findViolation, LIMIT_CODES, RECORD_LIMITS, type LimitCode, type LimitViolation } from "../platform/limits.js";
 
 export interface ValidationLimits {
   /** Largest accepted experience event, bytes of UTF-8 JSON. AEP guardrail: 10 KB. */
@@ -208,11 +208,13 @@ export function validateRecord(raw: unknown, index: number, target: ValidationTa
   // Before anything walks the record recursively (JSON.stringify, merges, PQL): a record
   // over a limit, or holding a string no store can keep, is refused here, per record.
   const violation = findViolation(body, RECORD_LIMITS);
-  if (violation !== null) {
-    const path = violation.path === "$" ? undefined : violation.path.slice(violation.path.startsWith("$.") ? 2 : 1);
-    return { ok: false, errors: [{ index, code: RECORD_CODE_OF[violation.code], ...(path === undefined ? {} : { path }),
-      message: `record ${index}: ${violation.message.replace(" at $.", " at ").replace(" at $[", " at [")}` }] };
-  }
+  const refusal = (v: LimitViolation): ValidationResult => {
+    const path = v.path === "$" ? undefined : v.path.slice(v.path.startsWith("$.") ? 2 : 1);
+    return { ok: false, errors: [{ index, code: RECORD_CODE_OF[v.code], ...(path === undefined ? {} : { path }),
+      message: `record ${index}: ${v.message.replace(" at $.", " at ").replace(" at $[", " at [")}` }] };
+  };
+  // Too deep to serialize safely: refused before the size is measured.
+  if (violation !== null && violation.code === LIMIT_CODES.depth) return refusal(violation);
 
   const json = JSON.stringify(body);
   const size = Buffer.byteLength(json, "utf8");
@@ -220,6 +222,8 @@ export function validateRecord(raw: unknown, index: number, target: ValidationTa
   if (size > max) {
     errors.push({ index, code: ERROR_CODES.tooLarge,
       message: `record is ${size} bytes; the limit for ${kind === "experienceevent" ? "an experience event" : "a profile record"} is ${max} bytes` });
+  } else if (violation !== null) {
+    return refusal(violation);
   }
 
   if (declaredClass !== undefined && declaredClass !== kind) {
