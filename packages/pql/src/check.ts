@@ -14,7 +14,7 @@
  *   PQL_INCOMPATIBLE_COMPARISON, PQL_ORDERING_COMPARISON (warning),
  *   PQL_OCCURS_TYPE, PQL_SOURCE_TYPE, PQL_UNKNOWN_VARIABLE, PQL_CHAIN_TOO_LONG,
  *   PQL_NON_BOOLEAN_RESULT (warning), PQL_REGEX_UNSUPPORTED,
- *   PQL_REGEX_CATASTROPHIC, PQL_REGEX_INVALID, PQL_REGEX_TOO_LARGE, PQL_INSEGMENT_ID,
+ *   PQL_REGEX_CATASTROPHIC, PQL_REGEX_INVALID, PQL_REGEX_TOO_LARGE, PQL_LIKE_TOO_LARGE, PQL_INSEGMENT_ID,
  *   PQL_DATE_RANGE, PQL_TOPN_COUNT, PQL_TOO_MANY_AGGREGATIONS (warning),
  *   PQL_UNKNOWN_FIELD, PQL_TOO_COMPLEX; syntax errors keep the parser's code.
  */
@@ -24,6 +24,7 @@ import { BUILTINS, lookupBuiltin, type BuiltinSpec, type PqlType } from "./catal
 import { hasNestedUnboundedRepetition } from "./check/regex.js";
 import { PqlError, diagnosticAt, type Diagnostic } from "./errors.js";
 import { parse } from "./parser.js";
+import { LIKE_MAX_PATTERN } from "./runtime/builtins.js";
 import { validateJavaRegex } from "./runtime/regex.js";
 import {
   SchemaIndex,
@@ -485,6 +486,20 @@ class Checker {
     }
   }
 
+  /** A literal like pattern longer than the runtime searches would never match: refuse it. */
+  private likePattern(node: Expr): void {
+    if (node.type !== "Literal" || node.kind !== "string") return;
+    const length = (node.value as string).length;
+    if (length > LIKE_MAX_PATTERN) {
+      this.report(
+        "error",
+        "PQL_LIKE_TOO_LARGE",
+        `The 'like' pattern is ${length} characters long; at most ${LIKE_MAX_PATTERN} are allowed`,
+        node,
+      );
+    }
+  }
+
   // ------------------------------------------------------------------ operators
 
   private binary(e: Extract<Expr, { type: "Binary" }>, s: Scope): Info {
@@ -518,6 +533,7 @@ class Checker {
           }
         }
         if (e.op === "matches") this.regex(e.right);
+        else this.likePattern(e.right);
         break;
       default:
         this.compare(e, l, r);

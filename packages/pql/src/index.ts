@@ -30,7 +30,8 @@ export {
 } from "./runtime/time.js";
 export type { OccursBounds, TimeSpan } from "./runtime/time.js";
 export { parseTimestamp } from "./runtime/timestamp.js";
-export { validateJavaRegex, MAX_SUBJECT as REGEX_MAX_SUBJECT } from "./runtime/regex.js";
+export { validateJavaRegex, MAX_SUBJECT as REGEX_MAX_SUBJECT, MAX_PATTERN as REGEX_MAX_PATTERN, MAX_STEPS as REGEX_MAX_STEPS } from "./runtime/regex.js";
+export { LIKE_MAX_PATTERN, LIKE_MAX_SUBJECT } from "./runtime/builtins.js";
 export type { RegexValidation, RegexErrorCode, SafeRegex } from "./runtime/regex.js";
 export { classify } from "./classify.js";
 export type { Classification, ClassifyOptions, QueryType } from "./classify.js";

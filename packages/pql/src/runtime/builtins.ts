@@ -216,33 +216,157 @@ export function regexGroup(recv: unknown, pattern: unknown, index: unknown): str
   return m === null ? null : (m[idx] ?? null);
 }
 
+/** The longest `like` pattern, UTF-16 code units: a longer one never matches (check refuses a longer literal). */
+export const LIKE_MAX_PATTERN = 256;
+/**
+ * The longest subject `like` searches, UTF-16 code units (the longest string an
+ * XDM record may hold, 100 KiB): a longer subject never matches.
+ */
+export const LIKE_MAX_SUBJECT = 100 * 1024;
+
 /**
  * `s like pattern` (R, OQ-16): whole-string, case-sensitive, `%` = any run,
- * `_` = one character (code point), no escape. A two-pointer wildcard matcher
- * (no regex): O(len(s) × len(pattern)) in the worst case, never exponential.
+ * `_` = one character (code point), no escape. Time is linear in the subject
+ * (times ⌈segment length / 32⌉ for a segment holding `_`): the pattern splits
+ * on `%` into fixed-length segments; the first must match at the start, the
+ * last at the end, and each middle one is taken at its leftmost match after the
+ * previous one, which is optimal because every segment has a fixed length.
  */
 export function like(recv: unknown, pattern: unknown): boolean {
   if (typeof recv !== "string" || typeof pattern !== "string") return false;
-  const s = Array.from(recv);
-  const p = Array.from(pattern);
-  let si = 0;
-  let pi = 0;
-  let star = -1;
-  let mark = 0;
-  while (si < s.length) {
-    if (pi < p.length && (p[pi] === "_" || (p[pi] !== "%" && p[pi] === s[si]))) {
-      si++;
-      pi++;
-    } else if (pi < p.length && p[pi] === "%") {
-      star = pi++;
-      mark = si;
-    } else if (star >= 0) {
-      pi = star + 1;
-      si = ++mark;
-    } else return false;
+  if (pattern.length > LIKE_MAX_PATTERN || recv.length > LIKE_MAX_SUBJECT) return false;
+  const segs = likeSegments(pattern);
+  const first = segs[0]!;
+  if (segs.length === 1) return segmentAt(first, recv, 0) === recv.length;
+  let pos = segmentAt(first, recv, 0);
+  if (pos < 0) return false;
+  const limit = segmentBefore(segs[segs.length - 1]!, recv, recv.length);
+  if (limit < pos) return false;
+  for (let k = 1; k < segs.length - 1 && pos >= 0; k++) pos = findSegment(segs[k]!, recv, pos, limit);
+  return pos >= 0;
+}
+
+/** A run of a like pattern between two `%`: its code points, -1 for `_`. */
+interface LikeSegment {
+  text: string;
+  cps: number[];
+  /** Searchable with indexOf: no `_`, and no lone surrogate at an edge that could split a pair of the subject. */
+  plain: boolean;
+  /** Shift-And masks per code point (bit i: position i accepts it), and for any other code point; built on first use. */
+  masks?: Map<number, Int32Array>;
+  other?: Int32Array;
+  /** The first word of the mask of each ASCII code point (segments of up to 32 code points). */
+  ascii?: Int32Array;
+  /** The mask of each ASCII code point. */
+  asciiMasks?: Int32Array[];
+}
+
+// The last pattern's segments: a definition evaluates one pattern over many profiles.
+let lastPattern = "";
+let lastSegments: LikeSegment[] = [{ text: "", cps: [], plain: true }];
+
+function likeSegments(pattern: string): LikeSegment[] {
+  if (pattern === lastPattern) return lastSegments;
+  const segs: LikeSegment[] = [];
+  for (const text of pattern.split("%")) {
+    const cps: number[] = [];
+    for (const ch of text) cps.push(ch === "_" ? -1 : ch.codePointAt(0)!);
+    const plain = !cps.includes(-1) && !isLowSurrogate(text.charCodeAt(0)) && !isHighSurrogate(text.charCodeAt(text.length - 1));
+    segs.push({ text, cps, plain });
   }
-  while (pi < p.length && p[pi] === "%") pi++;
-  return pi === p.length;
+  lastPattern = pattern;
+  lastSegments = segs;
+  return segs;
+}
+
+const isHighSurrogate = (u: number) => u >= 0xd800 && u <= 0xdbff;
+const isLowSurrogate = (u: number) => u >= 0xdc00 && u <= 0xdfff;
+
+/** Does seg match s at code-point boundary i? The end index, or -1. */
+function segmentAt(seg: LikeSegment, s: string, i: number): number {
+  for (const c of seg.cps) {
+    if (i >= s.length) return -1;
+    const cp = s.codePointAt(i)!;
+    if (c !== -1 && c !== cp) return -1;
+    i += cp > 0xffff ? 2 : 1;
+  }
+  return i;
+}
+
+/** Does seg match s ending at code-point boundary end? The start index, or -1. */
+function segmentBefore(seg: LikeSegment, s: string, end: number): number {
+  for (let k = seg.cps.length - 1; k >= 0; k--) {
+    if (end <= 0) return -1;
+    const width = end >= 2 && isLowSurrogate(s.charCodeAt(end - 1)) && isHighSurrogate(s.charCodeAt(end - 2)) ? 2 : 1;
+    const c = seg.cps[k]!;
+    if (c !== -1 && c !== s.codePointAt(end - width)) return -1;
+    end -= width;
+  }
+  return end;
+}
+
+/** The end of seg's leftmost match in s[from, limit), or -1. */
+function findSegment(seg: LikeSegment, s: string, from: number, limit: number): number {
+  const m = seg.cps.length;
+  if (m === 0) return from;
+  if (seg.plain) {
+    const j = s.indexOf(seg.text, from);
+    return j < 0 || j + seg.text.length > limit ? -1 : j + seg.text.length;
+  }
+  // Shift-And over code points: bit i of the state is set when the segment's
+  // first i+1 code points end here. Every match has the same length, so the
+  // first match found is the leftmost one.
+  if (seg.other === undefined) buildMasks(seg);
+  const { ascii, asciiMasks, masks, other } = seg as Required<LikeSegment>;
+  const words = other.length;
+  const topWord = (m - 1) >>> 5;
+  const topBit = 1 << ((m - 1) & 31);
+  if (words === 1) {
+    let state = 0;
+    for (let i = from; i < limit; ) {
+      const cp = s.codePointAt(i)!;
+      i += cp > 0xffff ? 2 : 1;
+      state = ((state << 1) | 1) & (cp < 128 ? ascii[cp]! : (masks.get(cp) ?? other)[0]!);
+      if ((state & topBit) !== 0) return i <= limit ? i : -1;
+    }
+    return -1;
+  }
+  const state = new Int32Array(words);
+  for (let i = from; i < limit; ) {
+    const cp = s.codePointAt(i)!;
+    i += cp > 0xffff ? 2 : 1;
+    const mask = cp < 128 ? asciiMasks[cp]! : (masks.get(cp) ?? other);
+    let carry = 1;
+    for (let w = 0; w < words; w++) {
+      const d = state[w]!;
+      state[w] = ((d << 1) | carry) & mask[w]!;
+      carry = d >>> 31;
+    }
+    if ((state[topWord]! & topBit) !== 0) return i <= limit ? i : -1;
+  }
+  return -1;
+}
+
+function buildMasks(seg: LikeSegment): void {
+  const words = (seg.cps.length + 31) >>> 5;
+  const other = new Int32Array(words);
+  seg.cps.forEach((c, i) => {
+    if (c === -1) other[i >>> 5] = other[i >>> 5]! | (1 << (i & 31));
+  });
+  const masks = new Map<number, Int32Array>();
+  seg.cps.forEach((c, i) => {
+    if (c === -1) return;
+    let mask = masks.get(c);
+    if (mask === undefined) masks.set(c, (mask = other.slice()));
+    mask[i >>> 5] = mask[i >>> 5]! | (1 << (i & 31));
+  });
+  const asciiMasks: Int32Array[] = [];
+  for (let c = 0; c < 128; c++) asciiMasks.push(masks.get(c) ?? other);
+  const ascii = Int32Array.from(asciiMasks, (mask) => mask[0]!);
+  seg.masks = masks;
+  seg.other = other;
+  seg.ascii = ascii;
+  seg.asciiMasks = asciiMasks;
 }
 
 function subsetOf(a: unknown[], b: unknown[]): boolean {

@@ -15,15 +15,37 @@
  *   flags anywhere but the start, flags other than i, m, s, u;
  * - the compiled program is capped at MAX_PROGRAM instructions (counted
  *   repetitions are expanded) and subjects longer than MAX_SUBJECT UTF-16 code
- *   units are not searched (matches → false, regexGroup → null), which bounds
- *   one match to about 3×10⁷ VM steps in the very worst case.
+ *   units are not searched (matches → false, regexGroup → null);
+ * - O(pattern × subject) at those maxima is still seconds of one event loop,
+ *   so each match has a budget of MAX_STEPS units of work: a match that needs
+ *   more gives up with the same answer as an unsearched subject. For
+ *   `matches`, ordinary patterns need 1–15 units per subject character, so
+ *   they finish inside the budget for any subject up to MAX_SUBJECT;
+ *   regexGroup's capturing VM needs 10–60, so it may give up on subjects of
+ *   more than ~4,000 characters. ~5 ms is the most one match can cost.
  * Compiled patterns are cached (bounded LRU), so a field-valued pattern is
  * parsed once per distinct value.
  */
 
+/** The most VM instructions a compiled pattern may have (PQL_REGEX_TOO_LARGE above). */
 export const MAX_PROGRAM = 2000;
+/** The longest subject searched, UTF-16 code units: a longer one never matches. */
 export const MAX_SUBJECT = 16_384;
-const MAX_PATTERN = 4096;
+/** The longest pattern, UTF-16 code units (PQL_REGEX_TOO_LARGE above). */
+export const MAX_PATTERN = 4096;
+/**
+ * The work one match may do, in units of about one VM thread step: a thread
+ * visiting an instruction is 1 (6 when capturing groups for regexGroup), a
+ * character test 1 to a few hundred by its kind (classes, Unicode properties
+ * and case folding cost more). A match that would need more gives up:
+ * matches → false, regexGroup → null. Chosen so that one match stays under
+ * ~5 ms whatever the pattern and subject.
+ */
+export const MAX_STEPS = 250_000;
+// A step of the capturing VM allocates threads and copies captures.
+const EXEC_STEP_COST = 6;
+// ASCII answer tables per pattern (128 bytes each).
+const MAX_TABLES = 64;
 
 export type RegexErrorCode = "PQL_REGEX_INVALID" | "PQL_REGEX_UNSUPPORTED" | "PQL_REGEX_TOO_LARGE";
 
@@ -51,7 +73,7 @@ export type RegexValidation =
 type CharTest = (cp: number) => boolean;
 
 type RNode =
-  | { t: "char"; test: CharTest; js: string }
+  | { t: "char"; test: CharTest; js: string; cost: number }
   | { t: "assert"; kind: "^" | "$" | "b" | "B" }
   | { t: "group"; index: number | null; body: RNode }
   | { t: "alt"; alts: RNode[] }
@@ -101,10 +123,19 @@ function hex(cp: number): string {
   return `\\u{${cp.toString(16)}}`;
 }
 
+// Step-budget units of one character test (one unit ≈ one VM thread step):
+// a Unicode property is a RegExp call; case folding converts the code point
+// both ways and runs the test up to three times.
+const PROPERTY_COST = 8;
+const FOLD_COST = 12;
+const foldCost = (cost: number) => 3 * cost + FOLD_COST;
+
 /** Case-insensitive test: the code point or its simple lower/upper case variants. */
 function foldTest(test: CharTest): CharTest {
   return (cp) => {
     if (test(cp)) return true;
+    // ASCII case variants are ASCII: no string conversion needed.
+    if (cp < 128) return (cp >= 65 && cp <= 90 && test(cp + 32)) || (cp >= 97 && cp <= 122 && test(cp - 32));
     const ch = String.fromCodePoint(cp);
     const lo = ch.toLowerCase();
     const up = ch.toUpperCase();
@@ -203,8 +234,8 @@ class Parser {
     }
   }
 
-  private charNode(test: CharTest, js: string): RNode {
-    return { t: "char", test: this.flags.i ? foldTest(test) : test, js };
+  private charNode(test: CharTest, js: string, cost = 1): RNode {
+    return this.flags.i ? { t: "char", test: foldTest(test), js, cost: foldCost(cost) } : { t: "char", test, js, cost };
   }
 
   private literal(cp: number): RNode {
@@ -223,7 +254,7 @@ class Parser {
       case ".": {
         this.pos++;
         const dotAll = this.flags.s;
-        return { t: "char", test: dotAll ? () => true : (cp) => !isLineTerminator(cp), js: dotAll ? "[^]" : "." };
+        return { t: "char", test: dotAll ? () => true : (cp) => !isLineTerminator(cp), js: dotAll ? "[^]" : ".", cost: 1 };
       }
       case "^":
         this.pos++;
@@ -281,6 +312,7 @@ class Parser {
     }
     const tests: CharTest[] = [];
     const js: string[] = [];
+    let cost = 1;
     let first = true;
     for (;;) {
       const c = this.peek();
@@ -294,8 +326,10 @@ class Parser {
       if (typeof lo !== "number") {
         tests.push(lo.test);
         js.push(lo.js);
+        cost += lo.cost;
         continue;
       }
+      cost++;
       if (this.peek() === "-" && this.src[this.pos + 1] !== "]" && this.src[this.pos + 1] !== undefined) {
         this.pos++;
         const hi = this.classAtom();
@@ -314,17 +348,22 @@ class Parser {
       return false;
     };
     const folded = this.flags.i ? foldTest(any) : any;
-    return { t: "char", test: negated ? (cp) => !folded(cp) : folded, js: `[${negated ? "^" : ""}${js.join("")}]` };
+    return {
+      t: "char",
+      test: negated ? (cp) => !folded(cp) : folded,
+      js: `[${negated ? "^" : ""}${js.join("")}]`,
+      cost: this.flags.i ? foldCost(cost) : cost,
+    };
   }
 
   /** A code point, or a predefined class, inside [...]. */
-  private classAtom(): number | { test: CharTest; js: string } {
+  private classAtom(): number | { test: CharTest; js: string; cost: number } {
     if (this.peek() === "\\") {
       const n = this.escape(true);
       if (n === null || n.t !== "char") this.err("PQL_REGEX_INVALID", "invalid escape in character class");
       const single = /^\\u\{([0-9a-f]+)\}$/.exec(n.js);
       if (single) return parseInt(single[1]!, 16);
-      return { test: n.test, js: n.js.startsWith("[") ? n.js.slice(1, -1) : n.js };
+      return { test: n.test, js: n.js.startsWith("[") ? n.js.slice(1, -1) : n.js, cost: n.cost };
     }
     const cp = this.src.codePointAt(this.pos)!;
     this.pos += cp > 0xffff ? 2 : 1;
@@ -338,9 +377,9 @@ class Parser {
     const c = this.src[this.pos];
     if (c === undefined) this.err("PQL_REGEX_INVALID", "trailing backslash", start);
     this.pos++;
-    const raw = (cp: number): RNode => ({ t: "char", test: (x) => x === cp, js: hex(cp) });
+    const raw = (cp: number): RNode => ({ t: "char", test: (x) => x === cp, js: hex(cp), cost: 1 });
     const lit = (cp: number): RNode => (inClass ? raw(cp) : this.literal(cp));
-    const cls = (test: CharTest, js: string): RNode => ({ t: "char", test, js });
+    const cls = (test: CharTest, js: string): RNode => ({ t: "char", test, js, cost: 1 });
     switch (c) {
       case "d":
         return cls(isDigitCp, "[0-9]");
@@ -450,8 +489,9 @@ class Parser {
     }
     let test: CharTest;
     let js: string;
+    let cost = PROPERTY_COST;
     const posix = POSIX[name];
-    if (posix !== undefined) [test, js] = [posix[0], `[${posix[1]}]`];
+    if (posix !== undefined) [test, js, cost] = [posix[0], `[${posix[1]}]`, 1];
     else if (name.startsWith("java") || name.startsWith("In"))
       this.err("PQL_REGEX_UNSUPPORTED", `\\p{${name}} is Java-only and not supported`, start);
     else {
@@ -471,7 +511,7 @@ class Parser {
       test = (cp) => !inner(cp);
       js = js.startsWith("[") ? `[^${js.slice(1)}` : `\\P${js.slice(2)}`;
     }
-    return this.flags.i ? { t: "char", test: foldTest(test), js } : { t: "char", test, js };
+    return this.flags.i ? { t: "char", test: foldTest(test), js, cost: foldCost(cost) } : { t: "char", test, js, cost };
   }
 }
 
@@ -487,8 +527,9 @@ const enum Op {
   Match,
 }
 
+type CharInst = { op: Op.Char; test: CharTest; cost: number };
 type Inst =
-  | { op: Op.Char; test: CharTest }
+  | CharInst
   | { op: Op.Split; x: number; y: number }
   | { op: Op.Jmp; x: number }
   | { op: Op.Save; slot: number }
@@ -509,7 +550,7 @@ class Compiler {
   gen(n: RNode): void {
     switch (n.t) {
       case "char":
-        this.emit({ op: Op.Char, test: n.test });
+        this.emit({ op: Op.Char, test: n.test, cost: n.cost });
         return;
       case "assert":
         this.emit({ op: Op.Assert, kind: n.kind });
@@ -591,6 +632,12 @@ class PikeRegex implements SafeRegex {
   private readonly nslots: number;
   private readonly mark: Int32Array;
   private generation = 0;
+  /** Per Char instruction, its ASCII answers: 0 not yet known, 1 no, 2 yes. */
+  private readonly tables: (Uint8Array | undefined)[] = [];
+  /** Budget units spent by the current match (see MAX_STEPS). */
+  private steps = 0;
+  /** Budget units of allocating or copying one set of captures. */
+  private readonly copyCost: number;
 
   constructor(
     readonly pattern: string,
@@ -603,6 +650,17 @@ class PikeRegex implements SafeRegex {
     private readonly literal: string | null,
   ) {
     this.nslots = 2 * (groups + 1);
+    // Remembered ASCII answers of the costlier tests (classes, properties, case
+    // folding), one table per distinct test, a bounded number per pattern.
+    const byTest = new Map<CharTest, Uint8Array>();
+    prog.forEach((inst, pc) => {
+      if (inst.op !== Op.Char || inst.cost <= 1) return;
+      let table = byTest.get(inst.test);
+      if (table === undefined && byTest.size < MAX_TABLES) byTest.set(inst.test, (table = new Uint8Array(128)));
+      if (table !== undefined) this.tables[pc] = table;
+    });
+    // V8 keeps typed arrays of up to 64 bytes on its heap; larger ones cost an external allocation.
+    this.copyCost = this.nslots <= 16 ? 4 : 40 + (this.nslots >>> 1);
     this.mark = new Int32Array(prog.length);
     this.bufA = new Int32Array(prog.length);
     this.bufB = new Int32Array(prog.length);
@@ -626,6 +684,28 @@ class PikeRegex implements SafeRegex {
       out.push(a >= 0 && b >= 0 ? s.slice(a, b) : null);
     }
     return out;
+  }
+
+  /**
+   * Does Char instruction pc accept cp? Charges the test's cost to the budget,
+   * twice for an astral code point (the test converts a surrogate pair); an
+   * ASCII answer already in the instruction's table costs two units.
+   */
+  private accepts(pc: number, inst: CharInst, cp: number, width: number): boolean {
+    const table = this.tables[pc];
+    if (table !== undefined && cp < 128) {
+      const known = table[cp]!;
+      if (known !== 0) {
+        this.steps += 2;
+        return known === 2;
+      }
+      this.steps += inst.cost;
+      const yes = inst.test(cp);
+      table[cp] = yes ? 2 : 1;
+      return yes;
+    }
+    this.steps += width * inst.cost;
+    return inst.test(cp);
   }
 
   private assertHolds(kind: "^" | "$" | "b" | "B", s: string, i: number): boolean {
@@ -653,6 +733,7 @@ class PikeRegex implements SafeRegex {
     const stack: [number, Int32Array][] = [[pc0, caps0]];
     while (stack.length > 0) {
       const [pc, caps] = stack.pop()!;
+      this.steps += EXEC_STEP_COST;
       if (this.mark[pc] === this.generation) continue;
       this.mark[pc] = this.generation;
       const inst = this.prog[pc]!;
@@ -664,6 +745,7 @@ class PikeRegex implements SafeRegex {
           stack.push([inst.y, caps], [inst.x, caps]);
           break;
         case Op.Save: {
+          this.steps += this.copyCost;
           const c = caps.slice();
           c[inst.slot] = i;
           stack.push([pc + 1, c]);
@@ -690,6 +772,7 @@ class PikeRegex implements SafeRegex {
     stack[sp++] = pc0;
     while (sp > 0) {
       const pc = stack[--sp]!;
+      this.steps++;
       if (this.mark[pc] === this.generation) continue;
       this.mark[pc] = this.generation;
       const inst = this.prog[pc]!;
@@ -721,6 +804,7 @@ class PikeRegex implements SafeRegex {
   private runTest(s: string): boolean {
     let clist = this.bufA;
     let nlist = this.bufB;
+    this.steps = 0;
     this.generation++;
     let clen = this.addPc(clist, 0, 0, s, 0);
     let i = 0;
@@ -733,11 +817,15 @@ class PikeRegex implements SafeRegex {
         const pc = clist[k]!;
         const inst = this.prog[pc]!;
         if (inst.op === Op.Match) return true;
-        if (inst.op === Op.Char && cp >= 0 && inst.test(cp)) nlen = this.addPc(nlist, nlen, pc + 1, s, i + width);
+        if (inst.op === Op.Char && cp >= 0) {
+          if (this.steps > MAX_STEPS) return false;
+          if (this.accepts(pc, inst, cp, width)) nlen = this.addPc(nlist, nlen, pc + 1, s, i + width);
+        }
       }
       if (i >= s.length) return false;
       i += width;
       nlen = this.addPc(nlist, nlen, 0, s, i);
+      if (this.steps > MAX_STEPS) return false;
       const t = clist;
       clist = nlist;
       nlist = t;
@@ -748,11 +836,13 @@ class PikeRegex implements SafeRegex {
   private run(s: string, wantCaps: boolean): Int32Array | null {
     type Thread = { pc: number; caps: Int32Array };
     const startCaps = (i: number) => {
+      this.steps += this.copyCost;
       const c = new Int32Array(this.nslots).fill(-1);
       c[0] = i;
       return c;
     };
     let matched: Int32Array | null = null;
+    this.steps = 0;
     this.generation++;
     let clist: Thread[] = [];
     this.addThread(clist, 0, startCaps(0), s, 0);
@@ -765,19 +855,24 @@ class PikeRegex implements SafeRegex {
       for (const t of clist) {
         const inst = this.prog[t.pc]!;
         if (inst.op === Op.Match) {
+          this.steps += this.copyCost;
           const caps = t.caps.slice();
           caps[1] = i;
           matched = caps;
           if (!wantCaps) return matched;
           break; // threads of lower priority are cut off (leftmost-first)
         }
-        if (inst.op === Op.Char && cp >= 0 && inst.test(cp)) this.addThread(nlist, t.pc + 1, t.caps, s, i + width);
+        if (inst.op === Op.Char && cp >= 0) {
+          if (this.steps > MAX_STEPS) return null;
+          if (this.accepts(t.pc, inst, cp, width)) this.addThread(nlist, t.pc + 1, t.caps, s, i + width);
+        }
       }
       if (i >= s.length) break;
       i += width;
       // Find semantics: a new attempt starts at every position, with the lowest priority.
       if (matched === null) this.addThread(nlist, 0, startCaps(i), s, i);
       else if (nlist.length === 0) break;
+      if (this.steps > MAX_STEPS) return null;
       clist = nlist;
     }
     return matched;
