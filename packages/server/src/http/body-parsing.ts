@@ -100,11 +100,26 @@ export function installBodyParsing(app: FastifyInstance): void {
   app.addContentTypeParser("application/json", { parseAs: "string" }, parseBody);
 
   // Query strings and path parameters: every route, after authentication, before the route's own validation.
-  app.addHook("preValidation", async (request) => {
-    const bad = parameterViolation(request.query, "Query parameter") ?? parameterViolation(request.params, "Path parameter");
-    if (bad !== null) throw bad;
+  // Callback hooks (not async): they run on every request, the edge's hot path included.
+  app.addHook("preValidation", (request, _reply, done) => {
+    done(parameterViolation(request.query, "Query parameter") ?? parameterViolation(request.params, "Path parameter") ?? undefined);
+  });
+  // After the route's schema coerced the query: a number no schema bounded ("1e309" → Infinity) never reaches a store.
+  app.addHook("preHandler", (request, _reply, done) => {
+    const q = request.query;
+    if (q !== null && typeof q === "object") {
+      for (const [name, v] of Object.entries(q as Record<string, unknown>)) {
+        if (typeof v === "number" && !Number.isFinite(v)) {
+          done(new ApiError(400, LIMIT_CODES.number, `Query parameter '${name.slice(0, 64)}' is outside the range of a double-precision number`));
+          return;
+        }
+      }
+    }
+    done();
   });
 
+  // Not strictNumbers: with coercion Ajv 8 then accepts a query's "1e309" as Infinity without the
+  // range checks (measured); numeric query parameters carry a maximum instead (http/routes/paging-params.ts).
   const strict = new Ajv.default({ allErrors: true, coerceTypes: false, useDefaults: false, removeAdditional: false, strict: false });
   const lenient = new Ajv.default({ allErrors: true, coerceTypes: "array", useDefaults: true, removeAdditional: false, strict: false });
   addFormats.default(strict);

@@ -195,6 +195,37 @@ describe(`hygiene store conformance (${STORE_KIND})`, () => {
     });
   });
 
+  describe("sandbox scope of reads and replaces by id", () => {
+    it("a read by id that names a sandbox finds only that sandbox's work order; a replace never moves one", async () => {
+      const org = "scope-wo@AdobeOrg";
+      const prod = workOrder(org);
+      await store.insertWorkOrder(prod, []);
+      assert.equal(await store.getWorkOrder(org, prod.workorderId, "dev"), undefined);
+      assert.deepEqual(await store.getWorkOrder(org, prod.workorderId, "prod"), prod);
+      // Without a sandbox (the runner), the org's order is found; another org's never is.
+      assert.deepEqual(await store.getWorkOrder(org, prod.workorderId), prod);
+      assert.equal(await store.getWorkOrder("other@AdobeOrg", prod.workorderId, "prod"), undefined);
+      // The same id and revision claimed for another sandbox changes nothing.
+      assert.equal(await store.replaceWorkOrder({ ...prod, sandboxName: "dev", displayName: "moved" }, ["received"]), false);
+      assert.deepEqual(await store.getWorkOrder(org, prod.workorderId, "prod"), prod);
+      assert.equal(await store.replaceWorkOrder({ ...prod, displayName: "renamed" }, ["received"]), true);
+      assert.equal((await store.getWorkOrder(org, prod.workorderId, "prod"))?.displayName, "renamed");
+    });
+
+    it("a read by id that names a sandbox finds only that sandbox's expiration; a replace never moves one", async () => {
+      const org = "scope-ttl@AdobeOrg";
+      const prod = expiration(org, "ds1");
+      assert.deepEqual(await store.insertExpiration(prod, 10), { ok: true });
+      assert.equal(await store.getExpiration(org, prod.ttlId, "dev"), undefined);
+      assert.deepEqual(await store.getExpiration(org, prod.ttlId, "prod"), prod);
+      assert.deepEqual(await store.getExpiration(org, prod.ttlId), prod);
+      assert.equal(await store.getExpiration("other@AdobeOrg", prod.ttlId, "prod"), undefined);
+      assert.equal(await store.replaceExpiration({ ...prod, sandboxName: "dev", status: "cancelled" }, ["pending"]), false);
+      assert.deepEqual(await store.getExpiration(org, prod.ttlId, "prod"), prod);
+      assert.equal(await store.countActiveExpirations(org), 1);
+    });
+  });
+
   describe("entitlement overrides", () => {
     it("sets, reads and removes overrides per organization", async () => {
       await store.setEntitlementOverrides("ent@AdobeOrg", { datasetExpirationQuota: 3, dailyConsumerDeleteIdentitiesQuota: 0 });

@@ -10,6 +10,7 @@
 import type { FastifyInstance } from "fastify";
 import { registerTenantHooks, type AuthDeps } from "../../http/auth.js";
 import { tenantOf } from "../../http/request-context.js";
+import { limitParam } from "../../http/routes/paging-params.js";
 import { authHeaders, commonErrorResponses, idParam } from "../../http/schemas.js";
 import { EXPORT_STATUSES, type ExportService } from "../exports/export-service.js";
 
@@ -176,7 +177,7 @@ export async function exportRoutes(app: FastifyInstance, opts: ExportRoutesOptio
       tags,
       summary: "List export jobs (newest first)",
       headers: authHeaders,
-      querystring: { type: "object", properties: { limit: { type: "integer", minimum: 1 }, offset: { type: "string" }, status: { type: "string", enum: [...EXPORT_STATUSES] } } },
+      querystring: { type: "object", properties: { limit: limitParam(), offset: { type: "string" }, status: { type: "string", enum: [...EXPORT_STATUSES] } } },
       response: {
         200: {
           type: "object",

@@ -6,6 +6,7 @@ import type { FastifyInstance } from "fastify";
 import { registerTenantHooks, type AuthDeps } from "../../http/auth.js";
 import { bulkItemError } from "../../http/errors.js";
 import { tenantOf } from "../../http/request-context.js";
+import { limitParam, offsetParam } from "../../http/routes/paging-params.js";
 import { authHeaders, bulkGetBodySchema, commonErrorResponses, idParam } from "../../http/schemas.js";
 import { ApiError, ErrorCodes, badRequest } from "../../services/errors.js";
 import { BatchErrorCodes } from "../errors.js";
@@ -77,8 +78,8 @@ export async function jobRoutes(app: FastifyInstance, opts: JobRoutesOptions): P
       querystring: {
         type: "object",
         properties: {
-          start: { type: "integer", minimum: 0 },
-          limit: { type: "integer", minimum: 1 },
+          start: offsetParam(),
+          limit: limitParam(),
           status: { type: "string" },
           sort: { type: "string", maxLength: 100 },
           property: { anyOf: [{ type: "string" }, { type: "array", items: { type: "string" } }] },

@@ -6,6 +6,7 @@
 import type { FastifyInstance } from "fastify";
 import { registerTenantHooks, type AuthDeps } from "../../http/auth.js";
 import { tenantOf } from "../../http/request-context.js";
+import { limitParam, offsetParam } from "../../http/routes/paging-params.js";
 import { authHeaders, commonErrorResponses, idParam } from "../../http/schemas.js";
 import type { PreviewInput, PreviewService } from "../previews/preview-service.js";
 
@@ -43,7 +44,7 @@ export async function previewRoutes(app: FastifyInstance, opts: PreviewRoutesOpt
       summary: "Sample members of a preview",
       headers: authHeaders,
       params: idParam("PREVIEW_ID"),
-      querystring: { type: "object", properties: { offset: { type: "integer", minimum: 0 }, limit: { type: "integer", minimum: 1, maximum: DEFAULT_LIMIT } } },
+      querystring: { type: "object", properties: { offset: offsetParam(), limit: limitParam(DEFAULT_LIMIT) } },
       response: { 200: anyObject, ...commonErrorResponses, 404: notFoundResponse },
     },
   }, async (request) => {

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import { registerTenantHooks, type AuthDeps } from "../../http/auth.js";
 import { tenantOf } from "../../http/request-context.js";
+import { limitParam, offsetParam } from "../../http/routes/paging-params.js";
 import { authHeaders, commonErrorResponses, idParam } from "../../http/schemas.js";
 import type { PatchOp, ScheduleInput, ScheduleService } from "../schedules/schedule-service.js";
 
@@ -39,7 +40,7 @@ export async function scheduleRoutes(app: FastifyInstance, opts: ScheduleRoutesO
       tags,
       summary: "List schedules",
       headers: authHeaders,
-      querystring: { type: "object", properties: { start: { type: "integer", minimum: 0 }, limit: { type: "integer", minimum: 1 } } },
+      querystring: { type: "object", properties: { start: offsetParam(), limit: limitParam() } },
       response: {
         200: {
           type: "object",

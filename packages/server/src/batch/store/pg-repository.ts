@@ -3,6 +3,7 @@
  * given schema, documents as jsonb.
  */
 import pg from "pg";
+import { withDefaultUser } from "../../platform/pg-url.js";
 import type { TenantScope } from "../../profiles/types.js";
 import type { BatchRepository, ResourceKind, ResourceListQuery, StoredResource } from "./types.js";
 
@@ -32,7 +33,8 @@ export class PgBatchRepository implements BatchRepository {
   private ready: Promise<void> | null = null;
 
   constructor(private readonly opts: PgBatchRepositoryOptions) {
-    this.pool = new pg.Pool({ connectionString: opts.connectionString, max: opts.poolSize ?? 4 });
+    // libpq's default user, as every store applies it (platform/pg-url.ts): without it a URL naming no user fails when USER is unset.
+    this.pool = new pg.Pool({ connectionString: withDefaultUser(opts.connectionString), max: opts.poolSize ?? 4 });
     this.table = `"${(opts.schema ?? "public").replace(/"/g, '""')}".batch_resources`;
   }
 

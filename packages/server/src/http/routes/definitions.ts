@@ -23,6 +23,7 @@ import {
   sandboxSchema,
   segmentDefinitionSchema,
 } from "../schemas.js";
+import { MAX_QUERY_INTEGER, limitParam, offsetParam, pageParam } from "./paging-params.js";
 
 export const DEFINITIONS_PATH = "/data/core/ups/segment/definitions";
 /** AEP's observed page size maximum (segmentation-api.md §14); larger `limit`s are clamped. */
@@ -65,9 +66,9 @@ function location(request: FastifyRequest, id: string): string {
 const listQuerySchema = {
   type: "object",
   properties: {
-    start: { type: "integer", minimum: 0, description: "Offset of the first definition returned (wins over page)" },
-    limit: { type: "integer", minimum: 1, description: `Page size; at most ${MAX_PAGE_LIMIT} (larger values are clamped). Default ${MAX_PAGE_LIMIT}` },
-    page: { type: "integer", minimum: 0, description: "0-based page number (offset = page × limit) when start is absent" },
+    start: offsetParam("Offset of the first definition returned (wins over page)"),
+    limit: limitParam(MAX_QUERY_INTEGER, `Page size; at most ${MAX_PAGE_LIMIT} (larger values are clamped). Default ${MAX_PAGE_LIMIT}`),
+    page: pageParam("0-based page number (offset = page × limit) when start is absent"),
     sort: { type: "string", maxLength: 200, description: `field:asc|desc[,field:asc|desc...]; fields: ${DEFINITION_SORT_FIELDS.join(", ")}. Default creationTime:desc` },
     "evaluationInfo.batch.enabled": { type: "boolean" },
     "evaluationInfo.continuous.enabled": { type: "boolean" },
@@ -120,8 +121,8 @@ export async function definitionRoutes(app: FastifyInstance, opts: DefinitionRou
   }, async (request) => {
     const q = request.query;
     const limit = Math.min(q.limit ?? MAX_PAGE_LIMIT, MAX_PAGE_LIMIT);
+    // The schema bounds page and limit, so the product is an exact integer.
     const offset = q.start ?? (q.page ?? 0) * limit;
-    if (!Number.isSafeInteger(offset)) throw badRequest("start/page is out of range");
     const sort = parseSort(q.sort);
     const query: DefinitionListQuery = {
       filters: {

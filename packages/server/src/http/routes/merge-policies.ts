@@ -20,6 +20,7 @@ import {
   mergePolicyInputSchema,
   mergePolicySchema,
 } from "../schemas.js";
+import { MAX_QUERY_INT32, MAX_QUERY_INTEGER, limitParam } from "./paging-params.js";
 
 export const MERGE_POLICIES_PATH = "/data/core/ups/config/mergePolicies";
 export const MERGE_POLICY_DEFAULT_LIMIT = 20;
@@ -56,7 +57,7 @@ const listQuerySchema = {
   type: "object",
   properties: {
     start: { type: "string", pattern: "^[0-9]{1,15}$", description: "Offset cursor (as returned in _links.next)" },
-    limit: { type: "integer", minimum: 1, description: `Page size, default ${MERGE_POLICY_DEFAULT_LIMIT}, at most ${MERGE_POLICY_MAX_LIMIT}` },
+    limit: limitParam(MAX_QUERY_INTEGER, `Page size, default ${MERGE_POLICY_DEFAULT_LIMIT}, at most ${MERGE_POLICY_MAX_LIMIT} (larger values are clamped)`),
     orderBy: { type: "string", description: "name, +name or -name (also updateEpoch, id)" },
     orderby: { type: "string", description: "alias of orderBy (the spelling in Adobe's OpenAPI file)" },
     default: { type: "boolean" },
@@ -64,7 +65,8 @@ const listQuerySchema = {
     "schema.name": { type: "string" },
     "identityGraph.type": { type: "string", enum: ["none", "pdg"] },
     "attributeMerge.type": { type: "string", enum: ["timestampOrdered", "dataSetPrecedence"] },
-    version: { type: "integer" },
+    // Compared with an INTEGER column: PostgreSQL refuses a parameter beyond 32 bits.
+    version: { type: "integer", minimum: 0, maximum: MAX_QUERY_INT32 },
   },
 } as const;
 

@@ -1,9 +1,10 @@
 /**
  * The data lifecycle API under /data/core/hygiene: quota, work orders and
  * dataset expirations. Org-scoped: x-sandbox-name is optional; when sent it
- * must name a sandbox of the org, and work orders/expirations act on datasets
- * of that sandbox (else of the org's default sandbox). Handlers only
- * translate HTTP to the hygiene services and back.
+ * must name a sandbox of the org, new work orders/expirations act on datasets
+ * of that sandbox (else of the org's default sandbox), and lists and reads,
+ * updates and cancels by id see only that sandbox's (else the whole org's).
+ * Handlers only translate HTTP to the hygiene services and back.
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { registerOrgHooks, type AuthDeps } from "../../http/auth.js";
@@ -11,7 +12,7 @@ import { orgOf } from "../../http/request-context.js";
 import { ApiError, ErrorCodes } from "../../services/errors.js";
 import type { HygieneContext } from "../context.js";
 import type { Hygiene } from "../hygiene.js";
-import { invalid, ttlInvalid } from "../errors.js";
+import { invalid, notFound, ttlInvalid } from "../errors.js";
 import { hygieneErrorHandler } from "./error-body.js";
 import { expirationListQuery, workOrderListQuery, type Query } from "./list-params.js";
 import { expirationJson, workOrderJson } from "./render.js";
@@ -54,6 +55,26 @@ export async function hygieneRoutes(app: FastifyInstance, opts: HygieneRoutesOpt
   /** Validates a sent header even on org-wide reads, so a typo'd sandbox is not silently ignored. */
   const listSandbox = (request: FastifyRequest): string | undefined => (headerSandbox(request) !== undefined ? sandboxName(request) : undefined);
 
+  /**
+   * A request naming a sandbox reaches a resource by id only in that sandbox: a
+   * `dev` request gets the same 404 for a `prod` order as for a missing one. It
+   * is checked before the service reads or changes anything (a resource never
+   * changes sandbox, so the check holds for the change that follows).
+   */
+  const store = hygiene.deps.store;
+  const orderInSandbox = async (request: FastifyRequest, id: string): Promise<void> => {
+    const sandbox = listSandbox(request);
+    if (sandbox !== undefined && (await store.getWorkOrder(orgOf(request), id, sandbox)) === undefined) throw notFound(`Work order ${id} not found.`);
+  };
+  /** As for work orders; `id` is a ttlId or a datasetId, as the expiration service resolves it. */
+  const expirationInSandbox = async (request: FastifyRequest, id: string): Promise<void> => {
+    const sandbox = listSandbox(request);
+    if (sandbox === undefined) return;
+    const orgId = orgOf(request);
+    const found = (await store.getExpiration(orgId, id, sandbox)) ?? (await store.expirationForDataset(orgId, sandbox, id));
+    if (found === undefined) throw notFound(`Dataset expiration configuration ${id} not found.`);
+  };
+
   app.setErrorHandler(hygieneErrorHandler((request) => headerSandbox(request) ?? "not-applicable", () => hygiene.deps.clock.now()));
 
   app.get(`${HYGIENE_PREFIX}/quota`, { schema: { tags, summary: "Quota usage and allowances of the organization" } }, async (request) => {
@@ -91,9 +112,16 @@ export async function hygieneRoutes(app: FastifyInstance, opts: HygieneRoutesOpt
     return { results: page.items.map(workOrderJson), total: page.total, count: page.items.length, _links: links };
   });
 
-  const getOrder = async (request: FastifyRequest) => workOrderJson(await hygiene.workOrders.get(ctxOf(request), (request.params as { id: string }).id));
-  const renameOrder = async (request: FastifyRequest) =>
-    workOrderJson(await hygiene.workOrders.rename(ctxOf(request), (request.params as { id: string }).id, request.body));
+  const getOrder = async (request: FastifyRequest) => {
+    const id = (request.params as { id: string }).id;
+    await orderInSandbox(request, id);
+    return workOrderJson(await hygiene.workOrders.get(ctxOf(request), id));
+  };
+  const renameOrder = async (request: FastifyRequest) => {
+    const id = (request.params as { id: string }).id;
+    await orderInSandbox(request, id);
+    return workOrderJson(await hygiene.workOrders.rename(ctxOf(request), id, request.body));
+  };
   // aepp calls these with a trailing slash.
   for (const path of [`${HYGIENE_PREFIX}/workorder/:id`, `${HYGIENE_PREFIX}/workorder/:id/`]) {
     app.get(path, { schema: { tags, summary: "Get one work order" } }, getOrder);
@@ -124,17 +152,23 @@ export async function hygieneRoutes(app: FastifyInstance, opts: HygieneRoutesOpt
   app.get(`${HYGIENE_PREFIX}/ttl/:id`, { schema: { tags, summary: "Get a dataset expiration by its id or its dataset's id" } }, async (request) => {
     const include = (request.query as Query).include;
     if (include !== undefined && include !== "history") throw ttlInvalid(`Invalid include '${String(include)}'. Allowed: history.`);
-    const record = await hygiene.expirations.get(ctxOf(request), (request.params as { id: string }).id);
+    const id = (request.params as { id: string }).id;
+    await expirationInSandbox(request, id);
+    const record = await hygiene.expirations.get(ctxOf(request), id);
     return expirationJson(record, include === "history");
   });
 
   app.put(`${HYGIENE_PREFIX}/ttl/:id`, { schema: { tags, summary: "Update a pending dataset expiration" } }, async (request) => {
-    const record = await hygiene.expirations.update(ctxOf(request), (request.params as { id: string }).id, request.body);
+    const id = (request.params as { id: string }).id;
+    await expirationInSandbox(request, id);
+    const record = await hygiene.expirations.update(ctxOf(request), id, request.body);
     return expirationJson(record, false);
   });
 
   app.delete(`${HYGIENE_PREFIX}/ttl/:id`, { schema: { tags, summary: "Cancel a pending dataset expiration" } }, async (request) => {
-    const record = await hygiene.expirations.cancel(ctxOf(request), (request.params as { id: string }).id);
+    const id = (request.params as { id: string }).id;
+    await expirationInSandbox(request, id);
+    const record = await hygiene.expirations.cancel(ctxOf(request), id);
     return expirationJson(record, false);
   });
 }

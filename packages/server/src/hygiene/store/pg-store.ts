@@ -98,8 +98,11 @@ export class PgHygieneStore implements HygieneStore {
     });
   }
 
-  async getWorkOrder(orgId: string, workorderId: string): Promise<WorkOrderRecord | undefined> {
-    const r = await this.pool.query<{ doc: string }>("SELECT doc FROM hygiene_work_orders WHERE org_id = $1 AND id = $2", [orgId, workorderId]);
+  async getWorkOrder(orgId: string, workorderId: string, sandboxName?: string): Promise<WorkOrderRecord | undefined> {
+    const r =
+      sandboxName === undefined
+        ? await this.pool.query<{ doc: string }>("SELECT doc FROM hygiene_work_orders WHERE org_id = $1 AND id = $2", [orgId, workorderId])
+        : await this.pool.query<{ doc: string }>("SELECT doc FROM hygiene_work_orders WHERE org_id = $1 AND id = $2 AND sandbox_name = $3", [orgId, workorderId, sandboxName]);
     return r.rows[0] ? (JSON.parse(r.rows[0].doc) as WorkOrderRecord) : undefined;
   }
 
@@ -121,8 +124,8 @@ export class PgHygieneStore implements HygieneStore {
     const sets = cols.map((c, i) => `${c} = $${i + 1}`).join(", ");
     const k = cols.length;
     const r = await this.pool.query(
-      `UPDATE hygiene_work_orders SET ${sets} WHERE org_id = $${k + 1} AND id = $${k + 2} AND revision = $${k + 3} AND status = ANY($${k + 4}::text[])`,
-      [...rest, order.orgId, order.workorderId, order.revision, [...expected]],
+      `UPDATE hygiene_work_orders SET ${sets} WHERE org_id = $${k + 1} AND sandbox_name = $${k + 2} AND id = $${k + 3} AND revision = $${k + 4} AND status = ANY($${k + 5}::text[])`,
+      [...rest, order.orgId, order.sandboxName, order.workorderId, order.revision, [...expected]],
     );
     return r.rowCount === 1;
   }
@@ -149,8 +152,11 @@ export class PgHygieneStore implements HygieneStore {
     });
   }
 
-  async getExpiration(orgId: string, ttlId: string): Promise<ExpirationRecord | undefined> {
-    const r = await this.pool.query<{ doc: string }>("SELECT doc FROM hygiene_expirations WHERE org_id = $1 AND id = $2", [orgId, ttlId]);
+  async getExpiration(orgId: string, ttlId: string, sandboxName?: string): Promise<ExpirationRecord | undefined> {
+    const r =
+      sandboxName === undefined
+        ? await this.pool.query<{ doc: string }>("SELECT doc FROM hygiene_expirations WHERE org_id = $1 AND id = $2", [orgId, ttlId])
+        : await this.pool.query<{ doc: string }>("SELECT doc FROM hygiene_expirations WHERE org_id = $1 AND id = $2 AND sandbox_name = $3", [orgId, ttlId, sandboxName]);
     return r.rows[0] ? (JSON.parse(r.rows[0].doc) as ExpirationRecord) : undefined;
   }
 
@@ -182,8 +188,8 @@ export class PgHygieneStore implements HygieneStore {
     const k = cols.length;
     // A single conditional UPDATE: the row lock makes a cancel and the scheduler's claim exclusive.
     const r = await this.pool.query(
-      `UPDATE hygiene_expirations SET ${sets} WHERE org_id = $${k + 1} AND id = $${k + 2} AND revision = $${k + 3} AND status = ANY($${k + 4}::text[])`,
-      [...rest, record.orgId, record.ttlId, record.revision, [...expected]],
+      `UPDATE hygiene_expirations SET ${sets} WHERE org_id = $${k + 1} AND sandbox_name = $${k + 2} AND id = $${k + 3} AND revision = $${k + 4} AND status = ANY($${k + 5}::text[])`,
+      [...rest, record.orgId, record.sandboxName, record.ttlId, record.revision, [...expected]],
     );
     return r.rowCount === 1;
   }

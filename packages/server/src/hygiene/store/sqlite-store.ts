@@ -77,8 +77,12 @@ export class SqliteHygieneStore implements HygieneStore {
     return run.immediate();
   }
 
-  async getWorkOrder(orgId: string, workorderId: string): Promise<WorkOrderRecord | undefined> {
-    const row = this.db.prepare("SELECT doc FROM hygiene_work_orders WHERE org_id = ? AND id = ?").get(orgId, workorderId) as { doc: string } | undefined;
+  async getWorkOrder(orgId: string, workorderId: string, sandboxName?: string): Promise<WorkOrderRecord | undefined> {
+    const row = (
+      sandboxName === undefined
+        ? this.db.prepare("SELECT doc FROM hygiene_work_orders WHERE org_id = ? AND id = ?").get(orgId, workorderId)
+        : this.db.prepare("SELECT doc FROM hygiene_work_orders WHERE org_id = ? AND id = ? AND sandbox_name = ?").get(orgId, workorderId, sandboxName)
+    ) as { doc: string } | undefined;
     return row ? (JSON.parse(row.doc) as WorkOrderRecord) : undefined;
   }
 
@@ -96,8 +100,8 @@ export class SqliteHygieneStore implements HygieneStore {
     const [, , ...rest] = workOrderRow(bumped(order));
     const sets = WORK_ORDER_INSERT_COLUMNS.slice(2).map((c) => `${c} = ?`).join(", ");
     const r = this.db
-      .prepare(`UPDATE hygiene_work_orders SET ${sets} WHERE org_id = ? AND id = ? AND revision = ? AND status IN (${marks(expected.length)})`)
-      .run(...rest, order.orgId, order.workorderId, order.revision, ...expected);
+      .prepare(`UPDATE hygiene_work_orders SET ${sets} WHERE org_id = ? AND sandbox_name = ? AND id = ? AND revision = ? AND status IN (${marks(expected.length)})`)
+      .run(...rest, order.orgId, order.sandboxName, order.workorderId, order.revision, ...expected);
     return r.changes === 1;
   }
 
@@ -121,8 +125,12 @@ export class SqliteHygieneStore implements HygieneStore {
     return run.immediate();
   }
 
-  async getExpiration(orgId: string, ttlId: string): Promise<ExpirationRecord | undefined> {
-    const row = this.db.prepare("SELECT doc FROM hygiene_expirations WHERE org_id = ? AND id = ?").get(orgId, ttlId) as { doc: string } | undefined;
+  async getExpiration(orgId: string, ttlId: string, sandboxName?: string): Promise<ExpirationRecord | undefined> {
+    const row = (
+      sandboxName === undefined
+        ? this.db.prepare("SELECT doc FROM hygiene_expirations WHERE org_id = ? AND id = ?").get(orgId, ttlId)
+        : this.db.prepare("SELECT doc FROM hygiene_expirations WHERE org_id = ? AND id = ? AND sandbox_name = ?").get(orgId, ttlId, sandboxName)
+    ) as { doc: string } | undefined;
     return row ? (JSON.parse(row.doc) as ExpirationRecord) : undefined;
   }
 
@@ -150,8 +158,8 @@ export class SqliteHygieneStore implements HygieneStore {
     const [, , ...rest] = expirationRow(bumped(record));
     const sets = EXPIRATION_INSERT_COLUMNS.slice(2).map((c) => `${c} = ?`).join(", ");
     const r = this.db
-      .prepare(`UPDATE hygiene_expirations SET ${sets} WHERE org_id = ? AND id = ? AND revision = ? AND status IN (${marks(expected.length)})`)
-      .run(...rest, record.orgId, record.ttlId, record.revision, ...expected);
+      .prepare(`UPDATE hygiene_expirations SET ${sets} WHERE org_id = ? AND sandbox_name = ? AND id = ? AND revision = ? AND status IN (${marks(expected.length)})`)
+      .run(...rest, record.orgId, record.sandboxName, record.ttlId, record.revision, ...expected);
     return r.changes === 1;
   }
 
@@ -203,6 +211,8 @@ export function openSqliteHygieneStore(dataDir: string): SqliteHygieneStore {
   }
   const db = new Database(file);
   db.pragma("journal_mode = WAL");
+  // As the other embedded stores: an accepted work order (and the quota it consumed) survives power loss.
+  db.pragma("synchronous = FULL");
   db.pragma("busy_timeout = 5000");
   return new SqliteHygieneStore(db);
 }

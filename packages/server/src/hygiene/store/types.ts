@@ -4,7 +4,11 @@
  * persist the order" is one transaction. Two implementations (embedded SQLite,
  * PostgreSQL) pass one conformance suite (test/hygiene/store-conformance.test.ts).
  * Every method is scoped to one organization; none spans organizations except
- * the scheduler's `due*` scans, which return (org, id) pairs to act on.
+ * the scheduler's `due*` scans, which return (org, id) pairs to act on. Reads
+ * by id also take a sandbox: given, a record of another sandbox of the org is
+ * not found (a `dev` request never sees a `prod` order); omitted (the runner,
+ * the scheduler, a request without x-sandbox-name), the whole org is searched.
+ * Replaces match the record's own org, sandbox and id.
  */
 import type { QuotaName } from "../quotas.js";
 import type {
@@ -38,7 +42,7 @@ export interface HygieneStore {
    * first charge that does not fit.
    */
   insertWorkOrder(order: WorkOrderRecord, charges: readonly QuotaCharge[]): Promise<ChargeOutcome>;
-  getWorkOrder(orgId: string, workorderId: string): Promise<WorkOrderRecord | undefined>;
+  getWorkOrder(orgId: string, workorderId: string, sandboxName?: string): Promise<WorkOrderRecord | undefined>;
   listWorkOrders(orgId: string, query: WorkOrderListQuery): Promise<Page<WorkOrderRecord>>;
   /**
    * Compare-and-set: replaces the stored order, bumping its revision, only when
@@ -55,7 +59,7 @@ export interface HygieneStore {
    * org already has `allowance` active ones; else insert.
    */
   insertExpiration(record: ExpirationRecord, allowance: number): Promise<ExpirationInsertOutcome>;
-  getExpiration(orgId: string, ttlId: string): Promise<ExpirationRecord | undefined>;
+  getExpiration(orgId: string, ttlId: string, sandboxName?: string): Promise<ExpirationRecord | undefined>;
   /** The dataset's most recent expiration (active first, then newest). */
   expirationForDataset(orgId: string, sandboxName: string, datasetId: string): Promise<ExpirationRecord | undefined>;
   listExpirations(orgId: string, query: ExpirationListQuery): Promise<Page<ExpirationRecord>>;

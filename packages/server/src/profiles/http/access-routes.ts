@@ -4,6 +4,7 @@
 // deleting an entity by identity (DELETE).
 import type { FastifyInstance } from "fastify";
 import { registerTenantHooks } from "../../http/auth.js";
+import { epochMsParam } from "../../http/routes/paging-params.js";
 import { tenantOf } from "../../http/request-context.js";
 import { ApiError, badRequest, ErrorCodes, notFound } from "../../services/errors.js";
 import { normalizeNamespace } from "../validate.js";
@@ -98,8 +99,8 @@ const querySchema = {
     relatedEntityIdNS: { type: "string", minLength: 1 },
     mergePolicyId: { type: "string", minLength: 1 },
     fields: { type: "string" },
-    startTime: { type: "integer", minimum: 0 },
-    endTime: { type: "integer", minimum: 0 },
+    startTime: epochMsParam(),
+    endTime: epochMsParam(),
     limit: { type: "integer", minimum: 1, maximum: 1000 },
     orderby: { type: "string", enum: ["timestamp", "+timestamp", "-timestamp"] },
     start: { type: "string" },

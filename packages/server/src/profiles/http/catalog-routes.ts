@@ -3,6 +3,7 @@
 // returns ["@/dataSets/<id>"] with 201.
 import type { FastifyInstance } from "fastify";
 import { registerTenantHooks } from "../../http/auth.js";
+import { limitParam, offsetParam } from "../../http/routes/paging-params.js";
 import { badRequest, notFound } from "../../services/errors.js";
 import type { IngestBatch } from "../store.js";
 import { SCHEMA_CLASS_IDS, type Dataset, type IdentityFieldDescriptor, type SchemaClass } from "../types.js";
@@ -95,7 +96,7 @@ export async function catalogRoutes(app: FastifyInstance, opts: ProfileRoutesOpt
   });
 
   app.get<{ Querystring: { limit?: number; start?: number } }>("/dataSets", {
-    schema: { tags, summary: "List datasets", querystring: { type: "object", properties: { limit: { type: "integer", minimum: 1, maximum: 100 }, start: { type: "integer", minimum: 0 } } } },
+    schema: { tags, summary: "List datasets", querystring: { type: "object", properties: { limit: limitParam(100), start: offsetParam() } } },
   }, async (request) => {
     const list = await opts.profiles.listDatasets(profileScope(request), { limit: request.query.limit ?? 50, start: request.query.start ?? 0 });
     return Object.fromEntries(list.map((d) => [d.id, renderDataset(d)]));
