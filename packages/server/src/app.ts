@@ -9,6 +9,7 @@
  * then register it below with its prefix.
  */
 import { randomUUID } from "node:crypto";
+import path from "node:path";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { Config } from "./platform/config.js";
 import type { Clock } from "./platform/clock.js";
@@ -104,10 +105,10 @@ export async function buildApp(deps: AppDeps, services: Services = createService
   await registerOpenApi(app, SERVICE_VERSION);
 
   const auth = { authenticator: services.authenticator, tenants: services.tenants };
-  await app.register(healthRoutes, { store: deps.store, metrics });
+  await app.register(healthRoutes, { store: deps.store, metrics, ...(deps.profiles ? { profiles: deps.profiles } : {}) });
   await app.register(definitionRoutes, { prefix: "/data/core/ups", ...auth, definitions: services.definitions });
   await app.register(mergePolicyRoutes, { prefix: "/data/core/ups", ...auth, mergePolicies: services.mergePolicies });
-  await app.register(adminRoutes, { prefix: "/admin", ...auth });
+  await app.register(adminRoutes, { prefix: "/admin", ...auth, ...(deps.profiles ? { profiles: deps.profiles } : {}) });
   if (deps.profiles) {
     const realtime = await registerRealtime(app, {
       ...auth,
@@ -135,6 +136,8 @@ export async function buildApp(deps: AppDeps, services: Services = createService
       profiles: deps.profiles,
       clock: deps.clock,
       policies: policiesFromService(services.mergePolicies),
+      // Batch files are received into the data directory before they are staged (never held in memory).
+      uploadSpoolDir: path.join(deps.config.dataDir, "uploads"),
       // Streaming ingestion → continuous evaluation of the affected definitions, and
       // the hub's new state projected to the edge locations that hold the profiles.
       onStored: async (tenant, result) => {

@@ -3,6 +3,7 @@
  * organization is configured), store, services, default merge policies, HTTP.
  * `close()` stops accepting, waits for in-flight requests, then closes the store.
  */
+import path from "node:path";
 import type { FastifyInstance } from "fastify";
 import { buildApp, createServices, type Services } from "./app.js";
 import { InProcessBus, type EventBus } from "./platform/bus.js";
@@ -13,6 +14,7 @@ import { openMetadataStore } from "./stores/open-store.js";
 import type { MetadataStore } from "./stores/types.js";
 import { loadOrCreateDevCredentials, withDevTenant, type DevCredentials } from "./services/dev-bootstrap.js";
 import { openProfileStore } from "./profiles/open.js";
+import { removeStaleSpools } from "./profiles/upload-spool.js";
 import type { ProfileStore } from "./profiles/store.js";
 import { createHygiene, parseHygieneConfig, type Hygiene, type LifecycleListener } from "./hygiene/index.js";
 
@@ -73,6 +75,8 @@ export async function startServer(baseConfig: Config, options: StartOptions = {}
       onError: (err, what) => logger.error({ err }, `data lifecycle: ${what} failed`),
       onChange: (change) => onLifecycleChange?.(change),
     });
+    // Uploads a killed process was receiving (embedded: this process alone owns the data directory).
+    if (config.databaseUrl === undefined) await removeStaleSpools(path.join(config.dataDir, "uploads"));
     const deps = { config, store, clock, bus, logger, profiles, hygiene };
     const services = createServices(deps);
     for (const tenant of services.tenants.all()) await services.mergePolicies.ensureDefault(tenant);

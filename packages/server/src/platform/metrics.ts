@@ -2,7 +2,8 @@
  * Prometheus metrics. Each app owns its registry (not prom-client's global
  * one) so that several apps in one test process do not collide.
  */
-import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { ProfileStoreStatus } from "../profiles/quarantine.js";
 
 export interface HttpMetrics {
   registry: Registry;
@@ -27,4 +28,52 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): HttpM
     registers: [registry],
   });
   return { registry, requests, duration };
+}
+
+/**
+ * The profile store's health in Prometheus, read from its status() at scrape time (one read per
+ * scrape, shared by the three):
+ *   segmentd_profile_store_up                        1 when it can serve, 0 while it cannot (a worker restarting)
+ *   segmentd_profile_store_worker_restarts_total     worker thread restarts (embedded worker store)
+ *   segmentd_quarantined_records_total               stored records skipped at read as unservable, once per record per process
+ */
+export function registerProfileStoreMetrics(registry: Registry, source: { status(): Promise<ProfileStoreStatus> }): void {
+  // One app per registry registers them (a registry shared by a second app keeps the first's).
+  if (registry.getSingleMetric("segmentd_profile_store_up") !== undefined) return;
+  // The three collect() of one scrape run together (prom-client awaits them at once): one status() read.
+  let inFlight: Promise<ProfileStoreStatus> | null = null;
+  const status = (): Promise<ProfileStoreStatus> => {
+    if (inFlight === null) {
+      const p = source.status().catch((err: unknown) => ({ up: false, error: String(err), restarts: 0, quarantined: 0 }));
+      inFlight = p;
+      void p.finally(() => { if (inFlight === p) inFlight = null; });
+    }
+    return inFlight;
+  };
+  new Gauge({
+    name: "segmentd_profile_store_up",
+    help: "Whether the profile store can serve (1) or not (0, e.g. its worker thread is restarting)",
+    registers: [registry],
+    async collect() {
+      this.set((await status()).up ? 1 : 0);
+    },
+  });
+  new Counter({
+    name: "segmentd_profile_store_worker_restarts_total",
+    help: "Restarts of the embedded profile store's worker thread after it died",
+    registers: [registry],
+    async collect() {
+      this.reset();
+      this.inc((await status()).restarts);
+    },
+  });
+  new Counter({
+    name: "segmentd_quarantined_records_total",
+    help: "Stored records skipped at read because they cannot be served safely (GET /admin/quarantine lists them); each counted once per process",
+    registers: [registry],
+    async collect() {
+      this.reset();
+      this.inc((await status()).quarantined);
+    },
+  });
 }

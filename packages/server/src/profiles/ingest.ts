@@ -5,6 +5,7 @@
 import type { RefusedLinkReport } from "./append-plan.js";
 import { StoreError, type AppendResult, type DecidedChanges, type ProfileStore } from "./store.js";
 import type { Dataset, MembershipTransition, RecordError, SchemaClass, TenantScope, ValidRecord } from "./types.js";
+import type { StreamItem } from "./record-stream.js";
 import { DEFAULT_LIMITS, validateRecord, type ValidationLimits } from "./validate.js";
 
 export interface IngestOptions {
@@ -63,13 +64,90 @@ export interface StageResult {
  */
 export async function stageRecords(store: ProfileStore, scope: TenantScope, datasetId: string, batch: { id: string; file?: string },
   records: ReadonlyArray<{ index: number; value: unknown }>, opts: Omit<IngestOptions, "batch">): Promise<StageResult> {
-  const dataset = await store.getDataset(scope, datasetId);
-  if (dataset === null) throw new StoreError("DATASET_NOT_FOUND", `dataset ${datasetId} does not exist in sandbox ${scope.sandboxName}`);
+  const dataset = await requireDataset(store, scope, datasetId);
   const limits: ValidationLimits = { ...DEFAULT_LIMITS, ...opts.limits };
   const { valid, failed } = validateAll(records, dataset, limits, opts);
   const read = records.length + (opts.extraRead ?? 0);
   const r = await store.stageBatchRecords(scope, batch.id, valid, { read, failed, now: opts.now, ...(batch.file === undefined ? {} : { file: batch.file }) });
   return { received: read, staged: r.staged, failed };
+}
+
+async function requireDataset(store: ProfileStore, scope: TenantScope, datasetId: string): Promise<Dataset> {
+  const dataset = await store.getDataset(scope, datasetId);
+  if (dataset === null) throw new StoreError("DATASET_NOT_FOUND", `dataset ${datasetId} does not exist in sandbox ${scope.sandboxName}`);
+  return dataset;
+}
+
+export interface StreamStageOptions extends Pick<IngestOptions, "now" | "limits" | "declaredClass"> {
+  /** Records (good and bad) per staging transaction (default STAGE_CHUNK_RECORDS). */
+  chunkRecords?: number;
+  /** Record text per staging transaction, UTF-16 code units (default STAGE_CHUNK_CHARS). */
+  chunkChars?: number;
+  /** Errors kept for the result (default 100); every one still reaches the batch's accounting. */
+  keepErrors?: number;
+}
+
+export interface StreamStageResult extends StageResult {
+  /** Records with at least one error (failed holds only the first keepErrors errors). */
+  failedRecords: number;
+}
+
+/** Records per staging transaction of a streamed file upload. */
+export const STAGE_CHUNK_RECORDS = 1_000;
+/** Record text per staging transaction (bounds memory for large records: 1,000 × 100 KB would be 100 MB). */
+export const STAGE_CHUNK_CHARS = 8 * 1024 * 1024;
+
+/**
+ * stageRecords for a file read as a stream (record-stream.ts): records are validated and
+ * staged chunk by chunk, each chunk in its own staging transaction, while the next chunk is
+ * validated, so memory held is about two chunks, never the file. Items that are already
+ * errors (malformed lines) are accounted with their chunk. A store error stops the stream;
+ * the chunks staged before it stay staged.
+ */
+export async function stageRecordStream(store: ProfileStore, scope: TenantScope, datasetId: string, batch: { id: string; file?: string },
+  items: Iterable<StreamItem> | AsyncIterable<StreamItem>, opts: StreamStageOptions): Promise<StreamStageResult> {
+  const dataset = await requireDataset(store, scope, datasetId);
+  const limits: ValidationLimits = { ...DEFAULT_LIMITS, ...opts.limits };
+  const maxRecords = opts.chunkRecords ?? STAGE_CHUNK_RECORDS;
+  const maxChars = opts.chunkChars ?? STAGE_CHUNK_CHARS;
+  const keep = opts.keepErrors ?? 100;
+  const file = batch.file === undefined ? {} : { file: batch.file };
+  const kept: RecordError[] = [];
+  let received = 0, staged = 0, failedRecords = 0;
+  let records: Array<{ index: number; value: unknown }> = [];
+  let prior: RecordError[] = [];
+  let chars = 0;
+  let inflight: Promise<void> | null = null;
+  const flush = async (): Promise<void> => {
+    const { valid, failed } = validateAll(records, dataset, limits, { ...(opts.declaredClass === undefined ? {} : { declaredClass: opts.declaredClass }), priorErrors: prior });
+    const read = records.length + prior.filter((e) => e.index >= 0).length;
+    records = [];
+    prior = [];
+    chars = 0;
+    received += read;
+    failedRecords += new Set(failed.map((e) => e.index)).size;
+    for (const e of failed) if (kept.length < keep) kept.push(e);
+    // One staging transaction in flight while the next chunk is read and validated.
+    if (inflight !== null) await inflight;
+    const p = store.stageBatchRecords(scope, batch.id, valid, { read, failed, now: opts.now, ...file }).then((r) => { staged += r.staged; });
+    p.catch(() => undefined); // awaited below; until then its rejection must not count as unhandled
+    inflight = p;
+  };
+  try {
+    for await (const item of items) {
+      if ("error" in item) prior.push(item.error);
+      else {
+        records.push(item);
+        chars += item.chars ?? 0;
+      }
+      if (records.length + prior.length >= maxRecords || chars >= maxChars) await flush();
+    }
+    if (records.length > 0 || prior.length > 0 || received === 0) await flush();
+    if (inflight !== null) await inflight;
+  } finally {
+    if (inflight !== null) await Promise.allSettled([inflight]);
+  }
+  return { received, staged, failed: kept, failedRecords };
 }
 
 function validateAll(records: ReadonlyArray<{ index: number; value: unknown }>, dataset: Dataset, limits: ValidationLimits,

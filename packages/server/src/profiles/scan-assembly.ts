@@ -2,7 +2,7 @@
 // one graph). Shared by both stores so that scans and lookups merge identically.
 import { buildMergedProfile } from "./merge.js";
 import { StoreError, type MembershipChange, type ScannedProfile } from "./store.js";
-import type { Identity, JsonObject, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, ProfileFragment, StoredEvent } from "./types.js";
+import type { Identity, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, ProfileFragment, StoredEvent } from "./types.js";
 import { identityKey } from "./validate.js";
 
 export interface GraphRows {
@@ -52,10 +52,6 @@ export function lookupProfile(pid: number, rows: GraphRows, policy: MergePolicyS
     if (!own) return null;
   }
   return buildMergedProfile({ profileId, graphIdentities: rows.identities, fragments: rows.fragments, memberships: rows.memberships, policy, lookedUp: identity });
-}
-
-export function parseBody(text: string): JsonObject {
-  return JSON.parse(text) as JsonObject;
 }
 
 export function encodeCursor(ts: number, seq: number): string {

@@ -23,9 +23,12 @@ import type {
   ValidRecord,
 } from "./types.js";
 import type { RefusedLinkReport } from "./append-plan.js";
+import { ApiError } from "../services/errors.js";
+import type { ProfileStoreObserver, ProfileStoreStatus, QuarantineEntry, QuarantineQuery } from "./quarantine.js";
 import type { MembershipSet, MembershipSetCounts, MembershipSetOptions } from "./membership-sets.js";
 
 export type { MembershipSet, MembershipSetCounts, MembershipSetOptions } from "./membership-sets.js";
+export type { ProfileStoreObserver, ProfileStoreStatus, QuarantineEntry, QuarantineQuery, QuarantineReport, QuarantinedRecord } from "./quarantine.js";
 
 export interface AppendOptions {
   /** Ingestion time (epoch ms): fragment timestamp when a record has no _repo.modifyDate. */
@@ -227,9 +230,29 @@ export class StoreError extends Error {
   }
 }
 
+/**
+ * The profile store cannot serve right now (its worker thread is restarting, say). An ApiError,
+ * so that every route answers it as a 503 with this code and the reason, never a 500.
+ */
+export class StoreUnavailableError extends ApiError {
+  static readonly CODE = "SEGMENTD-PROFILE-STORE-UNAVAILABLE-503";
+  constructor(reason: string) {
+    super(503, StoreUnavailableError.CODE, `The profile store is unavailable: ${reason}. Retry shortly`);
+    this.name = "StoreUnavailableError";
+  }
+}
+
 export interface ProfileStore {
   readonly kind: "embedded" | "postgres";
   close(): Promise<void>;
+
+  // Health and quarantine (quarantine.ts)
+  /** Whether the store can serve now (readiness) and its supervision counters (metrics). */
+  status(): Promise<ProfileStoreStatus>;
+  /** Quarantined records (skipped at read), oldest first; one tenant's or all. */
+  listQuarantined(query?: QuarantineQuery): Promise<QuarantineEntry[]>;
+  /** Quarantine reports and availability changes as they happen; returns the unsubscribe. */
+  observe(observer: ProfileStoreObserver): () => void;
 
   // Datasets (Catalog)
   createDataset(scope: TenantScope, input: DatasetInput, now: number): Promise<Dataset>;

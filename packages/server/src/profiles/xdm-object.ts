@@ -11,14 +11,28 @@ export function isPlainObject(v: unknown): v is JsonObject {
  * key, anything else (arrays included) is replaced whole. Arrays are replaced, not
  * concatenated, because XDM arrays (productListItems, addresses) are values of one
  * fragment; concatenating them across fragments would duplicate entries.
+ *
+ * Iterative (an explicit work list, not recursion): a stored body nested thousands of
+ * levels deep once overflowed the stack here and took the profile store's worker down.
  */
 export function deepMerge(base: JsonObject, top: JsonObject): JsonObject {
-  const out: JsonObject = { ...base };
-  for (const [k, v] of Object.entries(top)) {
-    const prev = out[k];
-    out[k] = isPlainObject(prev) && isPlainObject(v) ? deepMerge(prev, v) : v;
+  const root: JsonObject = { ...base };
+  // Each entry: an output object (a copy of its base) still to overlay with `top`.
+  const work: Array<{ out: JsonObject; top: JsonObject }> = [{ out: root, top }];
+  for (let w = work.pop(); w !== undefined; w = work.pop()) {
+    const { out } = w;
+    for (const [k, v] of Object.entries(w.top)) {
+      const prev = out[k];
+      if (isPlainObject(prev) && isPlainObject(v)) {
+        const child: JsonObject = { ...prev };
+        out[k] = child;
+        work.push({ out: child, top: v });
+      } else {
+        out[k] = v;
+      }
+    }
   }
-  return out;
+  return root;
 }
 
 export function splitPath(path: string): string[] {

@@ -1,7 +1,7 @@
 // The worker-thread profile store (WorkerProfileStore, the default embedded
 // store): what the thread boundary could break and the conformance suites do
 // not show — errors keep their class and code, an abandoned scan frees the
-// worker's cursor, close() drains, a dead worker fails every call, writes of one
+// worker's cursor, close() drains, a dead worker fails its calls and is restarted, writes of one
 // turn still share a group commit, and the mirrored change feed answers exactly
 // what the direct store's feed answers.
 import assert from "node:assert/strict";
@@ -13,7 +13,7 @@ import { EmbeddedProfileStore } from "../../src/profiles/embedded/sqlite-store.j
 import { FeedMirror, WorkerProfileStore, unwireRecords, wireRecords } from "../../src/profiles/embedded/worker-store.js";
 import { ingestRecords, stageRecords } from "../../src/profiles/ingest.js";
 import { openProfileStore } from "../../src/profiles/open.js";
-import { StoreError, type MembershipChange, type ProfileStore } from "../../src/profiles/store.js";
+import { StoreError, StoreUnavailableError, type MembershipChange, type ProfileStore } from "../../src/profiles/store.js";
 import type { MergePolicySpec, TenantScope, ValidRecord } from "../../src/profiles/types.js";
 
 const S: TenantScope = { orgId: "orgW", sandboxName: "prod" };
@@ -158,21 +158,34 @@ describe("WorkerProfileStore", () => {
     }
   });
 
-  it("a dead worker rejects every pending and later call with a clear error", async () => {
+  it("a dead worker fails every pending call and the calls until its restart with a 503 error, then serves again", async () => {
     const crashes: Error[] = [];
-    const w = new WorkerProfileStore({ path: file(), onCrash: (e) => crashes.push(e) });
+    const w = new WorkerProfileStore({ path: file(), onCrash: (e) => crashes.push(e), restartDelayMs: 300 });
     await seed(w, 3);
     // Kill the thread under the store, as a native crash would, with calls in flight: posted once
     // the termination is under way, so that none can be answered first (posted before it, a fast
     // worker sometimes answered one: the test then failed on a race, not on the store).
-    const terminated = (w as unknown as { worker: { terminate(): Promise<number> } }).worker.terminate();
+    const terminated = w.currentWorker().terminate();
     const pending = [w.countProfiles(S), w.findProfileId(S, ecid("p1")), w.applyMembershipChanges(S, [{ profileId: "1", definitionId: "d", status: "realized", source: "batch", at: T0 }])];
     await terminated;
-    for (const p of pending) await assert.rejects(p, /profile store worker failed .*exited/);
-    await assert.rejects(w.countProfiles(S), /profile store worker failed/);
-    await assert.rejects(w.append(S, "x", [], { ingestedAt: T0, maxIdentitiesPerGraph: 50 }), /profile store worker failed/);
+    const unavailable = (e: unknown) => e instanceof StoreUnavailableError && e.status === 503 && /profile store worker restarting: the worker thread exited/.test(e.message);
+    for (const p of pending) await assert.rejects(p, unavailable);
+    await assert.rejects(w.countProfiles(S), unavailable);
+    await assert.rejects(w.append(S, "x", [], { ingestedAt: T0, maxIdentitiesPerGraph: 50 }), unavailable);
+    assert.deepEqual(await w.status(), { up: false, error: "profile store worker restarting: the worker thread exited (code 1)", restarts: 0, quarantined: 0 });
     assert.equal(crashes.length, 1);
-    await w.close(); // still closes cleanly
+    assert.match(crashes[0]!.message, /profile store worker failed .*exited/);
+    // Restarted after the delay: the data committed before the crash is there.
+    const deadline = Date.now() + 10_000;
+    while (!(await w.status()).up) {
+      assert.ok(Date.now() < deadline, "the worker was not restarted");
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    assert.equal(await w.countProfiles(S), 3);
+    assert.equal((await w.status()).restarts, 1);
+    // Its change feed cannot tell what the dead worker's last writes touched: consumers re-read.
+    assert.equal(w.changesSince(S, 0).profileIds, null);
+    await w.close(); // closes cleanly
   });
 
   it("a store that cannot open fails its calls with the open error", async () => {

@@ -3,10 +3,20 @@
  * (registerOperatorHooks); later issues add runtime entitlement changes here.
  */
 import type { FastifyInstance } from "fastify";
+import { quarantinePageSchema } from "../../profiles/http/quarantine-routes.js";
+import type { ProfileStore } from "../../profiles/store.js";
+import { ApiError, ErrorCodes } from "../../services/errors.js";
 import { registerOperatorHooks, type AuthDeps } from "../auth.js";
 import { sandboxSchema } from "../schemas.js";
 
-export async function adminRoutes(app: FastifyInstance, opts: AuthDeps): Promise<void> {
+export interface AdminRoutesOptions extends AuthDeps {
+  /** The profile store, when the profile plane runs: GET /admin/quarantine lists what it quarantined. */
+  profiles?: Pick<ProfileStore, "listQuarantined">;
+}
+
+interface QuarantineQuerystring { orgId?: string; sandboxName?: string; limit?: number; after?: number }
+
+export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions): Promise<void> {
   registerOperatorHooks(app, opts);
   app.get("/tenants", {
     schema: {
@@ -34,5 +44,35 @@ export async function adminRoutes(app: FastifyInstance, opts: AuthDeps): Promise
       byOrg.set(t.orgId, list);
     }
     return { organizations: [...byOrg].map(([orgId, sandboxes]) => ({ orgId, sandboxes })) };
+  });
+
+  const profiles = opts.profiles;
+  if (profiles === undefined) return;
+  app.get<{ Querystring: QuarantineQuerystring }>("/quarantine", {
+    schema: {
+      tags: ["Operator"],
+      summary: "Stored records the profile store skips at read because they cannot be served safely (operator token only)",
+      description: "A record nested deeper than the record limit (or unreadable) that was stored before the limit was enforced is skipped wherever it would be read (profile access, batch jobs, exports, streaming); the rest of its profile and every other profile are served. Remove one by deleting its identity or dataset (data hygiene).",
+      headers: { type: "object", properties: { authorization: { type: "string", description: "Bearer <OPERATOR_TOKEN>" } } },
+      querystring: {
+        type: "object",
+        properties: {
+          orgId: { type: "string", minLength: 1, maxLength: 256, description: "Only this organization's records (with sandboxName)" },
+          sandboxName: { type: "string", minLength: 1, maxLength: 256, description: "Only this sandbox's records (with orgId)" },
+          limit: { type: "integer", minimum: 1, maximum: 1000, default: 100 },
+          after: { type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: "The `next` of the previous page" },
+        },
+        additionalProperties: false,
+      },
+      response: { 200: quarantinePageSchema },
+    },
+  }, async (request) => {
+    const { orgId, sandboxName, limit = 100, after } = request.query;
+    if ((orgId === undefined) !== (sandboxName === undefined)) {
+      throw new ApiError(400, ErrorCodes.badRequest, "orgId and sandboxName filter together: give both or neither");
+    }
+    const scope = orgId !== undefined && sandboxName !== undefined ? { orgId, sandboxName } : undefined;
+    const records = await profiles.listQuarantined({ limit, ...(scope ? { scope } : {}), ...(after !== undefined ? { afterSeq: after } : {}) });
+    return { records, next: records.length === limit ? records[records.length - 1]!.seq : null };
   });
 }

@@ -4,7 +4,7 @@
 // after its graph is deleted (memberships are keyed by it).
 // batch_records holds the valid records of a loading ingestion batch (staged, not
 // in profiles) until the batch completes or is aborted; added in place with
-// CREATE ... IF NOT EXISTS, so older data directories open unchanged.
+// CREATE ... IF NOT EXISTS, so older data directories open unchanged. So is quarantine.
 export const SQLITE_SCHEMA = `
 CREATE TABLE IF NOT EXISTS tenants (tid INTEGER PRIMARY KEY, org TEXT NOT NULL, sandbox TEXT NOT NULL, UNIQUE (org, sandbox));
 CREATE TABLE IF NOT EXISTS datasets (
@@ -39,4 +39,8 @@ CREATE TABLE IF NOT EXISTS batches (tid INTEGER NOT NULL, id TEXT NOT NULL, ds T
   errors TEXT NOT NULL DEFAULT '[]', PRIMARY KEY (tid, id));
 CREATE TABLE IF NOT EXISTS batch_records (seq INTEGER PRIMARY KEY, tid INTEGER NOT NULL, batch TEXT NOT NULL, meta TEXT NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS batch_records_batch ON batch_records (tid, batch, seq);
+-- Records skipped at read (quarantine.ts): one row per record; added in place, older files open unchanged.
+CREATE TABLE IF NOT EXISTS quarantine (seq INTEGER PRIMARY KEY, tid INTEGER NOT NULL, ds TEXT NOT NULL, kind TEXT NOT NULL, rid TEXT NOT NULL,
+  ns TEXT NOT NULL, idv TEXT NOT NULL, pid INTEGER, reason TEXT NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS quarantine_record ON quarantine (tid, kind, ds, rid);
 `;

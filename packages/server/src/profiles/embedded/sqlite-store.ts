@@ -22,7 +22,8 @@ import { DEFAULT_IDENTITY_CACHE_ENTRIES, IdentityPidCache } from "./identity-cac
 import { ChangeFeed, tenantKey, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
 import { decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
-import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, parseBody, planMembershipChanges, toMembership, type GraphRows, type StoredStatuses } from "../scan-assembly.js";
+import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, planMembershipChanges, toMembership, type GraphRows, type StoredStatuses } from "../scan-assembly.js";
+import { clampQuarantineLimit, fragmentRecordId, parseStoredBody, QuarantineLog, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineKind, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
 import {
   MAX_BATCH_ERRORS,
   StoreError,
@@ -210,6 +211,8 @@ export class EmbeddedProfileStore implements ProfileStore {
   private cacheSized: "capped" | "configured" | null = null;
   /** Moves the events' new index entries into the large index (event-index.ts), between commits. */
   private readonly eventIndex: EventIndexMerger;
+  /** Records skipped at read (quarantine.ts): rows written through the write queue. */
+  private readonly quarantine = new QuarantineLog((r) => this.persistQuarantine(r));
 
   constructor(opts: EmbeddedStoreOptions) {
     this.path = opts.path;
@@ -287,6 +290,62 @@ export class EmbeddedProfileStore implements ProfileStore {
     await this.checkpointer?.stop();
     this.scanConn?.db.close();
     this.db.close();
+  }
+
+  // ---- health and quarantine (quarantine.ts) ------------------------------------
+
+  async status(): Promise<ProfileStoreStatus> {
+    return { up: !this.closed, error: this.closed ? "the profile store is closed" : null, restarts: 0, quarantined: this.quarantine.count };
+  }
+
+  observe(observer: ProfileStoreObserver): () => void {
+    return this.quarantine.observe(observer);
+  }
+
+  async listQuarantined(q: QuarantineQuery = {}): Promise<QuarantineEntry[]> {
+    const where = ["q.seq > ?"];
+    const params: Array<string | number> = [q.afterSeq ?? 0];
+    if (q.scope !== undefined) {
+      where.push("t.org = ?", "t.sandbox = ?");
+      params.push(q.scope.orgId, q.scope.sandboxName);
+    }
+    const rows = this.db.prepare(`SELECT q.seq, t.org, t.sandbox, q.ds, q.kind, q.rid, q.ns, q.idv, q.pid, q.reason, q.first_seen, q.last_seen
+      FROM quarantine q JOIN tenants t ON t.tid = q.tid WHERE ${where.join(" AND ")} ORDER BY q.seq LIMIT ?`).all(...params, clampQuarantineLimit(q.limit)) as QuarantineRow[];
+    return rows.map(quarantineEntry);
+  }
+
+  /**
+   * The body of a stored record as a value, or null when it cannot be served safely (too deep,
+   * unreadable): then it is reported (once per process) and the caller skips it.
+   */
+  private servable(scope: TenantScope, kind: QuarantineKind, datasetId: string, recordId: string, identity: Identity, pid: number | null, text: string): JsonObject | null {
+    const r = parseStoredBody(text);
+    if (r.problem === null) return r.body;
+    this.quarantine.report({ scope, datasetId, kind, recordId, identity, profileId: pid, reason: r.problem, at: Date.now() });
+    return null;
+  }
+
+  /** Events of rows, those that cannot be served skipped (servable). */
+  private eventsFrom(scope: TenantScope, rows: readonly EventRow[]): Array<{ pid: number; event: StoredEvent }> {
+    const out: Array<{ pid: number; event: StoredEvent }> = [];
+    for (const r of rows) {
+      const primary = { namespace: r.ns, id: r.idv };
+      const body = this.servable(scope, "event", r.ds, r.eid, primary, r.pid, r.body);
+      if (body !== null) out.push({ pid: r.pid, event: { datasetId: r.ds, eventId: r.eid, primary, timestamp: r.ts, body } });
+    }
+    return out;
+  }
+
+  /** A quarantine row, through the write queue (a read may find the record; it never writes itself). */
+  private persistQuarantine(r: QuarantineReport): void {
+    if (this.closed) return;
+    this.write(() => {
+      const tid = this.tid(r.scope, false);
+      if (tid === NO_TENANT) return;
+      this.stmt(`INSERT INTO quarantine (tid, ds, kind, rid, ns, idv, pid, reason, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (tid, kind, ds, rid) DO UPDATE SET pid = excluded.pid, reason = excluded.reason, last_seen = excluded.last_seen`)
+        .run(tid, r.datasetId, r.kind, r.recordId, r.identity.namespace, r.identity.id, r.profileId, r.reason, r.at, r.at);
+    }).catch((err: unknown) => console.error("segmentd: could not record a quarantined record:", err));
   }
 
   // ---- plumbing -------------------------------------------------------------
@@ -597,7 +656,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       if (r.kind !== dataset.schemaClass) throw new Error(`record ${r.index} is ${r.kind} but dataset ${datasetId} holds ${dataset.schemaClass}`);
     }
     if (!dataset.profileEnabled) this.appendLake(tid, datasetId, records, opts, result);
-    else this.appendProfile(tid, datasetId, records, opts, result);
+    else this.appendProfile(scope, tid, datasetId, records, opts, result);
     if (opts.batch !== undefined) {
       const written = result.fragments + result.events + result.lakeOnly + result.duplicates;
       this.accountBatch(tid, scope, opts.batch, written, opts.ingestedAt);
@@ -614,7 +673,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     }
   }
 
-  private appendProfile(tid: number, ds: string, records: readonly ValidRecord[], opts: AppendOptions, result: AppendResult): void {
+  private appendProfile(scope: TenantScope, tid: number, ds: string, records: readonly ValidRecord[], opts: AppendOptions, result: AppendResult): void {
     const split = this.splitKnownEvents(tid, records, opts.ingestedAt);
     if (split.rest.length === 0) {
       this.insertEvents(tid, ds, split.known as EventWrite[], result);
@@ -634,7 +693,10 @@ export class EmbeddedProfileStore implements ProfileStore {
       // A fragment is keyed by a primary identity that is always stored in a graph: an unknown identity has none.
       if (loaded.fragments.has(k) || !loaded.graphs.has(k)) continue;
       const row = getFrag.get(tid, ds, r.primary.namespace, r.primary.id) as { ts: number; body: string } | undefined;
-      if (row !== undefined) loaded.fragments.set(k, { timestamp: row.ts, body: parseBody(row.body) });
+      if (row === undefined) continue;
+      // A stored fragment that cannot be served is not merged into: the new record replaces it.
+      const body = this.servable(scope, "profile", ds, fragmentRecordId(r.primary), r.primary, loaded.graphs.get(k) ?? null, row.body);
+      if (body !== null) loaded.fragments.set(k, { timestamp: row.ts, body });
     }
     const plan = planAppend(rest, loaded, opts.maxIdentitiesPerGraph, opts.ingestedAt);
     const newProfile = this.stmt("INSERT INTO profiles (tid, size, created) VALUES (?, 0, ?)");
@@ -903,7 +965,7 @@ export class EmbeddedProfileStore implements ProfileStore {
         const records = rows.map((r) => decodeStaged(r.meta, r.body, dataset.schemaClass));
         const result: AppendResult = { fragments: 0, events: 0, duplicates: 0, lakeOnly: 0, refusedLinks: [], profileIds: [] };
         if (!dataset.profileEnabled) this.appendLake(tid, row.ds, records, appendOpts, result);
-        else this.appendProfile(tid, row.ds, records, appendOpts, result);
+        else this.appendProfile(scope, tid, row.ds, records, appendOpts, result);
         written += result.fragments + result.events + result.lakeOnly + result.duplicates;
         for (const l of result.refusedLinks) if (refusedLinks.length < MAX_BATCH_ERRORS) refusedLinks.push(l);
       }
@@ -983,7 +1045,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     return rows.map((r) => ({ namespace: r.ns, id: r.idv }));
   }
 
-  private readGraphs(tid: number, lo: number, hi: number, withEvents: boolean, eventsSince: number | undefined,
+  private readGraphs(scope: TenantScope, tid: number, lo: number, hi: number, withEvents: boolean, eventsSince: number | undefined,
     stmt: (sql: string) => Database.Statement = (sql) => this.stmt(sql)): Map<number, GraphRows> {
     const graphs = new Map<number, GraphRows>();
     const g = (pid: number): GraphRows => {
@@ -998,12 +1060,14 @@ export class EmbeddedProfileStore implements ProfileStore {
       g(r.pid).identities.push({ namespace: r.ns, id: r.idv });
     }
     for (const r of stmt("SELECT pid, ds, ns, idv, ts, body FROM fragments WHERE tid = ? AND pid BETWEEN ? AND ?").all(tid, lo, hi) as FragmentRow[]) {
-      g(r.pid).fragments.push({ datasetId: r.ds, primary: { namespace: r.ns, id: r.idv }, timestamp: r.ts, body: parseBody(r.body) });
+      const primary = { namespace: r.ns, id: r.idv };
+      const body = this.servable(scope, "profile", r.ds, fragmentRecordId(primary), primary, r.pid, r.body);
+      if (body !== null) g(r.pid).fragments.push({ datasetId: r.ds, primary, timestamp: r.ts, body });
     }
     if (withEvents) {
       const rows = stmt(`${SELECT_EVENTS_BY_PID} WHERE i.tid = ? AND i.pid BETWEEN ? AND ? AND i.ts >= ? ORDER BY i.pid, i.ts, i.seq`)
         .all(tid, lo, hi, eventsSince ?? Number.MIN_SAFE_INTEGER) as EventRow[];
-      for (const r of rows) g(r.pid).events.push(eventFromRow(r));
+      for (const e of this.eventsFrom(scope, rows)) g(Number(e.pid)).events.push(e.event);
     }
     for (const r of stmt(`${SELECT_MEMBERSHIPS} WHERE m.tid = ? AND m.pid BETWEEN ? AND ? ORDER BY m.pid, c.id`).all(tid, lo, hi) as StoredMembershipRow[]) {
       g(r.pid).memberships.push(membershipOf(r));
@@ -1017,11 +1081,11 @@ export class EmbeddedProfileStore implements ProfileStore {
     const pid = this.pidOf(tid, identity);
     if (pid === null) return null;
     // Events are only needed to tell whether an identity has data of its own (policy none).
-    const rows = this.readGraphs(tid, pid, pid, false, undefined).get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] };
+    const rows = this.readGraphs(scope, tid, pid, pid, false, undefined).get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] };
     if (policy.identityGraph.type === "none" && !rows.fragments.some((f) => identityKey(f.primary) === identityKey(identity))) {
       const ev = this.stmt(`${SELECT_EVENTS_BY_PID} WHERE i.tid = ? AND i.pid = ? AND e.ns = ? AND e.idv = ? LIMIT 1`)
         .all(tid, pid, identity.namespace, identity.id) as EventRow[];
-      rows.events = ev.map(eventFromRow);
+      rows.events = this.eventsFrom(scope, ev).map((e) => e.event);
     }
     return lookupProfile(pid, rows, policy, identity);
   }
@@ -1049,7 +1113,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       .all(...params, limit + 1) as EventRow[];
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
-    return { events: page.map(eventFromRow), next: rows.length > limit && last !== undefined ? encodeCursor(last.ts, last.seq) : null };
+    return { events: this.eventsFrom(scope, page).map((e) => e.event), next: rows.length > limit && last !== undefined ? encodeCursor(last.ts, last.seq) : null };
   }
 
   async *scanProfiles(scope: TenantScope, policy: MergePolicySpec, opts: ScanOptions = {}): AsyncIterable<ScannedProfile[]> {
@@ -1060,7 +1124,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       const pids = (this.scanStmt("SELECT pid FROM profiles WHERE tid = ? AND pid > ? ORDER BY pid LIMIT ?").all(tid, after, chunk) as Array<{ pid: number }>).map((r) => r.pid);
       if (pids.length === 0) return;
       const lo = pids[0]!, hi = pids[pids.length - 1]!;
-      const graphs = this.readGraphs(tid, lo, hi, opts.events !== false, opts.eventsSince, (sql) => this.scanStmt(sql));
+      const graphs = this.readGraphs(scope, tid, lo, hi, opts.events !== false, opts.eventsSince, (sql) => this.scanStmt(sql));
       const out: ScannedProfile[] = [];
       for (const pid of pids) out.push(...assembleGraph(pid, graphs.get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] }, policy));
       after = hi;
@@ -1092,9 +1156,14 @@ export class EmbeddedProfileStore implements ProfileStore {
   }
 
   async listLakeRecords(scope: TenantScope, datasetId: string, opts: { afterSeq?: number; limit?: number } = {}): Promise<LakeRecord[]> {
-    const rows = this.stmt("SELECT seq, body FROM lake_records WHERE tid = ? AND ds = ? AND seq > ? ORDER BY seq LIMIT ?")
-      .all(this.tid(scope, false), datasetId, opts.afterSeq ?? 0, opts.limit ?? 1000) as Array<{ seq: number; body: string }>;
-    return rows.map((r) => ({ seq: r.seq, body: parseBody(r.body) }));
+    const rows = this.stmt("SELECT seq, eid, ns, idv, body FROM lake_records WHERE tid = ? AND ds = ? AND seq > ? ORDER BY seq LIMIT ?")
+      .all(this.tid(scope, false), datasetId, opts.afterSeq ?? 0, opts.limit ?? 1000) as Array<{ seq: number; eid: string | null; ns: string; idv: string; body: string }>;
+    const out: LakeRecord[] = [];
+    for (const r of rows) {
+      const body = this.servable(scope, "lake", datasetId, r.eid ?? `seq:${r.seq}`, { namespace: r.ns, id: r.idv }, null, r.body);
+      if (body !== null) out.push({ seq: r.seq, body });
+    }
+    return out;
   }
 
   // ---- memberships ----------------------------------------------------------
@@ -1359,6 +1428,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       const delFragments = this.db.prepare(`DELETE FROM fragments WHERE tid = ? AND pid = ? AND ns = ? AND idv = ?${dsFilter}`);
       const delEvents = this.db.prepare(`DELETE FROM events WHERE seq IN (SELECT seq FROM event_index_all WHERE tid = ? AND pid = ?) AND ns = ? AND idv = ?${dsFilter}`);
       const delLake = this.db.prepare(`DELETE FROM lake_records WHERE tid = ? AND ns = ? AND idv = ?${dsFilter}`);
+      const delQuarantined = this.db.prepare(`DELETE FROM quarantine WHERE tid = ? AND ns = ? AND idv = ?${dsFilter}`);
       for (const i of identities) {
         const pid = this.pidOf(tid, i);
         if (pid !== null) {
@@ -1379,6 +1449,8 @@ export class EmbeddedProfileStore implements ProfileStore {
           }
         }
         counts.lakeRecords += delLake.run(tid, i.namespace, i.id, ...dsList).changes;
+        // Quarantined records of the identity went with its data.
+        delQuarantined.run(tid, i.namespace, i.id, ...dsList);
       }
       counts.profileIds = [...touched].sort((a, b) => a - b).map(String);
       this.touch(tid, touched);
@@ -1393,6 +1465,8 @@ export class EmbeddedProfileStore implements ProfileStore {
     const fragments = this.stmt("DELETE FROM fragments WHERE tid = ? AND ds = ?").run(tid, ds).changes;
     const events = this.stmt("DELETE FROM events WHERE tid = ? AND ds = ?").run(tid, ds).changes;
     const lakeRecords = this.stmt("DELETE FROM lake_records WHERE tid = ? AND ds = ?").run(tid, ds).changes;
+    // Quarantined records of the dataset went with it.
+    this.stmt("DELETE FROM quarantine WHERE tid = ? AND ds = ?").run(tid, ds);
     this.touch(tid, pids);
     return { fragments, events, lakeRecords, identities: 0, profileIds: [...pids].sort((a, b) => a - b).map(String) };
   }
@@ -1419,20 +1493,24 @@ export class EmbeddedProfileStore implements ProfileStore {
       const touched = new Set<number>();
       // Each query uses the index that leads with the identity (events: through the graph id).
       const queries = {
-        fragments: { sql: "SELECT rowid AS k, pid, body FROM fragments WHERE tid = ? AND ds = ? AND ns = ? AND idv = ?", args: (i: Identity) => [tid, update.datasetId, i.namespace, i.id] },
+        fragments: { sql: "SELECT rowid AS k, pid, NULL AS rid, body FROM fragments WHERE tid = ? AND ds = ? AND ns = ? AND idv = ?", args: (i: Identity) => [tid, update.datasetId, i.namespace, i.id] },
         events: {
-          sql: "SELECT seq AS k, pid, body FROM events WHERE seq IN (SELECT seq FROM event_index_all WHERE tid = ? AND pid = (SELECT pid FROM identities WHERE tid = ? AND ns = ? AND idv = ?)) AND ds = ? AND ns = ? AND idv = ?",
+          sql: "SELECT seq AS k, pid, eid AS rid, body FROM events WHERE seq IN (SELECT seq FROM event_index_all WHERE tid = ? AND pid = (SELECT pid FROM identities WHERE tid = ? AND ns = ? AND idv = ?)) AND ds = ? AND ns = ? AND idv = ?",
           args: (i: Identity) => [tid, tid, i.namespace, i.id, update.datasetId, i.namespace, i.id],
         },
-        lake_records: { sql: "SELECT seq AS k, NULL AS pid, body FROM lake_records WHERE tid = ? AND ds = ? AND ns = ? AND idv = ?", args: (i: Identity) => [tid, update.datasetId, i.namespace, i.id] },
+        lake_records: { sql: "SELECT seq AS k, NULL AS pid, eid AS rid, body FROM lake_records WHERE tid = ? AND ds = ? AND ns = ? AND idv = ?", args: (i: Identity) => [tid, update.datasetId, i.namespace, i.id] },
       } as const;
+      const kinds = { fragments: "profile", events: "event", lake_records: "lake" } as const;
       for (const table of ["fragments", "events", "lake_records"] as const) {
         const key = table === "fragments" ? "rowid" : "seq";
         const sel = this.stmt(queries[table].sql);
         const upd = this.stmt(`UPDATE ${table} SET body = ? WHERE ${key} = ?`);
         for (const i of update.identities) {
-          for (const r of sel.all(...queries[table].args(i)) as Array<{ k: number; pid: number | null; body: string }>) {
-            const before = parseBody(r.body);
+          for (const r of sel.all(...queries[table].args(i)) as Array<{ k: number; pid: number | null; rid: string | null; body: string }>) {
+            // A body that cannot be served is left as it is (and reported), never rewritten.
+            const rid = table === "fragments" ? fragmentRecordId(i) : r.rid ?? `seq:${r.k}`;
+            const before = this.servable(scope, kinds[table], update.datasetId, rid, i, r.pid, r.body);
+            if (before === null) continue;
             const after = apply(before);
             if (after === before) continue;
             upd.run(JSON.stringify(after), r.k);
@@ -1447,8 +1525,12 @@ export class EmbeddedProfileStore implements ProfileStore {
   }
 }
 
-function eventFromRow(r: EventRow): StoredEvent {
-  return { datasetId: r.ds, eventId: r.eid, primary: { namespace: r.ns, id: r.idv }, timestamp: r.ts, body: parseBody(r.body) };
+
+interface QuarantineRow { seq: number; org: string; sandbox: string; ds: string; kind: string; rid: string; ns: string; idv: string; pid: number | null; reason: string; first_seen: number; last_seen: number }
+
+function quarantineEntry(r: QuarantineRow): QuarantineEntry {
+  return { seq: r.seq, orgId: r.org, sandboxName: r.sandbox, datasetId: r.ds, kind: r.kind as QuarantineKind, recordId: r.rid, identity: { namespace: r.ns, id: r.idv },
+    profileId: r.pid === null ? null : String(r.pid), reason: r.reason, quarantinedAt: new Date(r.first_seen).toISOString(), lastSeenAt: new Date(r.last_seen).toISOString() };
 }
 
 /** A membership row with its definition id (SELECT_MEMBERSHIPS) and coded status and time. */

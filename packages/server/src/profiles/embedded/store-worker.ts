@@ -25,6 +25,8 @@ try {
   throw err;
 }
 port.postMessage({ id: 0, ready: true } satisfies WorkerReply);
+// Quarantine reports go to the main thread as they happen (its log counts and tells its observers).
+store.observe({ quarantined: (r) => port.postMessage({ id: -1, quarantine: r } satisfies WorkerReply) });
 
 /** Per tenant: the feed version up to which its changes were sent. */
 const sent = new Map<string, number>();
@@ -98,6 +100,8 @@ async function run(method: string, args: unknown[]): Promise<unknown> {
       return undefined;
     case "changesSince":
     case "kind":
+    case "observe":
+    case "status":
       throw new Error(`${method} is not a worker call`);
   }
   const fn = (store as unknown as Record<string, unknown>)[method];

@@ -17,16 +17,20 @@
 //   delta the worker attaches to every reply (what its store's feed gained for
 //   the call's tenant since the last reply), applied before the call settles, so
 //   whoever sees a write resolved sees its changes.
-// - A crashed worker rejects every pending and later call with one error.
+// - Supervision: a worker that dies (an uncaught error, an exit, a reply that cannot be
+//   read) is restarted with backoff; its pending calls, and every call until the new one
+//   has opened the store, fail with StoreUnavailableError (a 503 with the reason), never
+//   hang. status() says so for /readyz. A store that cannot open at all fails for good.
 // - The worker is ref'ed only while calls are pending: an idle store never keeps
 //   the process alive (as the direct store does not).
 import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import { ChangeFeed, tenantKey } from "../change-feed.js";
-import { StoreError, type AppendOptions, type AppendResult, type DecidedAppendResult, type DecidedChanges, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
+import { StoreError, StoreUnavailableError, type AppendOptions, type AppendResult, type DecidedAppendResult, type DecidedChanges, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
 import type { Dataset, DatasetInput, Identity, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, TenantScope, ValidRecord } from "../types.js";
 import type { EmbeddedStoreOptions } from "./sqlite-store.js";
 import { withLazyBody } from "../lazy-body.js";
+import { QuarantineLog, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
 
 /** An error as it crosses the thread boundary. */
 export interface WireError {
@@ -44,7 +48,9 @@ export type WorkerReply =
   | { id: number; ok: true; value: unknown; feed?: FeedDelta }
   | { id: number; ok: false; error: WireError; feed?: FeedDelta }
   /** Sent once, when the store is open (or failed to open). */
-  | { id: 0; ready: true; error?: WireError };
+  | { id: 0; ready: true; error?: WireError }
+  /** Sent unasked when the worker's store quarantined a record. */
+  | { id: -1; quarantine: QuarantineReport };
 
 export interface WorkerCall {
   id: number;
@@ -232,10 +238,18 @@ export class FeedMirror {
     }
   }
 
+  /** Every tenant's history so far is lost (the worker restarted: what its last writes touched was never sent). */
+  loseAll(): void {
+    this.feed.record(new Map([[LOST, new Set(["0"])]]));
+    this.floor = this.feed.current;
+  }
+
+  private floor = 0;
+
   changesSince(tenant: string, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
     const r = this.feed.changesSince(tenant, since);
-    const floor = this.floors.get(tenant);
-    if (floor !== undefined && since !== null && since < floor) return { version: r.version, profileIds: null };
+    const floor = Math.max(this.floors.get(tenant) ?? 0, this.floor);
+    if (floor > 0 && since !== null && since < floor) return { version: r.version, profileIds: null };
     return r;
   }
 }
@@ -246,9 +260,16 @@ interface Pending {
 }
 
 export interface WorkerStoreOptions extends EmbeddedStoreOptions {
-  /** Called once when the worker dies unexpectedly (every pending and later call rejects anyway). */
+  /** Called each time the worker dies unexpectedly (it is restarted; the calls it had fail). */
   onCrash?: (err: Error) => void;
+  /** First restart delay in ms (default 200); doubles per crash in a row, up to RESTART_MAX_MS. */
+  restartDelayMs?: number;
 }
+
+const RESTART_DELAY_MS = 200;
+const RESTART_MAX_MS = 5000;
+/** A worker that served this long resets the backoff. */
+const RESTART_STABLE_MS = 30_000;
 
 /**
  * Starts the worker's entry file, next to this one: store-worker.js in dist; under the
@@ -267,33 +288,56 @@ function startWorker(workerData: unknown): Worker {
 
 export class WorkerProfileStore implements ProfileStore {
   readonly kind = "embedded" as const;
-  private readonly worker: Worker;
+  private worker!: Worker;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private readonly mirror = new FeedMirror();
-  /** Set once the worker died: every call rejects with it. */
+  /** Set when the store can never serve (it could not open at all): every call rejects with it. */
   private dead: Error | null = null;
+  /** Why the store cannot serve right now (opening, or its worker restarting); null when it serves. */
+  private down: string | null = "profile store worker starting";
+  /** Bumped on every new worker: a scan cursor belongs to the worker that opened it. */
+  private generation = 0;
+  private restarts = 0;
+  /** Crashes in a row (backoff), and when the current worker opened its store. */
+  private crashesInRow = 0;
+  private upSince = 0;
+  private restartTimer: NodeJS.Timeout | null = null;
+  /** Quarantine reports of the workers, once per process (the worker's own log restarts with it). */
+  private readonly quarantine = new QuarantineLog(() => undefined);
   private closing: Promise<void> | null = null;
   private closed = false;
   private refed = false;
   private readonly ready: Promise<void>;
+  private readyResolve!: () => void;
+  private readyReject!: (e: unknown) => void;
+  private firstOpen = true;
+  /** Workers already handled as lost (an error is followed by an exit). */
+  private readonly gone = new WeakSet<Worker>();
 
   constructor(private readonly opts: WorkerStoreOptions) {
-    const { onCrash: _onCrash, ...storeOptions } = opts;
-    this.worker = startWorker({ options: storeOptions });
-    this.worker.unref();
-    let readyResolve!: () => void;
-    let readyReject!: (e: unknown) => void;
-    this.ready = new Promise<void>((res, rej) => { readyResolve = res; readyReject = rej; });
+    this.ready = new Promise<void>((res, rej) => { this.readyResolve = res; this.readyReject = rej; });
     // Nobody may await `ready` (calls queue behind it in the worker anyway): never an unhandled rejection.
     this.ready.catch(() => undefined);
-    this.worker.on("message", (m: WorkerReply) => {
+    this.spawn();
+  }
+
+  private spawn(): void {
+    const { onCrash: _onCrash, restartDelayMs: _delay, ...storeOptions } = this.opts;
+    const w = startWorker({ options: storeOptions });
+    this.worker = w;
+    this.generation++;
+    this.refed = false;
+    w.unref();
+    w.on("message", (m: WorkerReply) => {
+      if (w !== this.worker) return;
+      if ("quarantine" in m) {
+        this.quarantine.report(m.quarantine);
+        return;
+      }
       if ("ready" in m) {
-        if (m.error !== undefined) {
-          const err = fromWire(m.error);
-          readyReject(err);
-          this.fail(err, false);
-        } else readyResolve();
+        if (m.error !== undefined) this.openFailed(w, fromWire(m.error));
+        else this.opened();
         return;
       }
       if (m.feed !== undefined) this.mirror.apply(m.feed);
@@ -304,16 +348,68 @@ export class WorkerProfileStore implements ProfileStore {
       if (m.ok) p.resolve(m.value);
       else p.reject(fromWire(m.error));
     });
-    this.worker.on("error", (err) => {
-      readyReject(err);
-      this.fail(err, true);
-    });
-    this.worker.on("messageerror", (err) => this.fail(err, true));
-    this.worker.on("exit", (code) => {
-      const err = new Error(`the worker thread exited (code ${code})`);
-      readyReject(err);
-      if (!this.closed) this.fail(err, true);
-    });
+    w.on("error", (err) => this.lost(w, err));
+    w.on("messageerror", (err) => this.lost(w, err));
+    w.on("exit", (code) => this.lost(w, new Error(`the worker thread exited (code ${code})`)));
+  }
+
+  private opened(): void {
+    this.firstOpen = false;
+    this.down = null;
+    this.upSince = Date.now();
+    this.readyResolve();
+    this.quarantine.notify((o) => o.availability?.(true, null));
+  }
+
+  private openFailed(w: Worker, err: Error): void {
+    if (this.firstOpen) {
+      // The store cannot open at all (a bad path, a file that is not a database): fail for good.
+      this.readyReject(err);
+      this.fail(err);
+      return;
+    }
+    this.lost(w, err);
+  }
+
+  /** The worker `w` died (or could not reopen the store): fail what it had, restart it after a backoff. */
+  private lost(w: Worker, cause: Error): void {
+    if (w !== this.worker || this.closed || this.dead !== null) return;
+    if (this.gone.has(w)) return;
+    this.gone.add(w);
+    if (this.firstOpen) {
+      // Died before it ever opened the store: as an open failure.
+      this.readyReject(cause);
+      this.fail(cause);
+      return;
+    }
+    if (this.upSince > 0 && Date.now() - this.upSince >= RESTART_STABLE_MS) this.crashesInRow = 0;
+    this.upSince = 0;
+    this.crashesInRow++;
+    const reason = `profile store worker restarting: ${cause.message}`;
+    const wasUp = this.down === null;
+    this.down = reason;
+    this.rejectPending(new StoreUnavailableError(reason));
+    // Changes the dead worker committed but never reported: consumers re-read everything.
+    this.mirror.loseAll();
+    this.opts.onCrash?.(new Error(`profile store worker failed (${this.opts.path}): ${cause.message}`, { cause }));
+    if (wasUp) this.quarantine.notify((o) => o.availability?.(false, reason));
+    void w.terminate().catch(() => undefined);
+    if (this.closing !== null) return;
+    const delay = Math.min((this.opts.restartDelayMs ?? RESTART_DELAY_MS) * 2 ** (this.crashesInRow - 1), RESTART_MAX_MS);
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = null;
+      if (this.closed || this.closing !== null) return;
+      this.restarts++;
+      this.spawn();
+    }, delay);
+    this.restartTimer.unref();
+  }
+
+  private rejectPending(err: Error): void {
+    const pending = [...this.pending.values()];
+    this.pending.clear();
+    this.updateRef();
+    for (const p of pending) p.reject(err);
   }
 
   /** Diagnostics of the worker (tests): scan cursors it holds open. */
@@ -326,14 +422,39 @@ export class WorkerProfileStore implements ProfileStore {
     return this.ready;
   }
 
-  private fail(cause: Error, crash: boolean): void {
+  /** The worker thread serving now (tests kill it to see the store recover). */
+  currentWorker(): Worker {
+    return this.worker;
+  }
+
+  private fail(cause: Error): void {
     if (this.dead !== null) return;
     this.dead = new Error(`profile store worker failed (${this.opts.path}): ${cause.message}`, { cause });
-    for (const p of this.pending.values()) p.reject(this.dead);
-    this.pending.clear();
-    this.updateRef();
-    if (crash) this.opts.onCrash?.(this.dead);
+    this.down = this.dead.message;
+    this.gone.add(this.worker);
+    this.rejectPending(this.dead);
     if (!this.closed) void this.worker.terminate().catch(() => undefined);
+  }
+
+  // ---- health and quarantine ------------------------------------------------------
+
+  async status(): Promise<ProfileStoreStatus> {
+    // A store still opening is answered once it has opened (normally milliseconds), within bounds.
+    if (this.firstOpen && this.dead === null) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.ready.catch(() => undefined), new Promise<void>((res) => { timer = setTimeout(res, 5000); })]);
+      clearTimeout(timer);
+    }
+    const error = this.closing !== null ? "the profile store is closed" : this.dead?.message ?? this.down;
+    return { up: error === null, error, restarts: this.restarts, quarantined: this.quarantine.count };
+  }
+
+  observe(observer: ProfileStoreObserver): () => void {
+    return this.quarantine.observe(observer);
+  }
+
+  listQuarantined(query?: QuarantineQuery): Promise<QuarantineEntry[]> {
+    return this.call("listQuarantined", [query]);
   }
 
   private updateRef(): void {
@@ -346,6 +467,8 @@ export class WorkerProfileStore implements ProfileStore {
 
   private call<T>(method: string, args: unknown[], internal = false, transfer: readonly ArrayBuffer[] = []): Promise<T> {
     if (this.dead !== null) return Promise.reject(this.dead);
+    // Before the first open, calls queue in the worker behind the open; after a crash they fail at once.
+    if (this.down !== null && !this.firstOpen) return Promise.reject(new StoreUnavailableError(this.down));
     if (this.closing !== null && !internal) return Promise.reject(new Error("profile store is closed"));
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
@@ -370,8 +493,10 @@ export class WorkerProfileStore implements ProfileStore {
         p.resolve = (v) => { resolve(v); res(); };
         p.reject = (e) => { reject(e); res(); };
       })));
+      if (this.restartTimer !== null) clearTimeout(this.restartTimer);
       try {
-        if (this.dead === null) await this.call<void>("close", [], true);
+        // Before the first open the call queues in the worker behind it; a restarting worker has nothing to close.
+        if (this.dead === null && (this.down === null || this.firstOpen)) await this.call<void>("close", [], true);
       } finally {
         this.closed = true;
         await this.worker.terminate();
@@ -467,6 +592,7 @@ export class WorkerProfileStore implements ProfileStore {
    */
   private async *scan(scope: TenantScope, policy: MergePolicySpec, opts: ScanOptions | undefined): AsyncGenerator<ScannedProfile[]> {
     type Step = { done: boolean; value?: ScannedProfile[] };
+    const gen = this.generation;
     const cursor = await this.call<number>("scanOpen", [scope, policy, opts]);
     let finished = false;
     let ahead: Promise<Step> | null = null;
@@ -479,6 +605,8 @@ export class WorkerProfileStore implements ProfileStore {
           finished = true;
           return;
         }
+        // A cursor dies with its worker: a restarted one does not know it.
+        if (this.generation !== gen) throw new StoreUnavailableError(`profile store worker restarted during the scan`);
         ahead = this.call<Step>("scanNext", [cursor]);
         // A prefetch that fails surfaces at the next step; never unhandled in the meantime.
         ahead.catch(() => undefined);
@@ -488,7 +616,7 @@ export class WorkerProfileStore implements ProfileStore {
       if (!finished) {
         if (ahead !== null) await ahead.catch(() => undefined);
         // The worker drops a cursor that ended or failed by itself; closing it again is a no-op.
-        await this.call("scanClose", [cursor], true).catch(() => undefined);
+        if (this.generation === gen) await this.call("scanClose", [cursor], true).catch(() => undefined);
       }
     }
   }

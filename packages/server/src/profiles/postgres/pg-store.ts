@@ -8,9 +8,10 @@ import { withDefaultUser } from "../../platform/pg-url.js";
 import pg from "pg";
 import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
 import { ChangeFeed, tenantKey, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
-import { decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
+import { applyIsolated, decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
 import { jsonIntegers, KIND_EXITED, KIND_REENTERED, planMembershipSets, transitionCounts, type PlannedSet } from "../membership-sets.js";
+import { clampQuarantineLimit, fragmentRecordId, QuarantineLog, storedBodyProblem, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineKind, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
 import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, planMembershipChanges, toMembership, type GraphRows, type MembershipRow, type StoredStatuses } from "../scan-assembly.js";
 import {
   MAX_BATCH_ERRORS,
@@ -50,6 +51,7 @@ import type {
   MembershipTransition,
   MergedProfile,
   MergePolicySpec,
+  RecordError,
   SchemaClass,
   StoredEvent,
   TenantScope,
@@ -80,7 +82,7 @@ const types = {
 
 interface DatasetRow { id: string; name: string; description: string | null; schema_class: string; profile_enabled: boolean; identity_fields: Dataset["identityFields"]; created: number; updated: number }
 interface BatchRow { id: string; ds: string; status: string; created: number; updated: number; completed: number | null; records_read: number; records_written: number; records_failed: number; files: string[]; errors: IngestBatch["errors"] }
-interface EventRow { seq: number; pid: number; ds: string; eid: string; ns: string; idv: string; ts: number; body: JsonObject }
+interface EventRow { seq: number; pid: number; ds: string; eid: string; ns: string; idv: string; ts: number; body: unknown }
 
 const NO_TENANT = -1;
 /** Rows per membership statement (unnest arrays): bounds one statement's size for million-change calls. */
@@ -115,6 +117,10 @@ export class PostgresProfileStore implements ProfileStore {
   private readonly tidKeys = new Map<number, string>();
   /** Profiles touched by the write job running now (tid → pids); null outside write jobs. */
   private touching: Map<number, Set<number>> | null = null;
+  /** Records skipped at read (quarantine.ts); their rows are written in the background (persisting, awaited by close). */
+  private readonly quarantine = new QuarantineLog((r) => this.persistQuarantine(r));
+  private readonly persisting = new Set<Promise<void>>();
+  private closing = false;
 
   constructor(opts: PostgresStoreOptions) {
     const schema = quoteIdent(opts.schema ?? "segmentd_profiles");
@@ -136,9 +142,74 @@ export class PostgresProfileStore implements ProfileStore {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     await this.ready.catch(() => undefined);
+    await Promise.all([...this.persisting]);
     while (this.draining || this.pending.length > 0) await new Promise((r) => setTimeout(r, 5));
     await this.pool.end();
+  }
+
+  // ---- health and quarantine (quarantine.ts) ------------------------------------
+
+  async status(): Promise<ProfileStoreStatus> {
+    const base = { restarts: 0, quarantined: this.quarantine.count };
+    if (this.closing) return { ...base, up: false, error: "the profile store is closed" };
+    try {
+      await this.ready;
+      await this.pool.query("SELECT 1");
+      return { ...base, up: true, error: null };
+    } catch (err) {
+      return { ...base, up: false, error: `PostgreSQL unreachable: ${err instanceof Error ? err.message : String(err)}` };
+    }
+  }
+
+  observe(observer: ProfileStoreObserver): () => void {
+    return this.quarantine.observe(observer);
+  }
+
+  async listQuarantined(q: QuarantineQuery = {}): Promise<QuarantineEntry[]> {
+    await this.ready;
+    const rows = await this.q<{ seq: number; org: string; sandbox: string; ds: string; kind: string; rid: string; ns: string; idv: string; pid: number | null; reason: string; first_seen: number; last_seen: number }>(this.pool,
+      `SELECT q.seq, t.org, t.sandbox, q.ds, q.kind, q.rid, q.ns, q.idv, q.pid, q.reason, q.first_seen, q.last_seen FROM quarantine q JOIN tenants t ON t.tid = q.tid
+      WHERE q.seq > $1 AND ($2::text IS NULL OR (t.org = $2 AND t.sandbox = $3)) ORDER BY q.seq LIMIT $4`,
+      [q.afterSeq ?? 0, q.scope?.orgId ?? null, q.scope?.sandboxName ?? null, clampQuarantineLimit(q.limit)]);
+    return rows.map((r) => ({ seq: Number(r.seq), orgId: r.org, sandboxName: r.sandbox, datasetId: r.ds, kind: r.kind as QuarantineKind, recordId: r.rid,
+      identity: { namespace: r.ns, id: r.idv }, profileId: r.pid === null ? null : String(r.pid), reason: r.reason,
+      quarantinedAt: new Date(Number(r.first_seen)).toISOString(), lastSeenAt: new Date(Number(r.last_seen)).toISOString() }));
+  }
+
+  /**
+   * A stored body (as node-postgres parsed it) when it can be served safely; otherwise null, and
+   * the record is reported (once per process) for the caller to skip.
+   */
+  private servable(scope: TenantScope, kind: QuarantineKind, datasetId: string, recordId: string, identity: Identity, pid: number | null, body: unknown): JsonObject | null {
+    const problem = storedBodyProblem(body);
+    if (problem === null) return body as JsonObject;
+    this.quarantine.report({ scope, datasetId, kind, recordId, identity, profileId: pid, reason: problem, at: Date.now() });
+    return null;
+  }
+
+  /** Events of rows, those that cannot be served skipped (servable). */
+  private eventsFrom(scope: TenantScope, rows: readonly EventRow[]): Array<{ pid: number; event: StoredEvent }> {
+    const out: Array<{ pid: number; event: StoredEvent }> = [];
+    for (const r of rows) {
+      const primary = { namespace: r.ns, id: r.idv };
+      const body = this.servable(scope, "event", r.ds, r.eid, primary, r.pid, r.body);
+      if (body !== null) out.push({ pid: r.pid, event: { datasetId: r.ds, eventId: r.eid, primary, timestamp: r.ts, body } });
+    }
+    return out;
+  }
+
+  private persistQuarantine(r: QuarantineReport): void {
+    if (this.closing) return;
+    const p = (async () => {
+      const tid = await this.tid(this.pool, r.scope, false);
+      await this.pool.query(`INSERT INTO quarantine (tid, ds, kind, rid, ns, idv, pid, reason, first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+        ON CONFLICT (tid, kind, ds, rid) DO UPDATE SET pid = EXCLUDED.pid, reason = EXCLUDED.reason, last_seen = EXCLUDED.last_seen`,
+      [tid, r.datasetId, r.kind, r.recordId, r.identity.namespace, r.identity.id, r.profileId, r.reason, r.at]);
+    })().catch((err: unknown) => console.error("segmentd: could not record a quarantined record:", err));
+    this.persisting.add(p);
+    void p.finally(() => this.persisting.delete(p));
   }
 
   // ---- plumbing -------------------------------------------------------------
@@ -331,7 +402,7 @@ export class PostgresProfileStore implements ProfileStore {
     }
     if (records.length > 0) {
       if (!dataset.profileEnabled) await this.appendLake(c, tid, datasetId, records, opts, result);
-      else await this.appendProfile(c, tid, datasetId, records, opts, result);
+      else await this.appendProfile(c, scope, tid, datasetId, records, opts, result);
     }
     if (opts.batch !== undefined) {
       await this.accountBatch(c, tid, scope, opts.batch, result.fragments + result.events + result.lakeOnly + result.duplicates, opts.ingestedAt);
@@ -348,7 +419,7 @@ export class PostgresProfileStore implements ProfileStore {
     result.duplicates += records.length - (res.rowCount ?? 0);
   }
 
-  private async appendProfile(c: pg.PoolClient, tid: number, ds: string, records: readonly ValidRecord[], opts: AppendOptions, result: AppendResult): Promise<void> {
+  private async appendProfile(c: pg.PoolClient, scope: TenantScope, tid: number, ds: string, records: readonly ValidRecord[], opts: AppendOptions, result: AppendResult): Promise<void> {
     const ids = identitiesOf(records);
     const loaded: LoadedState = { graphs: new Map(), sizes: new Map(), fragments: new Map() };
     const graphRows = await this.q<{ ns: string; idv: string; pid: number; size: number }>(c, `SELECT i.ns, i.idv, i.pid, p.size FROM identities i JOIN profiles p ON p.pid = i.pid
@@ -362,7 +433,13 @@ export class PostgresProfileStore implements ProfileStore {
     if (prim.length > 0) {
       const frags = await this.q<{ ns: string; idv: string; ts: number; body: JsonObject }>(c, `SELECT ns, idv, ts, body FROM fragments
         WHERE tid = $1 AND ds = $2 AND (ns, idv) IN (SELECT * FROM unnest($3::text[], $4::text[]))`, [tid, ds, prim.map((i) => i.namespace), prim.map((i) => i.id)]);
-      for (const f of frags) loaded.fragments.set(identityKey({ namespace: f.ns, id: f.idv }), { timestamp: f.ts, body: f.body });
+      for (const f of frags) {
+        const primary = { namespace: f.ns, id: f.idv };
+        const k = identityKey(primary);
+        // A stored fragment that cannot be served is not merged into: the new record replaces it.
+        const body = this.servable(scope, "profile", ds, fragmentRecordId(primary), primary, loaded.graphs.get(k) ?? null, f.body);
+        if (body !== null) loaded.fragments.set(k, { timestamp: f.ts, body });
+      }
     }
     const plan = planAppend(records, loaded, opts.maxIdentitiesPerGraph, opts.ingestedAt);
     const n = plan.outcome.created.length;
@@ -506,24 +583,36 @@ export class PostgresProfileStore implements ProfileStore {
       const refusedLinks: CompletedBatch["refusedLinks"] = [];
       let written = 0;
       let after = 0;
-      // One transaction for the whole batch (all or nothing), applied chunk by chunk.
+      const refused: RecordError[] = [];
+      const savepoints = { begin: () => c.query("SAVEPOINT staged"), release: () => c.query("RELEASE SAVEPOINT staged"), rollback: () => c.query("ROLLBACK TO SAVEPOINT staged") };
+      // One transaction for the whole batch, applied chunk by chunk; a record the database
+      // refuses is rolled back alone and reported (applyIsolated), the others are applied.
       for (;;) {
         const rows = await this.q<{ seq: number; meta: string; body: string }>(c,
           "SELECT seq, meta, body FROM batch_records WHERE tid = $1 AND batch = $2 AND seq > $3 ORDER BY seq LIMIT $4", [tid, batchId, after, STAGED_CHUNK]);
         if (rows.length === 0) break;
         after = rows[rows.length - 1]!.seq;
-        const records = rows.map((r) => decodeStaged(r.meta, r.body, dataset.schemaClass));
-        const result: AppendResult = { fragments: 0, events: 0, duplicates: 0, lakeOnly: 0, refusedLinks: [], profileIds: [] };
-        if (!dataset.profileEnabled) await this.appendLake(c, tid, row.ds, records, appendOpts, result);
-        else await this.appendProfile(c, tid, row.ds, records, appendOpts, result);
-        written += result.fragments + result.events + result.lakeOnly + result.duplicates;
-        for (const l of result.refusedLinks) if (refusedLinks.length < MAX_BATCH_ERRORS) refusedLinks.push(l);
+        const applied = await applyIsolated(rows, savepoints, async (part) => {
+          const records = part.map((r) => decodeStaged(r.meta, r.body, dataset.schemaClass));
+          const result: AppendResult = { fragments: 0, events: 0, duplicates: 0, lakeOnly: 0, refusedLinks: [], profileIds: [] };
+          if (!dataset.profileEnabled) await this.appendLake(c, tid, row.ds, records, appendOpts, result);
+          else await this.appendProfile(c, scope, tid, row.ds, records, appendOpts, result);
+          return result;
+        });
+        for (const result of applied.results) {
+          written += result.fragments + result.events + result.lakeOnly + result.duplicates;
+          for (const l of result.refusedLinks) if (refusedLinks.length < MAX_BATCH_ERRORS) refusedLinks.push(l);
+        }
+        refused.push(...applied.refused);
       }
       await c.query("DELETE FROM batch_records WHERE tid = $1 AND batch = $2", [tid, batchId]);
+      const errors = row.errors;
+      for (const e of refused) if (errors.length < MAX_BATCH_ERRORS) errors.push(e);
+      const failed = row.records_failed + new Set(refused.map((e) => e.index)).size;
       // Partial ingestion: the batch succeeds when any record was written or none failed.
-      const status: IngestBatchStatus = row.records_written + written > 0 || row.records_failed === 0 ? "success" : "failed";
-      const done = await this.q<BatchRow>(c, "UPDATE batches SET status = $1, records_written = records_written + $2, updated = $3, completed = $3 WHERE tid = $4 AND id = $5 RETURNING *",
-        [status, written, opts.ingestedAt, tid, batchId]);
+      const status: IngestBatchStatus = row.records_written + written > 0 || failed === 0 ? "success" : "failed";
+      const done = await this.q<BatchRow>(c, `UPDATE batches SET status = $1, records_written = records_written + $2, records_failed = $6, errors = $7,
+        updated = $3, completed = $3 WHERE tid = $4 AND id = $5 RETURNING *`, [status, written, opts.ingestedAt, tid, batchId, failed, JSON.stringify(errors)]);
       return { batch: this.batchFromRow(done[0]!), refusedLinks };
     });
   }
@@ -569,7 +658,7 @@ export class PostgresProfileStore implements ProfileStore {
     return rows.map((r) => ({ namespace: r.ns, id: r.idv }));
   }
 
-  private async readGraphs(tid: number, lo: number, hi: number, withEvents: boolean, eventsSince: number | undefined): Promise<Map<number, GraphRows>> {
+  private async readGraphs(scope: TenantScope, tid: number, lo: number, hi: number, withEvents: boolean, eventsSince: number | undefined): Promise<Map<number, GraphRows>> {
     const graphs = new Map<number, GraphRows>();
     const g = (pid: number): GraphRows => {
       let rows = graphs.get(pid);
@@ -589,8 +678,12 @@ export class PostgresProfileStore implements ProfileStore {
       this.q<MembershipRow>(this.pool, "SELECT pid, def, status, lqt FROM memberships WHERE tid = $1 AND pid BETWEEN $2 AND $3 ORDER BY pid, def COLLATE \"C\"", [tid, lo, hi]),
     ]);
     for (const r of ids) g(r.pid).identities.push({ namespace: r.ns, id: r.idv });
-    for (const r of frags) g(r.pid).fragments.push({ datasetId: r.ds, primary: { namespace: r.ns, id: r.idv }, timestamp: r.ts, body: r.body });
-    for (const r of evs) g(r.pid).events.push(eventFromRow(r));
+    for (const r of frags) {
+      const primary = { namespace: r.ns, id: r.idv };
+      const body = this.servable(scope, "profile", r.ds, fragmentRecordId(primary), primary, r.pid, r.body);
+      if (body !== null) g(r.pid).fragments.push({ datasetId: r.ds, primary, timestamp: r.ts, body });
+    }
+    for (const e of this.eventsFrom(scope, evs)) g(e.pid).events.push(e.event);
     for (const r of mems) g(r.pid).memberships.push(toMembership(r));
     return graphs;
   }
@@ -599,10 +692,11 @@ export class PostgresProfileStore implements ProfileStore {
     const tid = await this.tid(this.pool, scope, false);
     const pid = await this.pidOf(this.pool, tid, identity);
     if (pid === null) return null;
-    const rows = (await this.readGraphs(tid, pid, pid, false, undefined)).get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] };
+    const rows = (await this.readGraphs(scope, tid, pid, pid, false, undefined)).get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] };
     if (policy.identityGraph.type === "none" && !rows.fragments.some((f) => identityKey(f.primary) === identityKey(identity))) {
-      rows.events = (await this.q<EventRow>(this.pool, "SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE tid = $1 AND pid = $2 AND ns = $3 AND idv = $4 LIMIT 1",
-        [tid, pid, identity.namespace, identity.id])).map(eventFromRow);
+      const ev = await this.q<EventRow>(this.pool, "SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE tid = $1 AND pid = $2 AND ns = $3 AND idv = $4 LIMIT 1",
+        [tid, pid, identity.namespace, identity.id]);
+      rows.events = this.eventsFrom(scope, ev).map((e) => e.event);
     }
     return lookupProfile(pid, rows, policy, identity);
   }
@@ -630,7 +724,7 @@ export class PostgresProfileStore implements ProfileStore {
     const rows = await this.q<EventRow>(this.pool, `SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE ${where.join(" AND ")} ORDER BY ts ${dir}, seq ${dir} LIMIT $${params.length}`, params);
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
-    return { events: page.map(eventFromRow), next: rows.length > limit && last !== undefined ? encodeCursor(last.ts, last.seq) : null };
+    return { events: this.eventsFrom(scope, page).map((e) => e.event), next: rows.length > limit && last !== undefined ? encodeCursor(last.ts, last.seq) : null };
   }
 
   async *scanProfiles(scope: TenantScope, policy: MergePolicySpec, opts: ScanOptions = {}): AsyncIterable<ScannedProfile[]> {
@@ -641,7 +735,7 @@ export class PostgresProfileStore implements ProfileStore {
       const pids = (await this.q<{ pid: number }>(this.pool, "SELECT pid FROM profiles WHERE tid = $1 AND pid > $2 ORDER BY pid LIMIT $3", [tid, after, chunk])).map((r) => r.pid);
       if (pids.length === 0) return;
       const lo = pids[0]!, hi = pids[pids.length - 1]!;
-      const graphs = await this.readGraphs(tid, lo, hi, opts.events !== false, opts.eventsSince);
+      const graphs = await this.readGraphs(scope, tid, lo, hi, opts.events !== false, opts.eventsSince);
       const out: ScannedProfile[] = [];
       for (const pid of pids) out.push(...assembleGraph(pid, graphs.get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] }, policy));
       after = hi;
@@ -676,9 +770,14 @@ export class PostgresProfileStore implements ProfileStore {
   }
 
   async listLakeRecords(scope: TenantScope, datasetId: string, opts: { afterSeq?: number; limit?: number } = {}): Promise<LakeRecord[]> {
-    const rows = await this.q<{ seq: number; body: JsonObject }>(this.pool, "SELECT seq, body FROM lake_records WHERE tid = $1 AND ds = $2 AND seq > $3 ORDER BY seq LIMIT $4",
+    const rows = await this.q<{ seq: number; eid: string | null; ns: string; idv: string; body: unknown }>(this.pool, "SELECT seq, eid, ns, idv, body FROM lake_records WHERE tid = $1 AND ds = $2 AND seq > $3 ORDER BY seq LIMIT $4",
       [await this.tid(this.pool, scope, false), datasetId, opts.afterSeq ?? 0, opts.limit ?? 1000]);
-    return rows;
+    const out: LakeRecord[] = [];
+    for (const r of rows) {
+      const body = this.servable(scope, "lake", datasetId, r.eid ?? `seq:${r.seq}`, { namespace: r.ns, id: r.idv }, null, r.body);
+      if (body !== null) out.push({ seq: r.seq, body });
+    }
+    return out;
   }
 
   // ---- memberships ----------------------------------------------------------
@@ -818,6 +917,8 @@ export class PostgresProfileStore implements ProfileStore {
           }
         }
         counts.lakeRecords += (await c.query("DELETE FROM lake_records WHERE tid = $1 AND ns = $2 AND idv = $3 AND ($4::text[] IS NULL OR ds = ANY($4))", [tid, i.namespace, i.id, dsArr])).rowCount ?? 0;
+        // Quarantined records of the identity went with its data.
+        await c.query("DELETE FROM quarantine WHERE tid = $1 AND ns = $2 AND idv = $3 AND ($4::text[] IS NULL OR ds = ANY($4))", [tid, i.namespace, i.id, dsArr]);
       }
       counts.profileIds = [...touched].sort((a, b) => a - b).map(String);
       this.touch(tid, touched);
@@ -830,6 +931,8 @@ export class PostgresProfileStore implements ProfileStore {
     const fragments = (await c.query("DELETE FROM fragments WHERE tid = $1 AND ds = $2", [tid, ds])).rowCount ?? 0;
     const events = (await c.query("DELETE FROM events WHERE tid = $1 AND ds = $2", [tid, ds])).rowCount ?? 0;
     const lakeRecords = (await c.query("DELETE FROM lake_records WHERE tid = $1 AND ds = $2", [tid, ds])).rowCount ?? 0;
+    // Quarantined records of the dataset went with it.
+    await c.query("DELETE FROM quarantine WHERE tid = $1 AND ds = $2", [tid, ds]);
     this.touch(tid, pids.map((r) => r.pid));
     return { fragments, events, lakeRecords, identities: 0, profileIds: pids.map((r) => String(r.pid)) };
   }
@@ -851,17 +954,21 @@ export class PostgresProfileStore implements ProfileStore {
         return out;
       };
       const queries = {
-        fragments: { sel: "SELECT ctid::text AS k, pid, body FROM fragments WHERE tid = $1 AND ds = $2 AND ns = $3 AND idv = $4", upd: "UPDATE fragments SET body = $1 WHERE ctid = $2::tid" },
-        events: { sel: "SELECT seq::text AS k, pid, body FROM events WHERE tid = $1 AND pid = (SELECT pid FROM identities WHERE tid = $1 AND ns = $3 AND idv = $4) AND ds = $2 AND ns = $3 AND idv = $4", upd: "UPDATE events SET body = $1 WHERE seq = $2::int8" },
-        lake: { sel: "SELECT seq::text AS k, NULL::int8 AS pid, body FROM lake_records WHERE tid = $1 AND ds = $2 AND ns = $3 AND idv = $4", upd: "UPDATE lake_records SET body = $1 WHERE seq = $2::int8" },
-      };
+        fragments: { kind: "profile", sel: "SELECT ctid::text AS k, pid, NULL::text AS rid, body FROM fragments WHERE tid = $1 AND ds = $2 AND ns = $3 AND idv = $4", upd: "UPDATE fragments SET body = $1 WHERE ctid = $2::tid" },
+        events: { kind: "event", sel: "SELECT seq::text AS k, pid, eid AS rid, body FROM events WHERE tid = $1 AND pid = (SELECT pid FROM identities WHERE tid = $1 AND ns = $3 AND idv = $4) AND ds = $2 AND ns = $3 AND idv = $4", upd: "UPDATE events SET body = $1 WHERE seq = $2::int8" },
+        lake: { kind: "lake", sel: "SELECT seq::text AS k, NULL::int8 AS pid, eid AS rid, body FROM lake_records WHERE tid = $1 AND ds = $2 AND ns = $3 AND idv = $4", upd: "UPDATE lake_records SET body = $1 WHERE seq = $2::int8" },
+      } as const;
       let updated = 0;
       const touched = new Set<number>();
       for (const q of Object.values(queries)) {
         for (const i of update.identities) {
-          for (const r of await this.q<{ k: string; pid: number | null; body: JsonObject }>(c, q.sel, [tid, update.datasetId, i.namespace, i.id])) {
-            const after = apply(r.body);
-            if (after === r.body) continue;
+          for (const r of await this.q<{ k: string; pid: number | null; rid: string | null; body: unknown }>(c, q.sel, [tid, update.datasetId, i.namespace, i.id])) {
+            // A body that cannot be served is left as it is (and reported), never rewritten.
+            const rid = q.kind === "profile" ? fragmentRecordId(i) : r.rid ?? `seq:${r.k}`;
+            const before = this.servable(scope, q.kind, update.datasetId, rid, i, r.pid, r.body);
+            if (before === null) continue;
+            const after = apply(before);
+            if (after === before) continue;
             await c.query(q.upd, [JSON.stringify(after), r.k]);
             updated++;
             if (r.pid !== null) touched.add(r.pid);
@@ -874,6 +981,3 @@ export class PostgresProfileStore implements ProfileStore {
   }
 }
 
-function eventFromRow(r: EventRow): StoredEvent {
-  return { datasetId: r.ds, eventId: r.eid, primary: { namespace: r.ns, id: r.idv }, timestamp: r.ts, body: r.body };
-}

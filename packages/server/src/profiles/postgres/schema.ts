@@ -34,4 +34,7 @@ CREATE TABLE IF NOT EXISTS batches (tid int NOT NULL, id text NOT NULL, ds text 
   errors jsonb NOT NULL DEFAULT '[]', PRIMARY KEY (tid, id));
 CREATE TABLE IF NOT EXISTS batch_records (seq bigserial PRIMARY KEY, tid int NOT NULL, batch text NOT NULL, meta text NOT NULL, body text NOT NULL);
 CREATE INDEX IF NOT EXISTS batch_records_batch ON batch_records (tid, batch, seq);
+-- Records skipped at read (quarantine.ts): one row per record; additive, older schemas gain it in place.
+CREATE TABLE IF NOT EXISTS quarantine (seq bigserial PRIMARY KEY, tid int NOT NULL, ds text NOT NULL, kind text NOT NULL, rid text NOT NULL,
+  ns text NOT NULL, idv text NOT NULL, pid int8, reason text NOT NULL, first_seen int8 NOT NULL, last_seen int8 NOT NULL, UNIQUE (tid, kind, ds, rid));
 `;
