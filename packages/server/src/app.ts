@@ -118,6 +118,7 @@ export async function buildApp(deps: AppDeps, services: Services = createService
       bus: deps.bus,
       dataDir: deps.config.dataDir,
       edge: deps.config.edge,
+      metrics: metrics.registry,
       onError: (err) => deps.logger.error({ err }, "streaming/edge evaluation failed"),
     });
     app.decorate("realtime", realtime);

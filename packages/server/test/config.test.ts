@@ -39,3 +39,18 @@ test("bad files and values are ConfigErrors that say what is wrong", () => {
   assert.throws(() => loadConfig({ cwd: dir, env: { SEGMENTD_PORT: "http" } }), /SEGMENTD_PORT must be an integer/);
   assert.throws(() => loadConfig({ cwd: dir, env: {}, configFile: "nope.json" }), /config file not found/);
 });
+
+test("edge memory bounds come from the file; names default to one location; bad values are ConfigErrors", () => {
+  const f = path.join(dir, "edge-bounds.json");
+  writeFileSync(f, JSON.stringify({ edge: { maxProfiles: 5000, profileIdleMs: 0, streamingMaxProfiles: 7000 } }));
+  const c = loadConfig({ cwd: dir, env: {}, configFile: f });
+  assert.deepEqual(c.edge, { names: ["edge"], maxProfiles: 5000, profileIdleMs: 0, streamingMaxProfiles: 7000 });
+  for (const [edge, message] of [
+    [{ maxProfiles: 0 }, /edge\.maxProfiles must be a positive integer/],
+    [{ streamingMaxProfiles: 1.5 }, /edge\.streamingMaxProfiles must be a non-negative integer/],
+    [{ maxProfile: 10 }, /unknown key "edge\.maxProfile"/],
+  ] as const) {
+    writeFileSync(f, JSON.stringify({ edge }));
+    assert.throws(() => loadConfig({ cwd: dir, env: {}, configFile: f }), (e: unknown) => e instanceof ConfigError && message.test(e.message));
+  }
+});

@@ -21,12 +21,23 @@
  *  - **Order.** Items are written in arrival order, batch after batch; a batch
  *    that fails is retried before anything behind it, so the hub sees each
  *    profile's events and membership changes in the order the edge decided them.
- *  - **Failures.** A failed hub write is reported (`onError`, a
- *    `HubForwardError`) and retried from the step that failed, with exponential
- *    backoff, up to `maxAttempts` times; the queue keeps filling meanwhile (and
- *    backpressure applies). After the last attempt the batch's items are
- *    dropped and counted in `stats.dropped`, reported with `willRetry: false`,
- *    so a poison batch cannot stop the edge from forwarding.
+ *  - **Failures.** One event the hub refuses must not cost the others theirs
+ *    (issue #22): when a hub write fails with anything but a transient error
+ *    (hub-write-errors.ts: connection lost, store unavailable, busy), the
+ *    items are written again in halves, and each half that fails in halves
+ *    again, down to single events; an event that fails alone, twice in a row,
+ *    while the hub accepts other writes, is refused: it is dead-lettered (kept,
+ *    bounded, in `deadLetters()`, counted in `stats.deadLettered`, handed to
+ *    `onDeadLetter` for the log line and the metric) and everything else is
+ *    delivered, in arrival order. A transient failure (a transient error, or
+ *    bisection where no write succeeds) is reported (`onError`, a
+ *    `HubForwardError`) and the items not yet delivered are retried from the
+ *    step that failed, with exponential backoff, up to `maxAttempts` times; the
+ *    queue keeps filling meanwhile (and backpressure applies). The last attempt
+ *    bisects whatever the error: single events refused with a non-transient
+ *    error are dead-lettered; after a transient one the items are dropped,
+ *    counted in `stats.dropped` and reported with `willRetry: false`, so a hub
+ *    that stays down cannot stop the edge from forwarding what follows.
  *  - **Shutdown.** `close()` writes everything still queued (without waiting
  *    for the interval) and resolves when the queue is empty.
  *
@@ -36,12 +47,13 @@
  * next event or ingestion re-runs them).
  */
 import type { MembershipChange, ProfileStore } from "../profiles/store.js";
-import type { Identity, MembershipStatus, ValidRecord } from "../profiles/types.js";
+import type { Identity, JsonObject, MembershipStatus, ValidRecord } from "../profiles/types.js";
 import type { TenantContext } from "../services/tenancy.js";
 import type { StreamingEngine } from "../streaming/engine.js";
 import { profileScopeOf } from "../streaming/engine.js";
 import type { EdgeProjector } from "./projector.js";
 import { tenantKeyOf } from "./locations.js";
+import { isTransientHubError } from "./hub-write-errors.js";
 
 export interface ForwardItem {
   tenant: TenantContext;
@@ -72,6 +84,27 @@ export interface HubForwarderOptions {
    * READ_CHECK reads or changes, every APPEND_SLICE events; Infinity never yields).
    */
   turnBudgetMs?: number;
+  /** Dead letters kept for `deadLetters()`, oldest dropped first (default 1,000). */
+  maxDeadLetters?: number;
+  /** Serialized bytes of the dead letters' events kept at most, oldest dropped first (default 16 MiB). */
+  maxDeadLetterBytes?: number;
+}
+
+/** An event the hub refused (written alone, twice): kept for an operator, not retried. */
+export interface DeadLetter {
+  /** The event's `_id`. */
+  eventId: string | null;
+  orgId: string;
+  sandboxName: string;
+  datasetId: string;
+  identity: Identity;
+  location: string;
+  /** The hub's error. */
+  reason: string;
+  /** When it was dead-lettered (epoch ms). */
+  at: number;
+  /** The event as the hub was asked to store it. */
+  event: JsonObject;
 }
 
 export interface HubForwarderDeps extends HubForwarderOptions {
@@ -81,6 +114,8 @@ export interface HubForwarderDeps extends HubForwarderOptions {
   maxIdentitiesPerGraph?: number;
   now: () => number;
   onError: (err: unknown) => void;
+  /** Called once per dead-lettered event (the log line, the metric). */
+  onDeadLetter?: (letter: DeadLetter) => void;
 }
 
 export interface HubForwarderStats {
@@ -90,8 +125,10 @@ export interface HubForwarderStats {
   batches: number;
   /** Failed attempts that were retried. */
   retries: number;
-  /** Items given up after `maxAttempts` failed attempts. */
+  /** Items given up after `maxAttempts` failed attempts (transient failures). */
   dropped: number;
+  /** Items the hub refused, written alone (dead-lettered, not retried). */
+  deadLettered: number;
   /** Requests refused by `admit()` (queue full or closed). */
   refused: number;
 }
@@ -136,7 +173,11 @@ export class HubForwarder {
   /** Errors thrown by the onError handler itself (tests throw there): the next idle() rejects with them. */
   private handlerErrors: unknown[] = [];
   private closed = false;
-  readonly stats: HubForwarderStats = { forwarded: 0, batches: 0, retries: 0, dropped: 0, refused: 0 };
+  readonly stats: HubForwarderStats = { forwarded: 0, batches: 0, retries: 0, dropped: 0, deadLettered: 0, refused: 0 };
+  private readonly maxDeadLetters: number;
+  private readonly maxDeadLetterBytes: number;
+  private letters: Array<{ letter: DeadLetter; bytes: number }> = [];
+  private letterBytes = 0;
 
   constructor(private readonly deps: HubForwarderDeps) {
     this.maxBatch = Math.max(1, deps.maxBatch ?? 2000);
@@ -145,6 +186,13 @@ export class HubForwarder {
     this.maxAttempts = Math.max(1, deps.maxAttempts ?? 5);
     this.retryDelayMs = Math.max(0, deps.retryDelayMs ?? 100);
     this.turnBudgetMs = Math.max(0, deps.turnBudgetMs ?? TURN_BUDGET_MS);
+    this.maxDeadLetters = Math.max(0, deps.maxDeadLetters ?? 1000);
+    this.maxDeadLetterBytes = Math.max(0, deps.maxDeadLetterBytes ?? 16 * 1024 * 1024);
+  }
+
+  /** The dead letters kept, oldest first (copies of the list, not of the letters). */
+  deadLetters(): DeadLetter[] {
+    return this.letters.map((l) => l.letter);
   }
 
   /** Items waiting for the hub: queued + in the batch being written. */
@@ -267,42 +315,154 @@ export class HubForwarder {
       else byTenant.set(k, [it]);
     }
     for (const items of byTenant.values()) {
-      const profileIds = await this.writeWithRetry(items);
-      if (profileIds === null) continue;
+      const written = await this.writeWithRetry(items);
+      if (written.items.length === 0) continue;
       try {
-        await this.followUps(items, profileIds);
+        await this.followUps(written.items, written.profileIds);
       } catch (err) {
         this.report(err);
       }
     }
   }
 
-  /** The hub writes of one tenant's items, retried from the failed step; null when given up. */
-  private async writeWithRetry(items: ForwardItem[]): Promise<Array<string | null> | null> {
-    const progress: GroupProgress = { appended: new Set(), profileIds: null, membershipsWritten: false };
+  /**
+   * The hub writes of one tenant's items: the items the hub took (in arrival order) with their
+   * profile ids. Refused items are dead-lettered; after a transient failure the rest is retried
+   * from the failed step; what is still undelivered after the last attempt is dropped.
+   */
+  private async writeWithRetry(items: ForwardItem[]): Promise<{ items: ForwardItem[]; profileIds: Array<string | null> }> {
+    const delivered: ForwardItem[] = [];
+    const profileIds: Array<string | null> = [];
+    let pending = items;
+    let progress: GroupProgress = { appended: new Set(), profileIds: null, membershipsWritten: false };
     for (let attempt = 1; ; attempt++) {
+      let failure: unknown;
       try {
-        await this.writeToHub(items, progress);
-        this.stats.forwarded += items.length;
+        await this.writeToHub(pending, progress);
+        this.stats.forwarded += pending.length;
         this.stats.batches++;
-        return progress.profileIds;
+        delivered.push(...pending);
+        profileIds.push(...(progress.profileIds ?? pending.map(() => null)));
+        return { items: delivered, profileIds };
       } catch (err) {
-        const willRetry = attempt < this.maxAttempts;
-        const what = `${items.length} edge event(s)`;
-        this.report(new HubForwardError(
-          willRetry ? `hub write of ${what} failed (attempt ${attempt} of ${this.maxAttempts}); retrying` : `hub write of ${what} failed ${attempt} time(s); the events are dropped`,
-          items.length,
-          attempt,
-          willRetry,
-          { cause: err },
-        ));
-        if (!willRetry) {
-          this.stats.dropped += items.length;
-          return null;
-        }
-        this.stats.retries++;
-        await sleep(Math.min(this.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS));
+        failure = err;
       }
+      const last = attempt >= this.maxAttempts;
+      if (last || !isTransientHubError(failure)) {
+        // Which items does the hub refuse? Bisect; the last attempt goes all the way down.
+        const pass = await this.isolate(pending, progress, failure, last);
+        for (const [it, pid] of pass.delivered) {
+          delivered.push(it);
+          profileIds.push(pid);
+        }
+        this.stats.forwarded += pass.delivered.length;
+        for (const [it, err] of pass.refused) this.deadLetter(it, err);
+        if (pass.remaining.length === 0) return { items: delivered, profileIds };
+        // Nothing delivered what is left: retried as a whole, from the step of the first failure
+        // when nothing of it was written since, else from the start (the hub keeps one copy of
+        // an event, and a membership step already done for the group stays done).
+        if (pass.remaining.length !== pending.length) progress = { appended: new Set(progress.appended), profileIds: null, membershipsWritten: progress.membershipsWritten };
+        pending = pass.remaining;
+        failure = pass.failure ?? failure;
+      }
+      const willRetry = !last;
+      const what = `${pending.length} edge event(s)`;
+      this.report(new HubForwardError(
+        willRetry ? `hub write of ${what} failed (attempt ${attempt} of ${this.maxAttempts}); retrying` : `hub write of ${what} failed ${attempt} time(s); the events are dropped`,
+        pending.length,
+        attempt,
+        willRetry,
+        { cause: failure },
+      ));
+      if (!willRetry) {
+        this.stats.dropped += pending.length;
+        return { items: delivered, profileIds };
+      }
+      this.stats.retries++;
+      await sleep(Math.min(this.retryDelayMs * 2 ** (attempt - 1), MAX_RETRY_DELAY_MS));
+    }
+  }
+
+  /**
+   * One bisection pass over items whose write just failed with `failure` (progress: what the
+   * failed write did). Halves are written in arrival order; a half that fails is split again;
+   * a single event that fails is written alone once more, and refused when that fails too while
+   * the hub took some other write of the pass (or on the last attempt, `exhaustive`, with a
+   * non-transient error). The pass stops early — the store, not an event, is failing — on a
+   * transient error, or when the first writes all fail: more than twice the depth of the
+   * bisection in a row before any success. `remaining`: the items neither delivered nor refused.
+   */
+  private async isolate(items: ForwardItem[], progress: GroupProgress, failure: unknown, exhaustive: boolean): Promise<{ delivered: Array<[ForwardItem, string | null]>; refused: Array<[ForwardItem, unknown]>; remaining: ForwardItem[]; failure: unknown }> {
+    const delivered = new Map<ForwardItem, string | null>();
+    const suspects = new Map<ForwardItem, unknown>();
+    const limit = exhaustive ? Infinity : 2 * Math.ceil(Math.log2(items.length + 1)) + 2;
+    let successes = 0;
+    let streak = 0;
+    let stop: unknown = undefined;
+    const attempt = async (part: ForwardItem[], pr: GroupProgress): Promise<unknown> => {
+      try {
+        await this.writeToHub(part, pr);
+      } catch (err) {
+        return err ?? new Error("hub write failed");
+      }
+      successes++;
+      streak = 0;
+      this.stats.batches++;
+      part.forEach((it, n) => delivered.set(it, pr.profileIds?.[n] ?? null));
+      return undefined;
+    };
+    const visit = async (part: ForwardItem[], pr: GroupProgress, known: unknown): Promise<void> => {
+      if (stop !== undefined) return;
+      let err = known ?? (await attempt(part, pr));
+      if (err === undefined) return;
+      if (part.length === 1) {
+        // Alone: once more (a refusal fails again), at once, so that its profile's order holds.
+        if (!isTransientHubError(err)) err = await attempt(part, inherit(pr));
+        if (err === undefined) return;
+      }
+      if (isTransientHubError(err) || (successes === 0 && ++streak > limit)) {
+        stop = err;
+        return;
+      }
+      if (part.length === 1) {
+        suspects.set(part[0]!, err);
+        return;
+      }
+      const mid = Math.ceil(part.length / 2);
+      await visit(part.slice(0, mid), inherit(pr), undefined);
+      await visit(part.slice(mid), inherit(pr), undefined);
+    };
+    await visit(items, progress, failure);
+    const sure = stop === undefined && (successes > 0 || exhaustive);
+    const refused: Array<[ForwardItem, unknown]> = sure ? [...suspects] : [];
+    const remaining = items.filter((it) => !delivered.has(it) && !(sure && suspects.has(it)));
+    return { delivered: [...delivered], refused, remaining, failure: stop };
+  }
+
+  private deadLetter(item: ForwardItem, err: unknown): void {
+    this.stats.deadLettered++;
+    const reason = (err instanceof Error ? err.message : String(err)).slice(0, 1000);
+    const letter: DeadLetter = {
+      eventId: item.record.eventId,
+      orgId: item.tenant.orgId,
+      sandboxName: item.tenant.sandbox.sandboxName,
+      datasetId: item.datasetId,
+      identity: item.identity,
+      location: item.location,
+      reason,
+      at: this.deps.now(),
+      event: item.record.body,
+    };
+    const bytes = item.record.size + reason.length;
+    this.letters.push({ letter, bytes });
+    this.letterBytes += bytes;
+    while (this.letters.length > 0 && (this.letters.length > this.maxDeadLetters || this.letterBytes > this.maxDeadLetterBytes)) {
+      this.letterBytes -= this.letters.shift()!.bytes;
+    }
+    try {
+      this.deps.onDeadLetter?.(letter);
+    } catch (thrown) {
+      this.handlerErrors.push(thrown);
     }
   }
 
@@ -495,6 +655,11 @@ export const READ_CHECK = 32;
 export const READ_CHUNK = 500;
 /** Events per append call of a batch of known profiles (≈ 3 µs of main-thread work each). */
 export const APPEND_SLICE = 256;
+
+/** The progress of a part of a group: the steps the group's write completed are done for every part of it. */
+function inherit(p: GroupProgress): GroupProgress {
+  return { appended: new Set(p.appended), profileIds: null, membershipsWritten: p.membershipsWritten };
+}
 
 function yieldToLoop(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));

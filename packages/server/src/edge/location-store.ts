@@ -91,6 +91,8 @@ export interface EdgeProfile {
    * ephemeron per profile for the garbage collector to trace. Not data: never projected.
    */
   planCache?: unknown;
+  /** When a request last collected an event into it (epoch ms): the store's recency, not data. */
+  seenAt?: number;
 }
 
 export interface Projection {
@@ -150,10 +152,78 @@ function key(i: Identity): string {
   return `${i.namespace}\u0000${i.id}`;
 }
 
+/** Profiles a location keeps by default: bench:edge's 100,000 known profiles fit. */
+export const DEFAULT_MAX_LOCATION_PROFILES = 100_000;
+
+export interface LocationMemoryOptions {
+  /** Profiles kept; beyond, the least recently requested are dropped (default 100,000). */
+  maxProfiles?: number;
+  /** A profile no request has touched for this long (ms) is dropped (default 25 h; 0 = never). */
+  idleMs?: number;
+}
+
+/**
+ * A location's profiles are a cache of the hub, bounded in memory: at most `maxProfiles`
+ * profiles, and none that no request has touched for `idleMs`. Past the bound the least
+ * recently requested profile goes first (a second-chance queue: a request only stamps its
+ * profile's `seenAt`; the queue is reordered when a profile is added). A dropped profile is
+ * missed like one the location never held: its next request is decided on what that request
+ * carries, and once the event is forwarded the hub projects the profile here again
+ * (`newAtLocation`), with the events this location had collected (the hub has them).
+ */
 export class InMemoryLocationStore implements LocalLocationStore {
   private readonly tenants = new Map<string, Map<string, EdgeProfile>>();
+  /** Every profile held, oldest queued first, with its tenant and when it was (re)queued. */
+  private readonly queue = new Map<EdgeProfile, { tenantKey: string; queuedAt: number }>();
+  private readonly maxProfiles: number;
+  private readonly idleMs: number;
+  /** Profiles dropped for the bound or for idleness (diagnostics, metrics). */
+  evicted = 0;
 
-  constructor(readonly location: string) {}
+  constructor(readonly location: string, opts: LocationMemoryOptions = {}) {
+    this.maxProfiles = Math.max(1, opts.maxProfiles ?? DEFAULT_MAX_LOCATION_PROFILES);
+    this.idleMs = Math.max(0, opts.idleMs ?? EDGE_EVENT_RETENTION_MS);
+  }
+
+  /** Profiles held (over every tenant). */
+  get size(): number {
+    return this.queue.size;
+  }
+
+  /** A new profile entry joins the queue; then the oldest go while over the bound or idle. */
+  private admit(tenantKey: string, p: EdgeProfile, now: number): void {
+    p.seenAt = now;
+    this.queue.set(p, { tenantKey, queuedAt: now });
+    for (;;) {
+      const first = this.queue.entries().next();
+      if (first.done === true) return;
+      const [oldest, slot] = first.value;
+      if (oldest === p) return;
+      const seenAt = oldest.seenAt ?? slot.queuedAt;
+      if (seenAt > slot.queuedAt) {
+        // Requested since it was queued: a second chance, at the young end.
+        this.queue.delete(oldest);
+        this.queue.set(oldest, { tenantKey: slot.tenantKey, queuedAt: now });
+        continue;
+      }
+      const idle = this.idleMs > 0 && seenAt < now - this.idleMs;
+      if (this.queue.size <= this.maxProfiles && !idle) return;
+      this.drop(slot.tenantKey, oldest);
+      this.evicted++;
+    }
+  }
+
+  /** Removes a profile entry under every identity that maps to it. */
+  private drop(tenantKey: string, p: EdgeProfile): void {
+    this.queue.delete(p);
+    const t = this.tenants.get(tenantKey);
+    if (t === undefined) return;
+    for (const i of p.identities) {
+      const k = key(i);
+      if (t.get(k) === p) t.delete(k);
+    }
+    if (t.size === 0) this.tenants.delete(tenantKey);
+  }
 
   private table(tenantKey: string): Map<string, EdgeProfile> {
     let t = this.tenants.get(tenantKey);
@@ -180,7 +250,8 @@ export class InMemoryLocationStore implements LocalLocationStore {
     if (!p) {
       p = emptyProfile([identity]);
       t.set(k, p);
-    }
+      this.admit(tenantKey, p, now);
+    } else if (now > (p.seenAt ?? 0)) p.seenAt = now;
     insertEvent(p.events, event);
     trim(p.events, now - EDGE_EVENT_RETENTION_MS);
     return p;
@@ -213,12 +284,20 @@ export class InMemoryLocationStore implements LocalLocationStore {
     const t = opts.adopt ? this.table(tenantKey) : this.tenants.get(tenantKey);
     if (!t) return;
     const held = pr.identities.map((i) => t.get(key(i))).filter((p): p is EdgeProfile => p !== undefined);
+    let adopted = false;
     if (held.length === 0) {
       if (!opts.adopt || pr.identities.length === 0) return;
       held.push(emptyProfile(pr.identities));
+      adopted = true;
     }
     // Entries of several identities of one graph become one profile.
     const target = held[0]!;
+    for (const p of held.slice(1)) {
+      if (p === target) continue;
+      // Merged into the target: its identities outside the projection's go with it.
+      this.queue.delete(p);
+      for (const i of p.identities) if (t.get(key(i)) === p) t.delete(key(i));
+    }
     const local = new Map<string, EdgeEvent>();
     for (const p of held) for (const e of p.events) local.set(e.id, e);
     for (const e of pr.events) local.set(e.id, e);
@@ -234,6 +313,8 @@ export class InMemoryLocationStore implements LocalLocationStore {
     target.projectedAt = pr.at;
     target.revision++;
     for (const i of pr.identities) t.set(key(i), target);
+    // A projected profile no request asked for yet counts as seen at the projection.
+    if (adopted) this.admit(tenantKey, target, pr.at);
   }
 
   async forget(tenantKey: string, profileIds: ReadonlySet<string>): Promise<number> {
@@ -246,6 +327,8 @@ export class InMemoryLocationStore implements LocalLocationStore {
         dropped.add(p);
       }
     }
+    for (const p of dropped) this.queue.delete(p);
+    if (t.size === 0) this.tenants.delete(tenantKey);
     return dropped.size;
   }
 
@@ -256,11 +339,21 @@ export class InMemoryLocationStore implements LocalLocationStore {
   async tenantKeys(): Promise<string[]> {
     return [...this.tenants.keys()];
   }
+
+  /** Profiles, identity entries and events held, over every tenant (diagnostics: walks the profiles). */
+  sizes(): { profiles: number; entries: number; events: number; evicted: number } {
+    let entries = 0;
+    let events = 0;
+    for (const t of this.tenants.values()) entries += t.size;
+    for (const p of this.queue.keys()) events += p.events.length;
+    return { profiles: this.queue.size, entries, events, evicted: this.evicted };
+  }
 }
 
 function emptyProfile(identities: Identity[]): EdgeProfile {
   const edgeMemberships = new Map<string, MembershipEntry>();
-  return { profileId: null, identities, attributes: {}, optedOut: false, hubMemberships: {}, edgeMemberships, events: [], projectedAt: null, revision: 0, view: buildEvaluationView({}, {}, edgeMemberships) };
+  // seenAt from the start: one object shape for every entry (the store sets it when it admits the entry).
+  return { profileId: null, identities, attributes: {}, optedOut: false, hubMemberships: {}, edgeMemberships, events: [], projectedAt: null, revision: 0, view: buildEvaluationView({}, {}, edgeMemberships), seenAt: 0 };
 }
 
 function insertEvent(events: EdgeEvent[], e: EdgeEvent): void {

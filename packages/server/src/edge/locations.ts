@@ -5,13 +5,19 @@
  * InMemoryLocationStore in this process.
  */
 import type { TenantContext } from "../services/tenancy.js";
-import { InMemoryLocationStore, type LocationStore } from "./location-store.js";
+import { InMemoryLocationStore, type LocationMemoryOptions, type LocationStore } from "./location-store.js";
 
 export interface EdgeLocationsConfig {
   /** Location names; at least one. */
   names: string[];
   /** The location of `/ee/v2/interact`; default the first name. */
   defaultLocation?: string;
+  /** Profiles each location keeps in memory; the least recently requested go first (default 100,000). */
+  maxProfiles?: number;
+  /** A profile no request touched at a location for this long (ms) is dropped there (default 25 h; 0 = never). */
+  profileIdleMs?: number;
+  /** Profile states the streaming engine keeps in memory, least recently used dropped (default 200,000). */
+  streamingMaxProfiles?: number;
 }
 
 export const DEFAULT_EDGE_LOCATIONS: EdgeLocationsConfig = { names: ["edge"] };
@@ -22,7 +28,7 @@ export class EdgeLocations {
   readonly defaultLocation: string;
   private readonly stores = new Map<string, LocationStore>();
 
-  constructor(config: EdgeLocationsConfig = DEFAULT_EDGE_LOCATIONS, makeStore: (name: string) => LocationStore = (n) => new InMemoryLocationStore(n)) {
+  constructor(config: EdgeLocationsConfig = DEFAULT_EDGE_LOCATIONS, makeStore: (name: string) => LocationStore = (n) => new InMemoryLocationStore(n, memoryOptionsOf(config))) {
     if (config.names.length === 0) throw new Error("edge: at least one location must be configured");
     for (const n of config.names) {
       if (!NAME.test(n)) throw new Error(`edge: location name '${n}' must be 1-32 lower-case letters, digits or '-'`);
@@ -44,6 +50,13 @@ export class EdgeLocations {
   names(): string[] {
     return [...this.stores.keys()];
   }
+}
+
+function memoryOptionsOf(config: EdgeLocationsConfig): LocationMemoryOptions {
+  const o: LocationMemoryOptions = {};
+  if (config.maxProfiles !== undefined) o.maxProfiles = config.maxProfiles;
+  if (config.profileIdleMs !== undefined) o.idleMs = config.profileIdleMs;
+  return o;
 }
 
 export function tenantKeyOf(tenant: TenantContext): string {

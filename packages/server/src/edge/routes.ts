@@ -8,11 +8,12 @@
  *      GET/POST /data/core/edge/datastreams, GET/PUT/DELETE /data/core/edge/datastreams/{id}
  */
 import type { FastifyInstance } from "fastify";
-import { registerTenantHooks, type AuthDeps } from "../http/auth.js";
+import { registerOperatorHooks, registerTenantHooks, type AuthDeps } from "../http/auth.js";
 import { tenantOf } from "../http/request-context.js";
 import { authHeaders, commonErrorResponses, idParam } from "../http/schemas.js";
 import { ApiError } from "../services/errors.js";
 import type { DatastreamInput, DatastreamService } from "./datastreams.js";
+import type { DeadLetter } from "./hub-forwarder.js";
 import type { EdgeInteractService, InteractResponse } from "./interact.js";
 
 export const DATASTREAMS_PREFIX = "/data/core/edge";
@@ -161,5 +162,25 @@ export async function datastreamRoutes(app: FastifyInstance, opts: DatastreamRou
     await svc.delete(tenantOf(request), request.params.id);
     reply.code(204);
     return null;
+  });
+}
+
+/** What an operator sees of the edge: the events the hub refused (GET /admin/edge/dead-letters). */
+export async function edgeAdminRoutes(app: FastifyInstance, opts: AuthDeps & { deadLetters: () => readonly DeadLetter[] }): Promise<void> {
+  registerOperatorHooks(app, opts);
+  app.get<{ Querystring: { orgId?: string; limit?: number } }>("/dead-letters", {
+    schema: {
+      tags: ["Operator"],
+      summary: "Edge events the hub refused, newest last (operator token only; kept in memory, 1,000 at most)",
+      querystring: {
+        type: "object",
+        properties: { orgId: { type: "string", minLength: 1, maxLength: 256 }, limit: { type: "integer", minimum: 1, maximum: 1000, default: 100 } },
+        additionalProperties: false,
+      },
+    },
+  }, async (request) => {
+    const { orgId, limit = 100 } = request.query;
+    const all = opts.deadLetters().filter((l) => orgId === undefined || l.orgId === orgId);
+    return { total: all.length, deadLetters: all.slice(-limit) };
   });
 }

@@ -72,8 +72,12 @@ export interface Config {
    * written in the config file; validated by the hygiene module's parser.
    */
   hygiene?: unknown;
-  /** Edge locations: `{names: string[], defaultLocation?: string}`; default one location, `edge`. */
-  edge?: { names: string[]; defaultLocation?: string };
+  /**
+   * Edge locations: `{names, defaultLocation?}` (default one location, `edge`), and their memory
+   * bounds: `maxProfiles` per location (100,000), `profileIdleMs` (25 h; 0 = never),
+   * `streamingMaxProfiles` held by the streaming engine (200,000).
+   */
+  edge?: { names: string[]; defaultLocation?: string; maxProfiles?: number; profileIdleMs?: number; streamingMaxProfiles?: number };
   /** Embedded profile store: `worker` runs it in a worker thread (default true), off the event loop. */
   profileStore?: { worker: boolean };
 }
@@ -183,13 +187,22 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
   const edge = raw.edge;
   if (edge !== undefined) {
     if (!isObject(edge)) throw new ConfigError(`${source}: edge must be an object`);
-    const names = strList(edge, "names", `${source}: edge`);
-    if (!names || names.length === 0) throw new ConfigError(`${source}: edge.names must list at least one location`);
+    for (const k of Object.keys(edge)) {
+      if (!["names", "defaultLocation", "maxProfiles", "profileIdleMs", "streamingMaxProfiles"].includes(k)) throw new ConfigError(`${source}: unknown key "edge.${k}"`);
+    }
+    const names = strList(edge, "names", `${source}: edge`) ?? c.edge?.names ?? ["edge"];
+    if (names.length === 0) throw new ConfigError(`${source}: edge.names must list at least one location`);
     const defaultLocation = str(edge, "defaultLocation", `${source}: edge`);
     if (defaultLocation !== undefined && !names.includes(defaultLocation)) {
       throw new ConfigError(`${source}: edge.defaultLocation "${defaultLocation}" is not one of edge.names`);
     }
     c.edge = defaultLocation === undefined ? { names } : { names, defaultLocation };
+    for (const k of ["maxProfiles", "profileIdleMs", "streamingMaxProfiles"] as const) {
+      const n = num(edge, k, `${source}: edge`);
+      if (n === undefined) continue;
+      if (!Number.isSafeInteger(n) || n < (k === "profileIdleMs" ? 0 : 1)) throw new ConfigError(`${source}: edge.${k} must be a ${k === "profileIdleMs" ? "non-negative" : "positive"} integer`);
+      c.edge[k] = n;
+    }
   }
   const ps = raw.profileStore;
   if (ps !== undefined) {

@@ -56,7 +56,7 @@ function instrumentedHub(hub: ProfileStore) {
       queueMicrotask(() => (inAppendTurn = false));
       if (fail.always || fail.append > 0) {
         if (fail.append > 0) fail.append--;
-        throw new Error("hub unavailable (append)");
+        throw Object.assign(new Error("hub unavailable (append)"), { code: "ECONNRESET" });
       }
       calls.appended++;
       calls.appendSizes.push(args[2].length);
@@ -75,7 +75,7 @@ function instrumentedHub(hub: ProfileStore) {
       calls.membershipsInAppendTurn.push(inAppendTurn);
       if (fail.memberships > 0) {
         fail.memberships--;
-        throw new Error("hub unavailable (memberships)");
+        throw Object.assign(new Error("hub unavailable (memberships)"), { code: "ECONNRESET" });
       }
       calls.membershipsApplied++;
       return hub.writeMembershipChanges(...args);
@@ -352,7 +352,7 @@ describe("hub forwarder", () => {
       assert.match(String((e.cause as Error).message), /hub unavailable/);
     }
     assert.deepEqual([calls.append, calls.appended, calls.memberships, calls.membershipsApplied], [3, 1, 2, 1], "the append is not redone when only the membership write failed");
-    assert.deepEqual(fw.stats, { forwarded: 3, batches: 1, retries: 3, dropped: 0, refused: 0 });
+    assert.deepEqual(fw.stats, { forwarded: 3, batches: 1, retries: 3, dropped: 0, deadLettered: 0, refused: 0 });
     assert.equal(await hubEventCount("retry-a"), 2);
     assert.equal(await hubEventCount("retry-b"), 1);
     assert.equal((await f.hub.listTransitions(scope, { definitionId: "d-retry" })).length, 2);

@@ -111,3 +111,51 @@ describe("location store: the synchronous request path", () => {
     assert.ok(!isLocalLocationStore(Object.assign(Object.create(remote) as LocationStore, { lookupNow: () => undefined })));
   });
 });
+
+describe("location store: bounded memory", () => {
+  const ev = (id: string, ts: number) => ({ id, ts, body: { _id: id, eventType: "page.view", timestamp: new Date(ts).toISOString() } });
+  const who = (id: string) => ({ namespace: "crmid", id });
+
+  it("keeps at most maxProfiles profiles, dropping the least recently requested first", () => {
+    const store = new InMemoryLocationStore("edge", { maxProfiles: 3, idleMs: 0 });
+    for (const [k, id] of ["a", "b", "c"].entries()) store.collectNow(TK, who(id), ev(`e-${id}`, T + k), T + k);
+    // a is requested again: b is now the least recently requested.
+    store.collectNow(TK, who("a"), ev("e-a2", T + 10), T + 10);
+    store.collectNow(TK, who("d"), ev("e-d", T + 11), T + 11);
+    assert.equal(store.size, 3);
+    assert.deepEqual(["a", "b", "c", "d"].map((id) => store.lookupNow(TK, who(id)) !== undefined), [true, false, true, true]);
+    store.collectNow(TK, who("e"), ev("e-e", T + 12), T + 12);
+    assert.deepEqual(["a", "c", "d", "e"].map((id) => store.lookupNow(TK, who(id)) !== undefined), [true, false, true, true]);
+    assert.equal(store.evicted, 2);
+    assert.deepEqual(store.sizes(), { profiles: 3, entries: 3, events: 4, evicted: 2 });
+  });
+
+  it("drops profiles no request touched for idleMs, whatever the bound, and every identity of a dropped one", async () => {
+    const store = new InMemoryLocationStore("edge", { maxProfiles: 1000, idleMs: 60_000 });
+    store.collectNow(TK, who("old"), ev("e-old", T), T);
+    // Projected with a second identity: one profile under two keys.
+    await store.project(TK, { profileId: "p-old", identities: [who("old"), who("old-2")], attributes: {}, optedOut: false, memberships: {}, events: [], at: T + 1 });
+    store.collectNow(TK, who("warm"), ev("e-warm", T + 30_000), T + 30_000);
+    assert.ok(store.lookupNow(TK, who("old-2")));
+    store.collectNow(TK, who("new"), ev("e-new", T + 61_000), T + 61_000);
+    assert.equal(store.lookupNow(TK, who("old")), undefined, "idle for 61 s");
+    assert.equal(store.lookupNow(TK, who("old-2")), undefined, "with its other identity");
+    assert.ok(store.lookupNow(TK, who("warm")));
+    assert.deepEqual(store.sizes(), { profiles: 2, entries: 2, events: 2, evicted: 1 });
+    assert.deepEqual(await store.profiles(TK), [store.lookupNow(TK, who("warm")), store.lookupNow(TK, who("new"))]);
+  });
+
+  it("counts a forgotten or merged profile out of the bound", async () => {
+    const store = new InMemoryLocationStore("edge", { maxProfiles: 2, idleMs: 0 });
+    store.collectNow(TK, who("x"), ev("e-x", T), T);
+    store.collectNow(TK, who("y"), ev("e-y", T + 1), T + 1);
+    // The hub links x and y: one profile.
+    await store.project(TK, { profileId: "p-xy", identities: [who("x"), who("y")], attributes: {}, optedOut: false, memberships: {}, events: [], at: T + 2 });
+    assert.equal(store.size, 1);
+    store.collectNow(TK, who("z"), ev("e-z", T + 3), T + 3);
+    assert.ok(store.lookupNow(TK, who("x")), "two profiles fit: nothing dropped");
+    assert.equal(await store.forget(TK, new Set(["p-xy"])), 1);
+    assert.equal(store.size, 1);
+    assert.deepEqual(store.sizes(), { profiles: 1, entries: 1, events: 1, evicted: 0 });
+  });
+});

@@ -6,7 +6,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { BODY_LIMITS, RECORD_LIMITS } from "../../src/platform/limits.js";
-import { ORG_B, TOKEN_B, client, obj, arr, startHarness, type Client, type Harness } from "../helpers/server-harness.js";
+import { OPERATOR_TOKEN, ORG_B, TOKEN_B, client, obj, arr, startHarness, type Client, type Harness } from "../helpers/server-harness.js";
 
 const CATALOG = "/data/foundation/catalog/dataSets";
 const PROFILE_SCHEMA = "https://ns.adobe.com/xdm/context/profile";
@@ -206,6 +206,13 @@ test("edge interact: an event holding a lone surrogate is a 400 and never forwar
   assert.notEqual(typeof (await readProfile(a, "edge-before")), "number");
   assert.notEqual(typeof (await readProfile(a, "edge-after")), "number");
   assert.equal(await readProfile(a, "edge-lone"), 404);
+  // Refused at the boundary, so nothing for the forwarder to dead-letter; operators can look.
+  const op = client(h.url, { token: OPERATOR_TOKEN, org: null, sandbox: null, apiKey: null });
+  const letters = await op.get("/admin/edge/dead-letters");
+  assert.equal(letters.status, 200, letters.text);
+  assert.deepEqual(letters.json, { total: 0, deadLetters: [] });
+  assert.equal((await a.get("/admin/edge/dead-letters")).status, 403);
+  assert.match((await a.get("/metrics")).text, /^segmentd_edge_dead_letters_total 0$/m);
   await otherTenantServed("edge");
 });
 
