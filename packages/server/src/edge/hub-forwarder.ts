@@ -32,12 +32,14 @@
  *    delivered, in arrival order. A transient failure (a transient error, or
  *    bisection where no write succeeds) is reported (`onError`, a
  *    `HubForwardError`) and the items not yet delivered are retried from the
- *    step that failed, with exponential backoff, up to `maxAttempts` times; the
- *    queue keeps filling meanwhile (and backpressure applies). The last attempt
- *    bisects whatever the error: single events refused with a non-transient
- *    error are dead-lettered; after a transient one the items are dropped,
- *    counted in `stats.dropped` and reported with `willRetry: false`, so a hub
- *    that stays down cannot stop the edge from forwarding what follows.
+ *    step that failed, with exponential backoff (at most 5 s apart); the queue
+ *    keeps filling meanwhile (and backpressure applies). A transient error is
+ *    retried for as long as the forwarder runs: a hub that is away turns into
+ *    503s at the edge, never into lost events. Any other failure gets
+ *    `maxAttempts` attempts; the last bisects all the way down, and single
+ *    events refused are dead-lettered. Only once the forwarder is closing are
+ *    items still failing after `maxAttempts` dropped, counted in
+ *    `stats.dropped` and reported with `willRetry: false`.
  *  - **Shutdown.** `close()` writes everything still queued (without waiting
  *    for the interval) and resolves when the queue is empty.
  *
@@ -73,7 +75,7 @@ export interface HubForwarderOptions {
   flushIntervalMs?: number;
   /** Most items waiting (queued + in flight) before `admit()` refuses (default 20,000). */
   maxQueue?: number;
-  /** Attempts at writing one batch to the hub before its items are dropped (default 5). */
+  /** Attempts at writing one batch after a failure that is not transient (then bisected to single events), and after any failure while closing (default 5). */
   maxAttempts?: number;
   /** Delay before the first retry; doubles on each further one, at most 5 s (default 100 ms). */
   retryDelayMs?: number;
@@ -347,7 +349,11 @@ export class HubForwarder {
       } catch (err) {
         failure = err;
       }
-      const last = attempt >= this.maxAttempts;
+      // A hub that is away (a transient failure: a restarting store, a database restart) is waited
+      // for while the server runs — the queue fills and interact answers 503 meanwhile — so nothing
+      // acknowledged is dropped; maxAttempts bounds the attempts on an unexplained failure, and on
+      // any failure once the forwarder is closing (a shutdown with the hub away).
+      const last = attempt >= this.maxAttempts && (this.closed || !isTransientHubError(failure));
       if (last || !isTransientHubError(failure)) {
         // Which items does the hub refuse? Bisect; the last attempt goes all the way down.
         const pass = await this.isolate(pending, progress, failure, last);
@@ -368,7 +374,7 @@ export class HubForwarder {
       const willRetry = !last;
       const what = `${pending.length} edge event(s)`;
       this.report(new HubForwardError(
-        willRetry ? `hub write of ${what} failed (attempt ${attempt} of ${this.maxAttempts}); retrying` : `hub write of ${what} failed ${attempt} time(s); the events are dropped`,
+        willRetry ? `hub write of ${what} failed (attempt ${attempt}); retrying` : `hub write of ${what} failed ${attempt} time(s); the events are dropped`,
         pending.length,
         attempt,
         willRetry,

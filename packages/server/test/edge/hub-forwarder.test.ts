@@ -359,23 +359,31 @@ describe("hub forwarder", () => {
     await fw.close();
   });
 
-  it("drops a batch after maxAttempts, says so, and keeps forwarding what follows", async () => {
+  it("waits for a hub that is away (transient errors) past maxAttempts, dropping nothing; drops only when closing with the hub still away", async () => {
     const { store, fail } = instrumentedHub(f.hub);
     const errors: unknown[] = [];
     const fw = forwarder(store, { retryDelayMs: 1, maxAttempts: 2 }, errors);
     fail.always = true;
-    fw.enqueue(item("poison"));
-    fw.enqueue(item("poison"));
-    await fw.idle();
-    assert.deepEqual(errors.map((e) => (e as HubForwardError).willRetry), [true, false]);
-    assert.match((errors[1] as Error).message, /failed 2 time\(s\); the events are dropped/);
-    assert.equal(fw.stats.dropped, 2);
+    fw.enqueue(item("away"));
+    fw.enqueue(item("away"));
+    const idle = fw.idle();
+    while (errors.length < 6) await new Promise((r) => setTimeout(r, 5));
+    assert.ok(errors.every((e) => (e as HubForwardError).willRetry), "every failure is retried while the forwarder runs");
+    assert.match((errors[5] as Error).message, /^hub write of 2 edge event\(s\) failed \(attempt 6\); retrying$/);
+    assert.equal(fw.stats.dropped, 0);
     fail.always = false;
-    fw.enqueue(item("after-poison"));
+    await idle;
+    assert.equal(await hubEventCount("away"), 2);
+    assert.equal(fw.stats.dropped, 0);
+    // Closing with the hub away: maxAttempts bounds the shutdown, and what is left is dropped, counted and said.
+    fail.always = true;
+    fw.enqueue(item("at-close"));
     await fw.close();
-    assert.equal(await hubEventCount("after-poison"), 1);
-    assert.equal(await hubEventCount("poison"), 0);
-    assert.equal(fw.stats.forwarded, 1);
+    const last = errors[errors.length - 1] as HubForwardError;
+    assert.equal(last.willRetry, false);
+    assert.match(last.message, /failed \d+ time\(s\); the events are dropped/);
+    assert.equal(fw.stats.dropped, 1);
+    assert.equal(await hubEventCount("at-close"), 0);
   });
 
   it("idle() rejects when the error handler throws (tests see failures), then the queue carries on", async () => {

@@ -62,8 +62,10 @@ describe("a profile store worker that dies under a running server", () => {
     assert.equal(metric((await a.get("/metrics")).text, "segmentd_profile_store_up"), 1);
 
     // A call in flight when the thread dies fails with the 503 error at once (it does not hang).
+    // Sent once the termination has begun, so that the worker can never answer it first.
+    const terminated = profiles.currentWorker().terminate();
     const inFlight = profiles.countProfiles({ orgId: ORG_A, sandboxName: "prod" });
-    await profiles.currentWorker().terminate();
+    await terminated;
     await assert.rejects(inFlight, (e: unknown) => e instanceof StoreUnavailableError && /profile store worker restarting: the worker thread exited/.test(e.message));
 
     const ready = await a.get("/readyz");
@@ -112,5 +114,34 @@ describe("a profile store worker that dies under a running server", () => {
     for await (const chunk of profiles.scanProfiles(scope, policy)) n += chunk.length;
     assert.equal(n, 1);
     assert.equal((await profiles.status()).restarts, 2);
+  });
+
+  it("edge events answered 200 while the worker is down reach the hub once it is back (none dropped)", async () => {
+    const a = client(server.url);
+    const ds = await a.post("/data/foundation/catalog/dataSets", {
+      name: "web", schemaRef: { id: "https://ns.adobe.com/xdm/context/experienceevent", contentType: "application/vnd.adobe.xed+json;version=1" },
+      tags: { unifiedProfile: ["enabled:true"], unifiedIdentity: ["enabled:true"] },
+    });
+    assert.equal(ds.status, 201, ds.text);
+    const stream = await a.post("/data/core/edge/datastreams", { name: "web", eventDatasetId: (arr(ds.json)[0] as string).replace("@/dataSets/", "") });
+    assert.equal(stream.status, 201, stream.text);
+    const interact = (id: string) => a.post(`/ee/v2/interact?dataStreamId=${obj(stream.json)["id"] as string}`,
+      { event: { xdm: { _id: `ev-${id}`, identityMap: { ECID: [{ id, primary: true }] }, eventType: "web.pageview", timestamp: new Date(Date.now() - 1000).toISOString() } } });
+    assert.equal((await interact("warm")).status, 200);
+    await profiles.currentWorker().terminate();
+    const acked: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      const r = await interact(`down-${i}`);
+      if (r.status === 200) acked.push(`down-${i}`);
+      else assert.equal(r.status, 503, r.text);
+    }
+    assert.ok(acked.length > 0, "the edge answers from its location while the hub's store is down");
+    await until("the store", async () => ((await profiles.status()).up ? true : undefined));
+    await server.app.realtime!.flush();
+    for (const id of acked) {
+      const r = await a.get(`/data/core/ups/access/entities?schema.name=_xdm.context.experienceevent&relatedSchema.name=_xdm.context.profile&relatedEntityIdNS=ECID&relatedEntityId=${id}`);
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(arr(obj(r.json)["children"]).map((c) => obj(c)["entityId"]), [`ev-${id}`], id);
+    }
   });
 });
