@@ -89,31 +89,11 @@ async function runServer(): Promise<void> {
 
 /** bench/lib/server.ts's server, with the edge section of the configuration given (its cache bounds). */
 async function startSoakServer(edgeBounds: Record<string, number>) {
-  const { mkdtempSync, rmSync } = await import("node:fs");
-  const os = await import("node:os");
-  const path = await import("node:path");
-  const { createLogger, defaultConfig, startServer } = await import("../packages/server/src/index.js");
-  const { BENCH_KEY, BENCH_ORG, BENCH_TOKEN } = await import("./lib/server.js");
+  const { startBenchServer } = await import("./lib/server.js");
   const { DEFAULT_EDGE_LOCATIONS } = await import("../packages/server/src/edge/locations.js");
-  type EdgeConfig = import("../packages/server/src/edge/locations.js").EdgeLocationsConfig;
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), "segmentd-soak-"));
-  const c = defaultConfig();
-  c.port = 0;
-  c.dataDir = dataDir;
-  c.auth.staticTokens = [{ token: BENCH_TOKEN, orgs: [BENCH_ORG] }];
-  c.auth.apiKeys = [BENCH_KEY];
-  c.organizations = [{ id: BENCH_ORG, sandboxes: [{ name: "prod", type: "production", default: true, limits: { definitions: 100 } }] }];
-  const edge: EdgeConfig = { ...DEFAULT_EDGE_LOCATIONS, ...edgeBounds };
-  c.edge = edge;
-  const server = await startServer(c, { logger: createLogger("warn") });
-  return {
-    server,
-    headers: { authorization: `Bearer ${BENCH_TOKEN}`, "x-api-key": BENCH_KEY, "x-gw-ims-org-id": BENCH_ORG, "x-sandbox-name": "prod" },
-    async close() {
-      await server.close();
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
+  return startBenchServer({ definitions: 100 }, (c) => {
+    c.edge = { ...DEFAULT_EDGE_LOCATIONS, ...edgeBounds };
+  });
 }
 
 // ---------------------------------------------------------------- driver (this process)

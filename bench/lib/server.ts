@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { createLogger, defaultConfig, startServer, type RunningServer } from "../../packages/server/src/index.js";
+import { createLogger, defaultConfig, startServer, type Config, type RunningServer } from "../../packages/server/src/index.js";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const BENCH_ORG = "BENCH000000000000000000@AdobeOrg";
@@ -21,8 +21,8 @@ export interface BenchServer {
   close(): Promise<void>;
 }
 
-/** Embedded store in a temp dir, or PostgreSQL when SEGMENTD_DATABASE_URL is set. */
-export async function startBenchServer(limits: { definitions: number }): Promise<BenchServer> {
+/** Embedded store in a temp dir, or PostgreSQL when SEGMENTD_DATABASE_URL is set; `configure` changes the rest of the configuration. */
+export async function startBenchServer(limits: { definitions: number }, configure: (c: Config) => void = () => {}): Promise<BenchServer> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "segmentd-bench-"));
   const c = defaultConfig();
   c.port = 0;
@@ -31,6 +31,7 @@ export async function startBenchServer(limits: { definitions: number }): Promise
   c.auth.staticTokens = [{ token: BENCH_TOKEN, orgs: [BENCH_ORG] }];
   c.auth.apiKeys = [BENCH_KEY];
   c.organizations = [{ id: BENCH_ORG, sandboxes: [{ name: "prod", type: "production", default: true, limits }] }];
+  configure(c);
   const server = await startServer(c, { logger: createLogger("warn") });
   return {
     server,

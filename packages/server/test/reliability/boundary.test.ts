@@ -240,3 +240,27 @@ test("like: a 30,000-character pattern is refused when the definition is checked
   await otherTenantServed("like");
   assert.equal((await a.delete(`/data/core/ups/segment/definitions/${obj(d.json).id as string}`)).status, 200);
 });
+
+test("a batch file holding the 2,200-level record: that record is refused (RECORD_TOO_DEEP), the others apply on COMPLETE; a JSON upload nested 5,000 levels is a 400", async () => {
+  const batch = await a.post("/data/foundation/import/batches", { datasetId: ds.a, inputFormat: { format: "json" } });
+  assert.equal(batch.status, 201, batch.text);
+  const id = obj(batch.json).id as string;
+  const files = `/data/foundation/import/batches/${id}/datasets/${ds.a!}/files`;
+  const lines = [profile("file-good-1"), profile("file-deep", { deep: nested(2_200) }), profile("file-good-2")].map((r) => JSON.stringify(r)).join("\n");
+  const up = await a.put(`${files}/part-0.ndjson`, lines, { "content-type": "application/x-ndjson" });
+  assert.equal(up.status, 200, up.text);
+  const body = obj(up.json);
+  assert.deepEqual([body.recordsRead, body.recordsStaged, body.failedRecordCount], [3, 2, 1]);
+  assert.equal((arr(body.errors)[0] as { code: string; recordIndex: number }).code, "RECORD_TOO_DEEP");
+  assert.equal((arr(body.errors)[0] as { code: string; recordIndex: number }).recordIndex, 1);
+  const json = await a.put(`${files}/part-1.json`, `{"x":${"[".repeat(5_000)}${"]".repeat(5_000)}}`, { "content-type": "application/json" });
+  assert.equal(json.status, 400, json.text);
+  assert.deepEqual(errorOf(json), { code: "SEGMENTD-LIMIT-DEPTH-400", message: `Request body nests deeper than the limit of ${BODY_LIMITS.maxDepth} levels` });
+  const done = await a.post(`/data/foundation/import/batches/${id}?action=COMPLETE`);
+  assert.equal(done.status, 200, done.text);
+  assert.equal(obj(done.json).status, "success");
+  assert.notEqual(typeof (await readProfile(a, "file-good-1")), "number");
+  assert.notEqual(typeof (await readProfile(a, "file-good-2")), "number");
+  assert.equal(await readProfile(a, "file-deep"), 404);
+  await otherTenantServed("file");
+});
