@@ -1,9 +1,9 @@
 /**
  * PostgreSQL connection URLs. libpq (psql) connects as the OS user when a URL
  * names none; node-postgres only reads $USER, which service managers and CI
- * often leave unset, and then fails. Every store builds its pool from
- * `withDefaultUser(url)` so that `postgres://127.0.0.1:5432/db` means what it
- * means to psql. The user goes into the URL because pg lets a parsed
+ * often leave unset, and then fails. Every store builds its pool with
+ * storage-kit/postgres.ts `createPool`, which applies `withDefaultUser(url)`, so
+ * that `postgres://127.0.0.1:5432/db` means what it means to psql. The user goes into the URL because pg lets a parsed
  * connection string override a separate `user` option.
  */
 import { userInfo } from "node:os";

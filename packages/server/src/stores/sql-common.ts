@@ -2,6 +2,7 @@
  * SQL fragments shared by the embedded and PostgreSQL stores, so that both
  * order and filter identically (the conformance suite checks they do).
  */
+import type { Migration } from "../storage-kit/migrations.js";
 import type { DefinitionListQuery, DefinitionSortField, MergePolicyListQuery, MergePolicyOrderField } from "./types.js";
 
 /**
@@ -81,12 +82,10 @@ export function mergePolicyOrderBy(query: MergePolicyListQuery, dialect: "sqlite
   return query.order.field === "id" ? first : `${first}, ${mergePolicyOrderColumn("id", dialect)} ASC`;
 }
 
+/** Where both metadata stores record their applied migrations (storage-kit/migrations.ts). */
+export const MIGRATIONS_TABLE = "segmentd_migrations";
+
 /** The migrations both stores apply, as portable SQL (INTEGER booleans, TEXT JSON documents). */
-export interface Migration {
-  version: number;
-  name: string;
-  statements: string[];
-}
 
 export function coreMigrations(dialect: "sqlite" | "postgres"): Migration[] {
   const big = dialect === "postgres" ? "BIGINT" : "INTEGER";

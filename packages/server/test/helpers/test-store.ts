@@ -22,6 +22,15 @@ export function testDatabaseUrl(): string {
   return process.env.SEGMENTD_TEST_DATABASE_URL ?? "postgres://127.0.0.1:5432/test";
 }
 
+/** The test URL without its user name (if it had one), selecting the schema given. */
+export function userlessUrl(schema: string): string {
+  const u = new URL(testDatabaseUrl());
+  u.username = "";
+  u.password = "";
+  u.searchParams.set("options", `-c search_path=${schema}`);
+  return u.toString();
+}
+
 function withUser(url: string): string {
   const u = new URL(url);
   if (u.username === "") u.username = process.env.PGUSER || "postgres";

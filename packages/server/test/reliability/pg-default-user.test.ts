@@ -11,16 +11,7 @@ import { openBatchRepository } from "../../src/batch/store/open.js";
 import { openPgHygieneStore } from "../../src/hygiene/store/pg-store.js";
 import { withDefaultUser } from "../../src/platform/pg-url.js";
 import { openPgStore } from "../../src/index.js";
-import { testDatabaseUrl, testStoreKind } from "../helpers/test-store.js";
-
-/** The test URL without its user name (if it had one), selecting a fresh schema. */
-function userlessUrl(schema: string): string {
-  const u = new URL(testDatabaseUrl());
-  u.username = "";
-  u.password = "";
-  u.searchParams.set("options", `-c search_path=${schema}`);
-  return u.toString();
-}
+import { testDatabaseUrl, testStoreKind, userlessUrl } from "../helpers/test-store.js";
 
 if (testStoreKind() === "postgres") {
   describe("PostgreSQL stores with a URL naming no user, USER and PGUSER unset", () => {

@@ -2,8 +2,8 @@
  * PostgreSQL BatchRepository: the same table as the embedded one, in the
  * given schema, documents as jsonb.
  */
-import pg from "pg";
-import { withDefaultUser } from "../../platform/pg-url.js";
+import type pg from "pg";
+import { createPool, withAdvisoryLock } from "../../storage-kit/postgres.js";
 import type { TenantScope } from "../../profiles/types.js";
 import type { BatchRepository, ResourceKind, ResourceListQuery, StoredResource } from "./types.js";
 
@@ -33,21 +33,21 @@ export class PgBatchRepository implements BatchRepository {
   private ready: Promise<void> | null = null;
 
   constructor(private readonly opts: PgBatchRepositoryOptions) {
-    // libpq's default user, as every store applies it (platform/pg-url.ts): without it a URL naming no user fails when USER is unset.
-    this.pool = new pg.Pool({ connectionString: withDefaultUser(opts.connectionString), max: opts.poolSize ?? 4 });
+    this.pool = createPool(opts.connectionString, { max: opts.poolSize ?? 4 });
     this.table = `"${(opts.schema ?? "public").replace(/"/g, '""')}".batch_resources`;
   }
 
   private init(): Promise<void> {
-    this.ready ??= (async () => {
+    // CREATE ... IF NOT EXISTS is not safe against a concurrent creator (processes starting at once).
+    this.ready ??= withAdvisoryLock(this.pool, "segmentd_batch_schema", async (c) => {
       const schema = `"${(this.opts.schema ?? "public").replace(/"/g, '""')}"`;
-      await this.pool.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-      await this.pool.query(`CREATE TABLE IF NOT EXISTS ${this.table} (
+      await c.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      await c.query(`CREATE TABLE IF NOT EXISTS ${this.table} (
         kind text NOT NULL, org text NOT NULL, sandbox text NOT NULL, id text NOT NULL,
         status text NOT NULL, created bigint NOT NULL, doc jsonb NOT NULL,
         PRIMARY KEY (kind, org, sandbox, id))`);
-      await this.pool.query(`CREATE INDEX IF NOT EXISTS batch_resources_status ON ${this.table} (kind, status, created)`);
-    })();
+      await c.query(`CREATE INDEX IF NOT EXISTS batch_resources_status ON ${this.table} (kind, status, created)`);
+    });
     return this.ready;
   }
 

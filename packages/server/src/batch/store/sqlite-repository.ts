@@ -3,7 +3,8 @@
  * others in the data directory. Writes are synchronous and fsynced
  * (synchronous=FULL), so a job's status survives kill -9 once a call returns.
  */
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { openSqlite } from "../../storage-kit/sqlite.js";
 import type { TenantScope } from "../../profiles/types.js";
 import type { BatchRepository, ResourceKind, ResourceListQuery, StoredResource } from "./types.js";
 
@@ -33,10 +34,7 @@ export class SqliteBatchRepository implements BatchRepository {
   private readonly db: Database.Database;
 
   constructor(path: string) {
-    this.db = new Database(path);
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("synchronous = FULL");
-    this.db.pragma("busy_timeout = 5000");
+    this.db = openSqlite(path);
     this.db.exec(SCHEMA);
   }
 

@@ -5,8 +5,8 @@
  * org (other orgs proceed in parallel). The conditional UPSERT and the partial
  * unique index stay as the final guards.
  */
-import { withDefaultUser } from "../../platform/pg-url.js";
-import pg from "pg";
+import type pg from "pg";
+import { createPool, withAdvisoryLock, withTransaction } from "../../storage-kit/postgres.js";
 import type { PeriodicQuota, QuotaName } from "../quotas.js";
 import { isQuotaName } from "../quotas.js";
 import type {
@@ -49,20 +49,9 @@ export class PgHygieneStore implements HygieneStore {
 
   constructor(private readonly pool: pg.Pool) {}
 
-  private async tx<T>(orgId: string | null, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-    const c = await this.pool.connect();
-    try {
-      await c.query("BEGIN");
-      if (orgId !== null) await c.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`segmentd-hygiene|${orgId}`]);
-      const out = await fn(c);
-      await c.query("COMMIT");
-      return out;
-    } catch (err) {
-      await c.query("ROLLBACK").catch(() => {});
-      throw err;
-    } finally {
-      c.release();
-    }
+  /** A transaction serialized against every other quota decision of the organization (null: none). */
+  private tx<T>(orgId: string | null, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    return withTransaction(this.pool, fn, { lock: orgId === null ? null : `segmentd-hygiene|${orgId}` });
   }
 
   async consumed(orgId: string, keys: ReadonlyArray<{ quota: PeriodicQuota; period: string }>): Promise<number[]> {
@@ -241,21 +230,12 @@ export class PgHygieneStore implements HygieneStore {
  * the search_path, which the tests use to get a fresh schema per test file.
  */
 export async function openPgHygieneStore(url: string, options: { max?: number; schema?: string } = {}): Promise<PgHygieneStore> {
-  const config: pg.PoolConfig = { connectionString: withDefaultUser(url), max: options.max ?? 10 };
-  if (options.schema !== undefined) config.options = `-c search_path=${options.schema}`;
-  const pool = new pg.Pool(config);
-  // An idle client losing its connection must not crash the process.
-  pool.on("error", () => {});
+  const pool = createPool(url, { max: options.max ?? 10, ...(options.schema === undefined ? {} : { searchPath: options.schema }) });
   try {
-    const c = await pool.connect();
-    try {
-      // Serialize schema creation between processes starting at once.
-      await c.query("SELECT pg_advisory_lock(hashtext('segmentd-hygiene-schema'))");
+    // Serialize schema creation between processes starting at once.
+    await withAdvisoryLock(pool, "segmentd-hygiene-schema", async (c) => {
       for (const ddl of HYGIENE_SCHEMA) await c.query(ddl);
-      await c.query("SELECT pg_advisory_unlock(hashtext('segmentd-hygiene-schema'))");
-    } finally {
-      c.release();
-    }
+    });
   } catch (err) {
     await pool.end().catch(() => {});
     throw err;

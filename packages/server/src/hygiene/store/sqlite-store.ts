@@ -5,7 +5,8 @@
  * takes SQLite's write lock up front, so several processes sharing the file
  * serialize their check-and-consume instead of failing at commit.
  */
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { openSqlite } from "../../storage-kit/sqlite.js";
 import path from "node:path";
 import { mkdirSync } from "node:fs";
 import type { PeriodicQuota, QuotaName } from "../quotas.js";
@@ -209,10 +210,6 @@ export function openSqliteHygieneStore(dataDir: string): SqliteHygieneStore {
     mkdirSync(dataDir, { recursive: true });
     file = path.join(dataDir, "hygiene.sqlite");
   }
-  const db = new Database(file);
-  db.pragma("journal_mode = WAL");
-  // As the other embedded stores: an accepted work order (and the quota it consumed) survives power loss.
-  db.pragma("synchronous = FULL");
-  db.pragma("busy_timeout = 5000");
-  return new SqliteHygieneStore(db);
+  // synchronous=FULL as the other embedded stores: an accepted work order (and the quota it consumed) survives power loss.
+  return new SqliteHygieneStore(openSqlite(file));
 }

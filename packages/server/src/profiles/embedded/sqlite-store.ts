@@ -15,7 +15,8 @@
 // the same event-loop turn share one transaction (each in its own savepoint, so
 // one failing write does not undo the others) and one fsync.
 import { settleGroup, type WriteOutcome } from "../group-commit.js";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { openSqlite, openSqliteReader } from "../../storage-kit/sqlite.js";
 import { statSync } from "node:fs";
 import { graphsToSize, identitiesOf, planAppend, type EventWrite, type LoadedState } from "../append-plan.js";
 import { DEFAULT_IDENTITY_CACHE_ENTRIES, IdentityPidCache } from "./identity-cache.js";
@@ -217,17 +218,12 @@ export class EmbeddedProfileStore implements ProfileStore {
   constructor(opts: EmbeddedStoreOptions) {
     this.path = opts.path;
     this.walLimitBytes = opts.walLimitBytes ?? WAL_CATCH_UP_BYTES;
-    this.db = new Database(opts.path);
-    // Before anything creates the file's first page (WAL mode included); ignored for a file that exists.
-    this.db.pragma(`page_size = ${opts.pageSize ?? defaultPageSize()}`);
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma(`synchronous = ${opts.synchronous === "normal" ? "NORMAL" : "FULL"}`);
+    // The shared settings (storage-kit/sqlite.ts); `synchronous: "normal"` only where a caller opts in (EmbeddedStoreOptions).
+    this.db = openSqlite(opts.path, { pageSize: opts.pageSize ?? defaultPageSize(), synchronous: opts.synchronous ?? "full", tempStoreMemory: true });
     this.cacheMiB = opts.cacheMiB ?? defaultCacheMiB();
     this.pageSize = this.db.pragma("page_size", { simple: true }) as number;
     // Before the schema and its migrations, which may rewrite a large existing file.
     this.sizeCache();
-    this.db.pragma("temp_store = MEMORY");
-    this.db.pragma("busy_timeout = 5000");
     this.db.exec(SQLITE_SCHEMA);
     migrateEventIndex(this.db);
     this.eventIndex = new EventIndexMerger(this.db, opts.eventIndexMergeAt ?? MERGE_AT, opts.eventIndexMergeStep ?? MERGE_STEP, opts.eventIndexMergeStepMin ?? MERGE_STEP_MIN);
@@ -564,10 +560,7 @@ export class EmbeddedProfileStore implements ProfileStore {
   private scanStmt(sql: string): Database.Statement {
     if (this.path === ":memory:" || this.path === "") return this.stmt(sql);
     if (this.scanConn === null) {
-      const db = new Database(this.path);
-      db.pragma("query_only = 1");
-      db.pragma(`cache_size = -${SCAN_CACHE_KIB}`);
-      db.pragma("busy_timeout = 5000");
+      const db = openSqliteReader(this.path, { cacheKiB: SCAN_CACHE_KIB });
       this.scanConn = { db, stmts: new Map() };
     }
     let s = this.scanConn.stmts.get(sql);

@@ -4,8 +4,8 @@
 // lock, because identity stitching reads the graph and then rewrites it: two
 // concurrent batches linking the same identities must not both create a graph.
 import { settleGroup, type WriteOutcome } from "../group-commit.js";
-import { withDefaultUser } from "../../platform/pg-url.js";
 import pg from "pg";
+import { createPool, lockForTransaction, withAdvisoryLock, withTransaction } from "../../storage-kit/postgres.js";
 import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
 import { ChangeFeed, tenantKey, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
 import { applyIsolated, decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
@@ -85,6 +85,8 @@ interface BatchRow { id: string; ds: string; status: string; created: number; up
 interface EventRow { seq: number; pid: number; ds: string; eid: string; ns: string; idv: string; ts: number; body: unknown }
 
 const NO_TENANT = -1;
+/** First key of the per-tenant write locks (pg_advisory_xact_lock(7466, tid)): shared with every server version. */
+const TENANT_LOCK_CLASS = 7466;
 /** Rows per membership statement (unnest arrays): bounds one statement's size for million-change calls. */
 const MEMBERSHIP_CHUNK = 20_000;
 /** Identities per findProfileIds statement (unnest arrays): bounds one statement's size. */
@@ -124,21 +126,14 @@ export class PostgresProfileStore implements ProfileStore {
 
   constructor(opts: PostgresStoreOptions) {
     const schema = quoteIdent(opts.schema ?? "segmentd_profiles");
-    const pool = new pg.Pool({ connectionString: withDefaultUser(opts.connectionString), max: opts.poolSize ?? 8, types, options: `-c search_path=${schema}` });
+    const pool = createPool(opts.connectionString, { max: opts.poolSize ?? 8, types, searchPath: schema });
     this.pool = pool;
-    this.ready = (async () => {
-      // CREATE ... IF NOT EXISTS is not safe against a concurrent creator (two
-      // processes starting at once): serialise schema set-up on an advisory lock.
-      const c = await pool.connect();
-      try {
-        await c.query("SELECT pg_advisory_lock(hashtext('segmentd_profiles_schema'))");
-        await c.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-        await c.query(PG_SCHEMA);
-      } finally {
-        await c.query("SELECT pg_advisory_unlock(hashtext('segmentd_profiles_schema'))").catch(() => undefined);
-        c.release();
-      }
-    })();
+    // CREATE ... IF NOT EXISTS is not safe against a concurrent creator (two
+    // processes starting at once): serialise schema set-up on an advisory lock.
+    this.ready = withAdvisoryLock(pool, "segmentd_profiles_schema", async (c) => {
+      await c.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      await c.query(PG_SCHEMA);
+    });
   }
 
   async close(): Promise<void> {
@@ -216,18 +211,7 @@ export class PostgresProfileStore implements ProfileStore {
 
   private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
     await this.ready;
-    const c = await this.pool.connect();
-    try {
-      await c.query("BEGIN");
-      const out = await fn(c);
-      await c.query("COMMIT");
-      return out;
-    } catch (e) {
-      await c.query("ROLLBACK").catch(() => undefined);
-      throw e;
-    } finally {
-      c.release();
-    }
+    return withTransaction(this.pool, fn);
   }
 
   private async q<R extends pg.QueryResultRow>(c: Q, sql: string, params: unknown[] = []): Promise<R[]> {
@@ -303,7 +287,7 @@ export class PostgresProfileStore implements ProfileStore {
       await this.tx(async (c) => {
         // Locks in id order, so two processes committing groups cannot deadlock.
         for (const tid of [...new Set(jobs.map((j) => j.tid))].sort((a, b) => a - b)) {
-          await c.query("SELECT pg_advisory_xact_lock(7466, $1)", [tid]);
+          await lockForTransaction(c, [TENANT_LOCK_CLASS, tid]);
         }
         for (const job of jobs) {
           await c.query("SAVEPOINT write");

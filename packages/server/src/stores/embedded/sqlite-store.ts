@@ -9,9 +9,11 @@
  * yielding to the event loop, so transactions in this process are serialized
  * and the limit checks inside them cannot race.
  */
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
+import { openSqlite } from "../../storage-kit/sqlite.js";
+import { migrateSqlite } from "../../storage-kit/migrations.js";
 import type {
   DatastreamRepository,
   DefinitionLimits,
@@ -32,7 +34,7 @@ import {
   MergePolicyInUseError,
 } from "../types.js";
 import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "../records.js";
-import { coreMigrations, definitionFilters, definitionOrderBy, mergePolicyFilters, mergePolicyOrderBy } from "../sql-common.js";
+import { coreMigrations, definitionFilters, MIGRATIONS_TABLE, definitionOrderBy, mergePolicyFilters, mergePolicyOrderBy } from "../sql-common.js";
 import {
   DATASTREAM_COLUMN_NAMES,
   DEFINITION_COLUMN_NAMES,
@@ -53,18 +55,6 @@ type Db = Database.Database;
 function isUniqueViolation(err: unknown, index: string): boolean {
   const e = err as { code?: string; message?: string };
   return (e.code === "SQLITE_CONSTRAINT_UNIQUE" || e.code === "SQLITE_CONSTRAINT_PRIMARYKEY") && (e.message ?? "").includes(index);
-}
-
-function migrate(db: Db): void {
-  db.exec(`CREATE TABLE IF NOT EXISTS segmentd_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
-  const applied = new Set((db.prepare("SELECT version FROM segmentd_migrations").all() as { version: number }[]).map((r) => r.version));
-  for (const m of coreMigrations("sqlite")) {
-    if (applied.has(m.version)) continue;
-    db.transaction(() => {
-      for (const s of m.statements) db.exec(s);
-      db.prepare("INSERT INTO segmentd_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, Date.now());
-    })();
-  }
 }
 
 class SqliteDefinitions implements DefinitionRepository {
@@ -362,11 +352,7 @@ export class SqliteMetadataStore implements MetadataStore {
 /** Open (creating if needed) the metadata database `<dataDir>/metadata.sqlite`. */
 export function openSqliteStore(dataDir: string): SqliteMetadataStore {
   mkdirSync(dataDir, { recursive: true });
-  const db = new Database(path.join(dataDir, "metadata.sqlite"));
-  db.pragma("journal_mode = WAL");
-  db.pragma("synchronous = FULL");
-  db.pragma("foreign_keys = ON");
-  db.pragma("busy_timeout = 5000");
-  migrate(db);
+  const db = openSqlite(path.join(dataDir, "metadata.sqlite"));
+  migrateSqlite(db, coreMigrations("sqlite"), { table: MIGRATIONS_TABLE });
   return new SqliteMetadataStore(db);
 }

@@ -6,8 +6,9 @@
  * are serialized per sandbox across every server process sharing the database.
  * Unique indexes stay the final guard.
  */
-import { withDefaultUser } from "../../platform/pg-url.js";
-import pg from "pg";
+import type pg from "pg";
+import { createPool, lockForTransaction, withTransaction } from "../../storage-kit/postgres.js";
+import { migratePostgres } from "../../storage-kit/migrations.js";
 import type {
   DatastreamRepository,
   DefinitionLimits,
@@ -28,7 +29,7 @@ import {
   MergePolicyInUseError,
 } from "../types.js";
 import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "../records.js";
-import { coreMigrations, definitionFilters, definitionOrderBy, mergePolicyFilters, mergePolicyOrderBy } from "../sql-common.js";
+import { coreMigrations, definitionFilters, MIGRATIONS_TABLE, definitionOrderBy, mergePolicyFilters, mergePolicyOrderBy } from "../sql-common.js";
 import {
   DATASTREAM_COLUMN_NAMES,
   DEFINITION_COLUMN_NAMES,
@@ -54,20 +55,9 @@ function isUniqueViolation(err: unknown, constraint: string): boolean {
   return e.code === "23505" && e.constraint === constraint;
 }
 
-async function tx<T>(pool: pg.Pool, scope: TenantScope | null, fn: (c: Client) => Promise<T>): Promise<T> {
-  const c = await pool.connect();
-  try {
-    await c.query("BEGIN");
-    if (scope) await c.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${scope.orgId}/${scope.sandboxId}`]);
-    const out = await fn(c);
-    await c.query("COMMIT");
-    return out;
-  } catch (err) {
-    await c.query("ROLLBACK").catch(() => {});
-    throw err;
-  } finally {
-    c.release();
-  }
+/** A transaction serialized per sandbox (scope), or unserialized (null). */
+function tx<T>(pool: pg.Pool, scope: TenantScope | null, fn: (c: Client) => Promise<T>): Promise<T> {
+  return withTransaction(pool, fn, { lock: scope ? `${scope.orgId}/${scope.sandboxId}` : null });
 }
 
 async function refsOf(q: pg.Pool | Client, scope: TenantScope, ids: string[]): Promise<Map<string, string[]>> {
@@ -162,23 +152,19 @@ class PgDefinitions implements DefinitionRepository {
     const params: unknown[] = [scope.orgId, scope.sandboxId];
     const where = `org_id = $1 AND sandbox_id = $2${definitionFilters(query, params, dollar)}`;
     // REPEATABLE READ so that the count and the page see one snapshot.
-    const c = await this.pool.connect();
-    try {
-      await c.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-      const total = await c.query<{ n: string }>(`SELECT COUNT(*) AS n FROM definitions WHERE ${where}`, params);
-      const rows = await c.query<DefinitionRow>(
-        `SELECT id, doc, canonical_text FROM definitions WHERE ${where} ORDER BY ${definitionOrderBy(query, "postgres")} LIMIT $${params.length + 1} OFFSET $${params.length + 2}`,
-        [...params, query.limit, query.offset],
-      );
-      const refs = await refsOf(c, scope, rows.rows.map((x) => x.id));
-      await c.query("COMMIT");
-      return { total: Number(total.rows[0]!.n), items: rows.rows.map((row) => definitionFromRow(row, refs.get(row.id) ?? [])) };
-    } catch (err) {
-      await c.query("ROLLBACK").catch(() => {});
-      throw err;
-    } finally {
-      c.release();
-    }
+    return withTransaction(
+      this.pool,
+      async (c) => {
+        const total = await c.query<{ n: string }>(`SELECT COUNT(*) AS n FROM definitions WHERE ${where}`, params);
+        const rows = await c.query<DefinitionRow>(
+          `SELECT id, doc, canonical_text FROM definitions WHERE ${where} ORDER BY ${definitionOrderBy(query, "postgres")} LIMIT $${params.length + 1} OFFSET $${params.length + 2}`,
+          [...params, query.limit, query.offset],
+        );
+        const refs = await refsOf(c, scope, rows.rows.map((x) => x.id));
+        return { total: Number(total.rows[0]!.n), items: rows.rows.map((row) => definitionFromRow(row, refs.get(row.id) ?? [])) };
+      },
+      { snapshot: true },
+    );
   }
 
   async dependents(scope: TenantScope, id: string): Promise<string[]> {
@@ -356,7 +342,7 @@ class PgDatastreams implements DatastreamRepository {
   async importIfEmpty(items: readonly ScopedDatastream[]): Promise<boolean> {
     return tx(this.pool, null, async (c) => {
       // Processes starting at once, each with a file to import: one imports, the others then see rows.
-      await c.query("SELECT pg_advisory_xact_lock(hashtext('segmentd_datastreams_import'))");
+      await lockForTransaction(c, "segmentd_datastreams_import");
       if ((await c.query("SELECT 1 FROM datastreams LIMIT 1")).rowCount !== 0) return false;
       for (const { scope, record } of items) {
         await c.query(`INSERT INTO datastreams (${DATASTREAM_COLUMN_NAMES}) VALUES (${placeholders(6)})`, datastreamColumns(scope, record));
@@ -364,20 +350,6 @@ class PgDatastreams implements DatastreamRepository {
       return true;
     });
   }
-}
-
-async function migrate(pool: pg.Pool): Promise<void> {
-  await tx(pool, null, async (c) => {
-    // Two servers starting at once against one database: only one migrates.
-    await c.query("SELECT pg_advisory_xact_lock(hashtext('segmentd_migrations'))");
-    await c.query("CREATE TABLE IF NOT EXISTS segmentd_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)");
-    const done = new Set((await c.query<{ version: number }>("SELECT version FROM segmentd_migrations")).rows.map((r) => r.version));
-    for (const m of coreMigrations("postgres")) {
-      if (done.has(m.version)) continue;
-      for (const s of m.statements) await c.query(s);
-      await c.query("INSERT INTO segmentd_migrations (version, name, applied_at) VALUES ($1, $2, $3)", [m.version, m.name, Date.now()]);
-    }
-  });
 }
 
 export class PgMetadataStore implements MetadataStore {
@@ -411,11 +383,10 @@ export class PgMetadataStore implements MetadataStore {
  * (the tests use one fresh schema per test file).
  */
 export async function openPgStore(url: string, options: { max?: number } = {}): Promise<PgMetadataStore> {
-  const pool = new pg.Pool({ connectionString: withDefaultUser(url), max: options.max ?? 10 });
-  // An idle client losing its connection must not crash the process.
-  pool.on("error", () => {});
+  const pool = createPool(url, { max: options.max ?? 10 });
   try {
-    await migrate(pool);
+    // Two servers starting at once against one database: only one migrates.
+    await migratePostgres(pool, coreMigrations("postgres"), { table: MIGRATIONS_TABLE, lock: "segmentd_migrations" });
   } catch (err) {
     await pool.end().catch(() => {});
     throw err;
