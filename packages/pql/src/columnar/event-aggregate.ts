@@ -14,7 +14,7 @@ import { coerceLiteral, compareValues } from "../runtime/values.js";
 import type { EventNode } from "./event-condition.js";
 import { generateKernel, KernelBuilder } from "./kernel.js";
 import type { ProfileNode, RunContext } from "./nodes.js";
-import type { Filler } from "./value-leaf.js";
+import type { Filler } from "./kernel.js";
 
 /** What is computed per profile from its selected events. */
 export type Measure =

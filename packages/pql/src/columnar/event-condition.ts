@@ -10,7 +10,8 @@ import { fieldPath } from "../runtime/patterns.js";
 import { occursBounds, type OccursBounds } from "../runtime/time.js";
 import type { KernelBuilder } from "./kernel.js";
 import type { RunContext } from "./nodes.js";
-import { singlePath, ValueLeaf, type Filler } from "./value-leaf.js";
+import type { Filler } from "./kernel.js";
+import { singlePath, ValueLeaf } from "./value-leaf.js";
 
 /**
  * One byte per event row: `prepare` gives the loop over rows [lo, hi) for this

@@ -10,7 +10,8 @@
  * `lit` and references `X<k>` to values passed in. Compiled functions are
  * cached by source, so repeated runs compile nothing.
  */
-import type { Filler } from "./value-leaf.js";
+/** A prepared leaf loop: writes rows [lo, hi) of out. */
+export type Filler = (lo: number, hi: number, out: Uint8Array) => void;
 
 export class KernelBuilder {
   readonly externals: unknown[] = [];

@@ -20,7 +20,7 @@ import { STRING_PREDICATES } from "../runtime/builtins.js";
 import { GLOBAL_FUNCTIONS, PLAIN_METHODS } from "../runtime/prepare.js";
 import { coerceLiteral, toBoolean } from "../runtime/values.js";
 import { mayBeUndecided, pathAccess, undecided, type PathAccess } from "./access.js";
-import type { KernelBuilder } from "./kernel.js";
+import type { Filler, KernelBuilder } from "./kernel.js";
 import type { ColumnarTable } from "./layout.js";
 
 const CMP = new Set(["=", "!=", "<", "<=", ">", ">="]);
@@ -317,6 +317,3 @@ export class ValueLeaf {
     }
   }
 }
-
-/** A prepared leaf loop: writes rows [lo, hi) of out. */
-export type Filler = (lo: number, hi: number, out: Uint8Array) => void;

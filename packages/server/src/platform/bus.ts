@@ -4,16 +4,25 @@
  * edge locations can later run as their own processes over NATS JetStream
  * without the publishing services changing.
  */
-import type { TenantScope } from "../stores/types.js";
+
+/**
+ * The tenant an event belongs to. The same shape as the stores' `TenantScope`
+ * (structurally compatible both ways), declared here because platform/ sits
+ * below the stores and imports nothing from them.
+ */
+export interface BusTenant {
+  orgId: string;
+  sandboxId: string;
+}
 
 export interface BusEvents {
   "definition.changed": {
-    tenant: TenantScope;
+    tenant: BusTenant;
     change: "created" | "updated" | "deleted";
     definitionId: string;
   };
   "mergePolicy.changed": {
-    tenant: TenantScope;
+    tenant: BusTenant;
     change: "created" | "updated" | "deleted";
     mergePolicyId: string;
   };

@@ -3,7 +3,14 @@
  * one) so that several apps in one test process do not collide.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { ProfileStoreStatus } from "../profiles/quarantine.js";
+
+/** What a profile store's status() reports; the shape of profiles/quarantine.ts's ProfileStoreStatus, declared here because platform/ imports nothing above it. */
+interface ProfileStoreStatus {
+  up: boolean;
+  error: string | null;
+  restarts: number;
+  quarantined: number;
+}
 
 export interface HttpMetrics {
   registry: Registry;

@@ -18,8 +18,7 @@ import { SnapshotCache } from "../columnar/cache.js";
 import type { Column } from "../columnar/layout.js";
 import { compileDefinition, type ColumnarCompiled } from "../columnar/predicate.js";
 import { BuildCancelledError, membersOfPids, statusOverrides, type Snapshot, type SnapshotPart } from "../columnar/snapshot.js";
-import type { DefinitionCounters, EvaluationOptions, EvaluationOutcome, JobDefinition } from "./evaluate-job.js";
-import { JobCancelledError } from "./evaluate-job.js";
+import { JobCancelledError, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type JobDefinition } from "./evaluation-types.js";
 import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
 import { usesEvents } from "./uses-events.js";
 

@@ -19,85 +19,23 @@
  * "columnar", evaluates over the resident columnar snapshot instead
  * (columnar-engine.ts).
  */
-import { compile, type CompiledQuery, type Query, toBoolean } from "@segmentd/pql";
-import type { MembershipSet, ProfileStore, ScannedProfile } from "../../profiles/store.js";
+import { compile, type CompiledQuery, toBoolean } from "@segmentd/pql";
+import type { ProfileStore, ScannedProfile } from "../../profiles/store.js";
 import type { JsonObject, MembershipStatus, MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { SqlCompiler } from "../sql/compile-sql.js";
 import { SqliteDialect } from "../sql/dialect.js";
 import { SqliteChunkEvaluator, eventInstant, type StagedEntry } from "../sql/staging.js";
-import type { SnapshotCache } from "../columnar/cache.js";
 import { evaluateColumnar } from "./columnar-engine.js";
 import { readsStoredMemberships } from "./reads-memberships.js";
 import { dependencyOrder } from "./dependency-order.js";
 import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
 import { usesEvents } from "./uses-events.js";
+import { JobCancelledError, type Backend, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type JobDefinition } from "./evaluation-types.js";
 
-export interface JobDefinition {
-  id: string;
-  query: Query;
-  /** Ids named by inSegment in the expression. */
-  references: readonly string[];
-  excludeOptOut: boolean;
-  /** The definition's merge policy; `id` names it in metrics. */
-  policy: MergePolicySpec & { id: string };
-}
-
-export type Backend = "columnar" | "sql" | "js";
-
-export interface EvaluationOptions {
-  /** The job's evaluation instant (epoch ms); also the qualification time written. */
-  now: number;
-  /**
-   * "columnar" (default): compileColumnar over the resident snapshot. "sql": one scan, SQL where
-   * covered, compiled evaluator otherwise. "js": one scan, compiled evaluator only.
-   */
-  backend?: Backend;
-  /** Resident snapshots for the columnar back end (kept between jobs); a fresh one per call otherwise. */
-  snapshots?: SnapshotCache;
-  chunkSize?: number;
-  /** Checked between chunks; when it returns true the evaluation stops with JobCancelledError. */
-  isCancelled?: () => boolean;
-  /** Called after each chunk with the number of profiles processed so far (all scans). */
-  onProgress?: (profilesProcessed: number) => void;
-}
-
-export interface DefinitionCounters {
-  /** Profiles that qualify after this job (realized + existing). */
-  qualified: number;
-  /** Qualified profiles per identity namespace (a profile counts once per namespace it has). */
-  byNamespace: Record<string, number>;
-  realized: number;
-  existing: number;
-  exited: number;
-}
-
-export interface EvaluationOutcome {
-  /**
-   * Per definition with changes, the profiles that enter, re-enter or exit, for ONE
-   * applyMembershipSets call at the job's `now` (membership-output.ts).
-   */
-  memberships: MembershipSet[];
-  /** Membership writes (transitions) in `memberships`. */
-  writes: number;
-  counters: Map<string, DefinitionCounters>;
-  /** Distinct profiles scanned (the largest scan: every scan covers every profile). */
-  totalProfiles: number;
-  profilesByPolicy: Record<string, number>;
-  /** Definitions evaluated by the SQL back end. */
-  sqlDefinitions: string[];
-  /** Definitions evaluated in memory, with the reason SQL (or the columnar compiler) did not cover them. */
-  inMemoryDefinitions: Record<string, string>;
-  /** Definitions evaluated over columns (columnar back end). */
-  columnarDefinitions?: string[];
-  /** Columnar back end: wall time per definition (ms), predicate and statuses/changes included. */
-  definitionMs?: Record<string, number>;
-}
-
-export class JobCancelledError extends Error {
-  constructor() {
-    super("job cancelled");
-  }
-}
+// The types live in evaluation-types.ts so that columnar-engine.ts can share them without
+// importing this file back (no import circle); callers keep importing them from here.
+export { JobCancelledError };
+export type { Backend, DefinitionCounters, EvaluationOptions, EvaluationOutcome, JobDefinition };
 
 interface Group {
   policy: MergePolicySpec & { id: string };
