@@ -70,22 +70,10 @@ export interface LimitViolation {
   message: string;
 }
 
-// A value's place in the walk; the path is spelled out only for a violation.
-interface Frame {
-  v: unknown;
-  key: string | number | null;
-  parent: Frame | null;
-  depth: number;
-}
-
-function pathOf(f: Frame | null, extraKey?: string): string {
-  const parts: (string | number)[] = extraKey === undefined ? [] : [extraKey];
-  for (let n = f; n !== null && n.key !== null; n = n.parent) parts.push(n.key);
+/** A path as the messages spell it: `$.a.b[2]["odd key"]`. */
+function pathOf(parts: readonly (string | number)[]): string {
   let s = "$";
-  for (let i = parts.length - 1; i >= 0; i--) {
-    const p = parts[i]!;
-    s += typeof p === "number" ? `[${p}]` : /^[A-Za-z_$][\w$]*$/.test(p) ? `.${p}` : `[${JSON.stringify(p)}]`;
-  }
+  for (const p of parts) s += typeof p === "number" ? `[${p}]` : /^[A-Za-z_$][\w$]*$/.test(p) ? `.${p}` : `[${JSON.stringify(p)}]`;
   return s;
 }
 
@@ -99,66 +87,70 @@ export function unstorableReason(s: string): string | null {
   return null;
 }
 
-function stringViolation(s: string, at: () => string, what: "string" | "key", limits: Readonly<JsonLimits>): LimitViolation | null {
+function stringViolation(s: string, path: readonly (string | number)[], what: "string" | "key", limits: Readonly<JsonLimits>): LimitViolation | null {
   const max = what === "key" ? limits.maxKeyLength : limits.maxStringLength;
   if (s.length > max) {
     return {
       code: what === "key" ? LIMIT_CODES.key : LIMIT_CODES.string,
-      path: at(),
-      message: `${what === "key" ? "A key" : "A string"} at ${at()} is ${s.length} characters long, over the limit of ${max}`,
+      path: pathOf(path),
+      message: `${what === "key" ? "A key" : "A string"} at ${pathOf(path)} is ${s.length} characters long, over the limit of ${max}`,
     };
   }
   if (limits.allowUnstorable === true) return null;
   const why = unstorableReason(s);
   if (why !== null) {
-    return { code: LIMIT_CODES.unstorable, path: at(), message: `The ${what} at ${at()} ${why} and cannot be stored` };
+    return { code: LIMIT_CODES.unstorable, path: pathOf(path), message: `The ${what} at ${pathOf(path)} ${why} and cannot be stored` };
   }
   return null;
 }
 
 /**
- * The first limit a parsed JSON value breaks, or null. Iterative (a hostile value
- * cannot overflow the stack here) and stops at the first problem; it never looks
- * deeper than maxDepth + 1 levels.
+ * The first limit a parsed JSON value breaks, or null. It stops at the first problem and never
+ * goes deeper than maxDepth + 1 levels, so its recursion is bounded (≤ 513 frames for bodies)
+ * whatever the value; no allocation per value (it runs on every request: bench:limits).
  */
 export function findViolation(value: unknown, limits: Readonly<JsonLimits> = BODY_LIMITS): LimitViolation | null {
-  const stack: Frame[] = [{ v: value, key: null, parent: null, depth: 0 }];
-  while (stack.length > 0) {
-    const f = stack.pop()!;
-    const v = f.v;
-    if (typeof v === "string") {
-      const bad = stringViolation(v, () => pathOf(f), "string", limits);
+  const path: (string | number)[] = [];
+  return typeof value === "object" && value !== null ? visit(value, 1, limits, path) : leaf(value, limits, path);
+}
+
+function leaf(v: unknown, limits: Readonly<JsonLimits>, path: (string | number)[]): LimitViolation | null {
+  if (typeof v === "string") return stringViolation(v, path, "string", limits);
+  if (typeof v === "number" && !Number.isFinite(v)) {
+    return { code: LIMIT_CODES.number, path: pathOf(path), message: `The number at ${pathOf(path)} is outside the range of a double-precision number` };
+  }
+  return null;
+}
+
+function visit(v: object, depth: number, limits: Readonly<JsonLimits>, path: (string | number)[]): LimitViolation | null {
+  if (depth > limits.maxDepth) {
+    return { code: LIMIT_CODES.depth, path: pathOf(path), message: `The value at ${pathOf(path)} nests deeper than the limit of ${limits.maxDepth} levels` };
+  }
+  if (Array.isArray(v)) {
+    if (v.length > limits.maxArrayLength) {
+      return { code: LIMIT_CODES.array, path: pathOf(path), message: `The array at ${pathOf(path)} has ${v.length} items, over the limit of ${limits.maxArrayLength}` };
+    }
+    for (let i = 0; i < v.length; i++) {
+      const x: unknown = v[i];
+      path.push(i);
+      const bad = typeof x === "object" && x !== null ? visit(x, depth + 1, limits, path) : leaf(x, limits, path);
       if (bad !== null) return bad;
-      continue;
+      path.pop();
     }
-    if (typeof v === "number") {
-      if (!Number.isFinite(v)) {
-        return { code: LIMIT_CODES.number, path: pathOf(f), message: `The number at ${pathOf(f)} is outside the range of a double-precision number` };
-      }
-      continue;
+    return null;
+  }
+  let keys = 0;
+  for (const k in v) {
+    if (++keys > limits.maxObjectKeys) {
+      return { code: LIMIT_CODES.keys, path: pathOf(path), message: `The object at ${pathOf(path)} has more than ${limits.maxObjectKeys} keys, over the limit` };
     }
-    if (v === null || typeof v !== "object") continue;
-    const depth = f.depth + 1;
-    if (depth > limits.maxDepth) {
-      return { code: LIMIT_CODES.depth, path: pathOf(f), message: `The value at ${pathOf(f)} nests deeper than the limit of ${limits.maxDepth} levels` };
-    }
-    if (Array.isArray(v)) {
-      if (v.length > limits.maxArrayLength) {
-        return { code: LIMIT_CODES.array, path: pathOf(f), message: `The array at ${pathOf(f)} has ${v.length} items, over the limit of ${limits.maxArrayLength}` };
-      }
-      for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i], key: i, parent: f, depth });
-      continue;
-    }
-    const keys = Object.keys(v);
-    if (keys.length > limits.maxObjectKeys) {
-      return { code: LIMIT_CODES.keys, path: pathOf(f), message: `The object at ${pathOf(f)} has ${keys.length} keys, over the limit of ${limits.maxObjectKeys}` };
-    }
-    for (let i = keys.length - 1; i >= 0; i--) {
-      const k = keys[i]!;
-      const bad = stringViolation(k, () => pathOf(f, k), "key", limits);
-      if (bad !== null) return bad;
-      stack.push({ v: (v as Record<string, unknown>)[k], key: k, parent: f, depth });
-    }
+    path.push(k);
+    const badKey = stringViolation(k, path, "key", limits);
+    if (badKey !== null) return badKey;
+    const x: unknown = (v as Record<string, unknown>)[k];
+    const bad = typeof x === "object" && x !== null ? visit(x, depth + 1, limits, path) : leaf(x, limits, path);
+    if (bad !== null) return bad;
+    path.pop();
   }
   return null;
 }
@@ -169,6 +161,13 @@ export function findViolation(value: unknown, limits: Readonly<JsonLimits> = BOD
  * so the text is measured first. Returns true when the text nests deeper than max.
  */
 export function textNestsDeeperThan(text: string, max: number): boolean {
+  // Nesting past max needs more than max opening brackets: counted natively first (most bodies
+  // have a few dozen), the character walk only for a text that has that many.
+  let opening = 0;
+  for (const bracket of ["{", "["]) {
+    for (let i = text.indexOf(bracket); i !== -1 && opening <= max; i = text.indexOf(bracket, i + 1)) opening++;
+  }
+  if (opening <= max) return false;
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {
