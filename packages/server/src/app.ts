@@ -6,7 +6,9 @@
  * calls `registerTenantHooks` (or `registerOrgHooks` / `registerOperatorHooks`)
  * first, declares JSON schemas for params/query/body/responses on every route,
  * reads the tenant with `tenantOf(request)` and throws `ApiError` for failures;
- * then register it below with its prefix.
+ * then register it below with its prefix. A capability that owns services and
+ * lifecycle hooks is a named plugin (fastify-plugin) that lists the plugins it
+ * uses in `dependencies`; Fastify refuses it at registration when one is missing.
  */
 import { randomUUID } from "node:crypto";
 import path from "node:path";
@@ -29,19 +31,12 @@ import { mergePolicyRoutes } from "./http/routes/merge-policies.js";
 import { healthRoutes } from "./http/routes/health.js";
 import { adminRoutes } from "./http/routes/admin.js";
 import type { ProfileStore } from "./profiles/store.js";
-import { registerProfileRoutes, policiesFromService } from "./profiles/http/index.js";
-import { registerHygiene, type Hygiene } from "./hygiene/index.js";
-import { webRoutes } from "./web/routes.js";
-import { registerRealtime, type Realtime } from "./edge/register.js";
+import { profilesPlugin, policiesFromService } from "./profiles/http/index.js";
+import { hygienePlugin, type Hygiene } from "./hygiene/index.js";
+import { webPlugin } from "./web/routes.js";
+import { realtimePlugin } from "./edge/register.js";
 import { batchPlugin } from "./batch/http/plugin.js";
 import { openBatchRepository } from "./batch/store/open.js";
-
-declare module "fastify" {
-  interface FastifyInstance {
-    /** Streaming, edge and audience-metrics engines; present when the profile plane is. */
-    realtime?: Realtime;
-  }
-}
 
 export const SERVICE_VERSION = "0.1.0";
 
@@ -109,8 +104,11 @@ export async function buildApp(deps: AppDeps, services: Services = createService
   await app.register(definitionRoutes, { prefix: "/data/core/ups", ...auth, definitions: services.definitions });
   await app.register(mergePolicyRoutes, { prefix: "/data/core/ups", ...auth, mergePolicies: services.mergePolicies });
   await app.register(adminRoutes, { prefix: "/admin", ...auth, ...(deps.profiles ? { profiles: deps.profiles } : {}) });
+  // The capabilities, each a named plugin that owns its services and hooks and declares the
+  // plugins it depends on: registering one before those fails here, naming the missing one.
   if (deps.profiles) {
-    const realtime = await registerRealtime(app, {
+    // Streaming and edge evaluation, audience metrics; decorates the app with `realtime`.
+    await app.register(realtimePlugin, {
       ...auth,
       meta: deps.store,
       hub: deps.profiles,
@@ -121,7 +119,6 @@ export async function buildApp(deps: AppDeps, services: Services = createService
       metrics: metrics.registry,
       onError: (err) => deps.logger.error({ err }, "streaming/edge evaluation failed"),
     });
-    app.decorate("realtime", realtime);
     // Batch segmentation: jobs, schedules, previews/estimates, exports (closes its store with the app).
     await app.register(batchPlugin, {
       prefix: "/data/core/ups",
@@ -132,26 +129,19 @@ export async function buildApp(deps: AppDeps, services: Services = createService
       clock: deps.clock,
       logger: deps.logger,
     });
-    await registerProfileRoutes(app, {
+    // Datasets, ingestion and profile access; stored records feed the realtime engines.
+    await app.register(profilesPlugin, {
       ...auth,
       profiles: deps.profiles,
       clock: deps.clock,
       policies: policiesFromService(services.mergePolicies),
       // Batch files are received into the data directory before they are staged (never held in memory).
       uploadSpoolDir: path.join(deps.config.dataDir, "uploads"),
-      // Streaming ingestion → continuous evaluation of the affected definitions, and
-      // the hub's new state projected to the edge locations that hold the profiles.
-      onStored: async (tenant, result) => {
-        await realtime.streaming.onRecordsStored(tenant, result.stored, result.storedPids, result.ahead);
-        await realtime.projector.project(tenant, result.profileIds);
-      },
-      // Known profiles' events are evaluated before their append: one commit for both.
-      decideAhead: (tenant, records) => realtime.streaming.decideAhead(tenant, records),
     });
   }
-  if (deps.hygiene) await registerHygiene(app, { ...auth, hygiene: deps.hygiene });
+  if (deps.hygiene) await app.register(hygienePlugin, { ...auth, hygiene: deps.hygiene });
   // The audience tool (packages/web, built into packages/server/static) at `/`.
-  await app.register(webRoutes, { config: deps.config });
+  await app.register(webPlugin, { config: deps.config });
   openApiRoute(app);
   await app.ready();
   return app;

@@ -21,7 +21,7 @@ import ts from "typescript";
 const MODULE_ARROWS: Record<string, readonly string[]> = {
   platform: [],
   "storage-kit": ["platform"],
-  stores: ["storage-kit"],
+  stores: ["platform", "storage-kit"],
   services: ["platform", "stores", "pql"],
   http: ["platform", "services", "stores", "profiles"],
   profiles: ["platform", "storage-kit", "services", "http"],

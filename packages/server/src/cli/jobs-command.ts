@@ -13,12 +13,12 @@ import { loadConfig, type Config } from "../platform/config.js";
 import { SystemClock } from "../platform/clock.js";
 import { openMetadataStore } from "../stores/open-store.js";
 import type { MetadataStore } from "../stores/types.js";
-import { TenantDirectory, type TenantContext } from "../services/tenancy.js";
+import { scopeOf, TenantDirectory, type TenantContext } from "../services/tenancy.js";
 import { readDevCredentials, withDevTenant } from "../services/dev-bootstrap.js";
 import type { ProfileStore } from "../profiles/store.js";
 import { openProfileStore } from "../profiles/open.js";
 import { JobRunner } from "../batch/jobs/job-runner.js";
-import { JobService, profileScope } from "../batch/jobs/job-service.js";
+import { JobService } from "../batch/jobs/job-service.js";
 import type { SegmentJob } from "../batch/jobs/segment-job.js";
 import { openBatchRepository } from "../batch/store/open.js";
 import type { BatchRepository } from "../batch/store/types.js";
@@ -116,7 +116,7 @@ export function registerJobsCommands(program: Command, deps: JobsCommandDeps = {
       const showBar = deps.progress ?? process.stdout.isTTY === true;
       const bar = showBar ? new cliProgress.SingleBar({ format: "evaluating [{bar}] {value}/{total} profiles", hideCursor: true }, cliProgress.Presets.shades_classic) : null;
       try {
-        const total = await stores.profiles.countProfiles(profileScope(tenant));
+        const total = await stores.profiles.countProfiles(scopeOf(tenant));
         bar?.start(total, 0);
         const runner = new JobRunner({
           metadata: stores.metadata,

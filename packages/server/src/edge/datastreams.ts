@@ -278,7 +278,7 @@ export class DatastreamService {
 
   private async check(tenant: TenantContext, input: DatastreamInput): Promise<void> {
     if (input.name.trim() === "") throw invalid("name must not be empty");
-    const ds = await this.hub.getDataset({ orgId: tenant.orgId, sandboxName: tenant.sandbox.sandboxName }, input.eventDatasetId);
+    const ds = await this.hub.getDataset(scopeOf(tenant), input.eventDatasetId);
     if (!ds) throw invalid(`eventDatasetId '${input.eventDatasetId}' is not a dataset of sandbox '${tenant.sandbox.sandboxName}'`);
     if (ds.schemaClass !== "experienceevent") throw invalid(`eventDatasetId '${input.eventDatasetId}' must be an experience event dataset (it is a ${ds.schemaClass} dataset)`);
   }

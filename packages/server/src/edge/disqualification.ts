@@ -7,11 +7,11 @@
  */
 import type { Clock } from "../platform/clock.js";
 import type { MembershipChange, ProfileStore } from "../profiles/store.js";
-import type { TenantDirectory } from "../services/tenancy.js";
+import { tenantKey } from "../platform/tenant.js";
+import { scopeOf, type TenantDirectory } from "../services/tenancy.js";
 import type { DefinitionCatalog } from "../streaming/definition-catalog.js";
-import { profileScopeOf } from "../streaming/engine.js";
 import { evaluationProfile } from "./interact.js";
-import { tenantKeyOf, type EdgeLocations } from "./locations.js";
+import type { EdgeLocations } from "./locations.js";
 
 export const DISQUALIFICATION_INTERVAL_MS = 24 * 60 * 60 * 1000;
 
@@ -46,7 +46,7 @@ export class SegmentOfSegmentsPass {
       const set = await this.deps.catalog.get(tenant, "synchronous");
       const sos = set.definitions.filter((d) => d.queryType === "segment-of-segments");
       if (sos.length === 0) continue;
-      const tk = tenantKeyOf(tenant);
+      const tk = tenantKey(tenant);
       const hubChanges: MembershipChange[] = [];
       for (const loc of this.deps.locations.all()) {
         for (const p of await loc.profiles(tk)) {
@@ -67,7 +67,7 @@ export class SegmentOfSegmentsPass {
         }
       }
       // The hub records each exit once, even when several locations held the profile.
-      if (hubChanges.length > 0) await this.deps.hub.applyMembershipChanges(profileScopeOf(tenant), hubChanges);
+      if (hubChanges.length > 0) await this.deps.hub.applyMembershipChanges(scopeOf(tenant), hubChanges);
     }
     return { exits };
   }

@@ -50,11 +50,10 @@
  */
 import type { MembershipChange, ProfileStore } from "../profiles/store.js";
 import type { Identity, JsonObject, MembershipStatus, ValidRecord } from "../profiles/types.js";
-import type { TenantContext } from "../services/tenancy.js";
+import { tenantKey } from "../platform/tenant.js";
+import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { StreamingEngine } from "../streaming/engine.js";
-import { profileScopeOf } from "../streaming/engine.js";
 import type { EdgeProjector } from "./projector.js";
-import { tenantKeyOf } from "./locations.js";
 import { isTransientHubError } from "./hub-write-errors.js";
 
 export interface ForwardItem {
@@ -311,7 +310,7 @@ export class HubForwarder {
     // Per tenant, in arrival order (a profile belongs to one tenant).
     const byTenant = new Map<string, ForwardItem[]>();
     for (const it of batch) {
-      const k = tenantKeyOf(it.tenant);
+      const k = tenantKey(it.tenant);
       const list = byTenant.get(k);
       if (list) list.push(it);
       else byTenant.set(k, [it]);
@@ -483,7 +482,7 @@ export class HubForwarder {
    */
   private async readProfileIds(items: readonly ForwardItem[]): Promise<Array<string | null>> {
     const hub = this.deps.hub;
-    const scope = profileScopeOf(items[0]!.tenant);
+    const scope = scopeOf(items[0]!.tenant);
     const distinct = new Map<string, number>();
     const slots = new Array<number>(items.length);
     const reads: Array<Promise<Array<string | null>>> = [];
@@ -542,7 +541,7 @@ export class HubForwarder {
     if (items.some((it) => it.datasetId !== datasetId)) return this.writeInSteps(items, progress);
     const before = await this.readProfileIds(items);
     if (before.some((pid) => pid === null)) return this.writeInSteps(items, progress);
-    const scope = profileScopeOf(items[0]!.tenant);
+    const scope = scopeOf(items[0]!.tenant);
     // Built before the writes' turns, under the same budget as the reads (≈ 1 µs per change).
     const changes = await this.changesInTurns(items, before);
     const opts = { ingestedAt: this.deps.now(), maxIdentitiesPerGraph: this.deps.maxIdentitiesPerGraph ?? 50 };
@@ -584,7 +583,7 @@ export class HubForwarder {
 
   private async writeInSteps(items: ForwardItem[], progress: GroupProgress): Promise<void> {
     const hub = this.deps.hub;
-    const scope = profileScopeOf(items[0]!.tenant);
+    const scope = scopeOf(items[0]!.tenant);
     // 1. Events: one append per dataset (usually one), in arrival order.
     const byDataset = new Map<string, ValidRecord[]>();
     for (const it of items) {

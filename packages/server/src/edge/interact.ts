@@ -15,12 +15,13 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Clock } from "../platform/clock.js";
+import { tenantKey, type TenantRef } from "../platform/tenant.js";
 import type { ProfileStore } from "../profiles/store.js";
 import type { Dataset, Identity, JsonObject, MembershipStatus, ValidRecord } from "../profiles/types.js";
 import { validateRecord } from "../profiles/validate.js";
 import { ApiError } from "../services/errors.js";
 import { scopeOf, type TenantContext, type TenantDirectory } from "../services/tenancy.js";
-import type { DefinitionRepository, TenantScope } from "../stores/types.js";
+import type { DefinitionRepository } from "../stores/types.js";
 import type { DefinitionCatalog, LiveDefinition, LiveSet } from "../streaming/definition-catalog.js";
 import type { MembershipEntry } from "../streaming/profile-state.js";
 import type { Datastream, DatastreamService } from "./datastreams.js";
@@ -28,7 +29,7 @@ import { EdgeErrorCodes } from "./errors.js";
 import { EdgePlans, type EdgeDecision, type EdgePlan } from "./evaluation-plan.js";
 import type { HubForwarder } from "./hub-forwarder.js";
 import { buildEvaluationView, isLocalLocationStore, type EdgeEvent, type EdgeProfile, type EvaluationView, type LocalLocationStore, type LocationStore } from "./location-store.js";
-import { tenantKeyOf, type EdgeLocations } from "./locations.js";
+import type { EdgeLocations } from "./locations.js";
 import { primaryIdentityOf } from "./primary-identity.js";
 
 export interface InteractSegment {
@@ -85,8 +86,8 @@ interface DatastreamContext {
   ds: Datastream;
   tenant: TenantContext;
   tenantKey: string;
-  /** The metadata scope of the tenant (the plan reads the definitions' queries there). */
-  scope: TenantScope;
+  /** The tenant for both stores (the plan reads the definitions' queries; the hub, the event dataset). */
+  scope: TenantRef;
   /** The event dataset, read from the hub on the first request. */
   dataset: Dataset | null;
   /**
@@ -175,14 +176,14 @@ export class EdgeInteractService {
     if (hit !== undefined && hit.ds === ds) return hit;
     const tenant = this.deps.tenants.resolve(ds.imsOrgId, ds.sandboxName);
     if (!tenant) throw bad(`Datastream '${ds.id}' belongs to a sandbox that is not configured`, EdgeErrorCodes.datastreamUnknown);
-    const ctx: DatastreamContext = { ds, tenant, tenantKey: tenantKeyOf(tenant), scope: scopeOf(tenant), dataset: null, setPromise: null, set: null, plan: null };
+    const ctx: DatastreamContext = { ds, tenant, tenantKey: tenantKey(tenant), scope: scopeOf(tenant), dataset: null, setPromise: null, set: null, plan: null };
     this.contexts.set(ds.id, ctx);
     return ctx;
   }
 
   private async eventDataset(ctx: DatastreamContext): Promise<Dataset> {
-    const { ds, tenant } = ctx;
-    const d = await this.deps.hub.getDataset({ orgId: tenant.orgId, sandboxName: tenant.sandbox.sandboxName }, ds.eventDatasetId);
+    const { ds } = ctx;
+    const d = await this.deps.hub.getDataset(ctx.scope, ds.eventDatasetId);
     if (!d) throw bad(`Datastream '${ds.id}' sends events to dataset '${ds.eventDatasetId}', which no longer exists`, EdgeErrorCodes.datastreamUnknown);
     ctx.dataset = d;
     return d;

@@ -4,7 +4,6 @@
  * by the named one. In the embedded default every location is an
  * InMemoryLocationStore in this process.
  */
-import type { TenantContext } from "../services/tenancy.js";
 import { InMemoryLocationStore, type LocationMemoryOptions, type LocationStore } from "./location-store.js";
 
 export interface EdgeLocationsConfig {
@@ -59,6 +58,5 @@ function memoryOptionsOf(config: EdgeLocationsConfig): LocationMemoryOptions {
   return o;
 }
 
-export function tenantKeyOf(tenant: TenantContext): string {
-  return `${tenant.orgId}\u0000${tenant.sandbox.sandboxId}`;
-}
+/** The tenant key of the location stores: the one `tenantKey` (kept under this name for existing callers). */
+export { tenantKey as tenantKeyOf } from "../platform/tenant.js";

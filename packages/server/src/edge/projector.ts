@@ -8,12 +8,11 @@ import type { Clock } from "../platform/clock.js";
 import type { ProfileStore } from "../profiles/store.js";
 import { NO_MERGE_POLICY, type JsonObject, type MergedProfile, type MergePolicySpec, type StoredEvent } from "../profiles/types.js";
 import type { MembershipEntry } from "../streaming/profile-state.js";
-import type { TenantContext } from "../services/tenancy.js";
+import { tenantKey } from "../platform/tenant.js";
 import type { MetadataStore } from "../stores/types.js";
-import { scopeOf } from "../services/tenancy.js";
-import { profileScopeOf } from "../streaming/engine.js";
+import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import { EDGE_EVENT_RETENTION_MS, type Projection } from "./location-store.js";
-import { tenantKeyOf, type EdgeLocations } from "./locations.js";
+import type { EdgeLocations } from "./locations.js";
 
 export class EdgeProjector {
   constructor(
@@ -45,8 +44,8 @@ export class EdgeProjector {
     if (profileIds.length === 0) return 0;
     // Nothing to do (and no store reads) when every location is skipped: one location, its own event.
     if (this.locations.all().every((l) => skip.has(l.location))) return 0;
-    const scope = profileScopeOf(tenant);
-    const tk = tenantKeyOf(tenant);
+    const scope = scopeOf(tenant);
+    const tk = tenantKey(tenant);
     const policy = await this.edgePolicy(tenant);
     let written = 0;
     for (const profileId of new Set(profileIds)) {
@@ -79,7 +78,7 @@ export class EdgeProjector {
     if (profileIds.length === 0) return 0;
     const ids = new Set(profileIds);
     let dropped = 0;
-    for (const loc of this.locations.all()) dropped += await loc.forget(tenantKeyOf(tenant), ids);
+    for (const loc of this.locations.all()) dropped += await loc.forget(tenantKey(tenant), ids);
     return dropped;
   }
 
@@ -90,8 +89,8 @@ export class EdgeProjector {
   async projectAll(tenant: TenantContext, location: string): Promise<number> {
     const loc = this.locations.get(location);
     if (!loc) throw new Error(`unknown edge location ${location}`);
-    const scope = profileScopeOf(tenant);
-    const tk = tenantKeyOf(tenant);
+    const scope = scopeOf(tenant);
+    const tk = tenantKey(tenant);
     const policy = await this.edgePolicy(tenant);
     const now = this.clock.now();
     let n = 0;

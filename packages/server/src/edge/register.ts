@@ -1,16 +1,21 @@
 /**
- * One call wires streaming evaluation, edge evaluation (locations, datastreams,
- * interact) and audience metrics into the app:
+ * The realtime capability as one Fastify plugin: streaming evaluation, edge evaluation
+ * (locations, datastreams, interact) and audience metrics. It builds the engines, serves
+ * their routes, starts their timers, decorates the app with `realtime` and closes the
+ * engines on close (the hub forwarder drains first):
  *
- *   const realtime = await registerRealtime(app, { ...auth, meta, hub, clock, bus, dataDir, edge: config.edge });
- *   // after every durable append of the ingestion path:
- *   await realtime.streaming.onRecordsStored(tenant, storedRecords);
+ *   await app.register(realtimePlugin, { ...auth, meta, hub, clock, bus, dataDir, edge: config.edge });
+ *   // after every durable append of the ingestion path (the profiles plugin does this):
+ *   await app.realtime.streaming.onRecordsStored(tenant, storedRecords);
+ *
+ * `registerRealtime` does the same on an app without decorating it (test harnesses).
  *
  * `createRealtime` builds the same engines without HTTP (tests, benches, CLI).
  * Both first load the datastreams from the metadata store (after importing a
  * `datastreams.json` an earlier version left in the data directory).
  */
 import type { FastifyInstance } from "fastify";
+import fp from "fastify-plugin";
 import { Counter, Gauge, type Registry } from "prom-client";
 import type { AuthDeps } from "../http/auth.js";
 import type { EventBus } from "../platform/bus.js";
@@ -21,7 +26,7 @@ import type { MetadataStore } from "../stores/types.js";
 import { DefinitionCatalog } from "../streaming/definition-catalog.js";
 import { StreamingEngine } from "../streaming/engine.js";
 import { AudienceMetricsService } from "../metrics/audience-metrics.js";
-import { metricsRoutes } from "../metrics/routes.js";
+import { audienceMetricsPlugin } from "../metrics/routes.js";
 import { DatastreamService, importDatastreamsFile } from "./datastreams.js";
 import { SegmentOfSegmentsPass } from "./disqualification.js";
 import { HubForwarder, type HubForwarderOptions } from "./hub-forwarder.js";
@@ -30,6 +35,16 @@ import { InMemoryLocationStore } from "./location-store.js";
 import { EdgeLocations, type EdgeLocationsConfig } from "./locations.js";
 import { EdgeProjector } from "./projector.js";
 import { DATASTREAMS_PREFIX, datastreamRoutes, edgeAdminRoutes, interactRoutes } from "./routes.js";
+
+declare module "fastify" {
+  interface FastifyInstance {
+    /** Streaming, edge and audience-metrics engines; present when the realtime plugin is registered. */
+    realtime?: Realtime;
+  }
+}
+
+/** The plugin's name: what plugins that use `app.realtime` list in their `dependencies`. */
+export const REALTIME_PLUGIN = "segmentd-realtime";
 
 export interface RealtimeDeps {
   tenants: TenantDirectory;
@@ -157,7 +172,7 @@ export async function registerRealtime(app: FastifyInstance, deps: RealtimeDeps 
   const auth: AuthDeps = { authenticator: deps.authenticator, tenants: deps.tenants };
   await app.register(interactRoutes, { interact: rt.interact });
   await app.register(datastreamRoutes, { prefix: DATASTREAMS_PREFIX, ...auth, datastreams: rt.datastreams });
-  await app.register(metricsRoutes, { prefix: "/data/core/ups", ...auth, metrics: rt.metrics });
+  await app.register(audienceMetricsPlugin, { prefix: "/data/core/ups", ...auth, metrics: rt.metrics });
   await app.register(edgeAdminRoutes, { prefix: "/admin/edge", ...auth, deadLetters: () => rt.forwarder.deadLetters() });
   rt.start();
   app.addHook("onClose", async () => {
@@ -165,6 +180,18 @@ export async function registerRealtime(app: FastifyInstance, deps: RealtimeDeps 
   });
   return rt;
 }
+
+/**
+ * The realtime capability (not encapsulated: it decorates the app with `realtime` and closes the
+ * engines on the app's close). Its routes are registered in their own contexts, with their prefixes.
+ */
+export const realtimePlugin = fp(
+  async (app: FastifyInstance, deps: RealtimeDeps & AuthDeps) => {
+    const rt = await registerRealtime(app, deps);
+    app.decorate("realtime", rt);
+  },
+  { name: REALTIME_PLUGIN, fastify: "5.x" },
+);
 
 function memoryStatsOf(locations: EdgeLocations, forwarder: HubForwarder, streaming: StreamingEngine): Record<string, number> {
   const out: Record<string, number> = {};

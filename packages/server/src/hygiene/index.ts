@@ -2,12 +2,13 @@
  * Data lifecycle (hygiene): the one entry point the app uses.
  *
  *   const hygiene = await createHygiene({ dataDir, databaseUrl, profiles, clock, config });
- *   await registerHygiene(app, { hygiene, authenticator, tenants });
+ *   await app.register(hygienePlugin, { hygiene, authenticator, tenants });
  *   await hygiene.start();            // scheduler: due expirations, unfinished work orders
  *   ...
  *   await hygiene.stop(); await hygiene.deps.store.close();
  */
 import type { FastifyInstance } from "fastify";
+import fp from "fastify-plugin";
 import type { AuthDeps } from "../http/auth.js";
 import type { Clock } from "../platform/clock.js";
 import type { HygieneConfig } from "./entitlements.js";
@@ -40,3 +41,9 @@ export async function registerHygiene(app: FastifyInstance, deps: AuthDeps & { h
   await app.register(hygieneRoutes, deps);
   await app.register(hygieneAdminRoutes, deps);
 }
+
+/**
+ * The hygiene routes as a named plugin. The scheduler's start and stop stay with the caller
+ * (server.ts): it starts once the server listens and stops after the app has closed.
+ */
+export const hygienePlugin = fp(async (app: FastifyInstance, deps: AuthDeps & { hygiene: Hygiene }) => registerHygiene(app, deps), { name: "segmentd-hygiene", fastify: "5.x" });

@@ -63,8 +63,8 @@ export class AudienceMetricsService {
   ) {}
 
   async metrics(tenant: TenantContext, definitionId: string, window: MetricWindow): Promise<AudienceMetrics> {
-    if (!(await this.meta.definitions.get(scopeOf(tenant), definitionId))) throw notFound("Segment definition", definitionId);
-    const scope = { orgId: tenant.orgId, sandboxName: tenant.sandbox.sandboxName };
+    const scope = scopeOf(tenant);
+    if (!(await this.meta.definitions.get(scope, definitionId))) throw notFound("Segment definition", definitionId);
     const { ms, bucketMs } = METRIC_WINDOWS[window];
     const to = this.clock.now();
     const from = to - ms;

@@ -4,6 +4,7 @@
  * audience updated and its chart buckets). See docs/streaming-and-edge.md.
  */
 import type { FastifyInstance } from "fastify";
+import fp from "fastify-plugin";
 import { registerTenantHooks, type AuthDeps } from "../http/auth.js";
 import { tenantOf } from "../http/request-context.js";
 import { authHeaders, commonErrorResponses, idParam } from "../http/schemas.js";
@@ -60,3 +61,13 @@ export async function metricsRoutes(app: FastifyInstance, opts: MetricsRoutesOpt
     },
   }, async (request) => opts.metrics.metrics(tenantOf(request), request.params.id, request.query.window));
 }
+
+/**
+ * `metricsRoutes` as a named, encapsulated plugin (the app's `metrics` capability). The realtime
+ * plugin registers it with the engines' AudienceMetricsService, so it comes up and goes down with them.
+ */
+export const audienceMetricsPlugin = fp(async (app: FastifyInstance, opts: MetricsRoutesOptions) => metricsRoutes(app, opts), {
+  name: "segmentd-audience-metrics",
+  fastify: "5.x",
+  encapsulate: true,
+});

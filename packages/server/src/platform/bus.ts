@@ -5,15 +5,10 @@
  * without the publishing services changing.
  */
 
-/**
- * The tenant an event belongs to. The same shape as the stores' `TenantScope`
- * (structurally compatible both ways), declared here because platform/ sits
- * below the stores and imports nothing from them.
- */
-export interface BusTenant {
-  orgId: string;
-  sandboxId: string;
-}
+import type { SandboxIdScope } from "./tenant.js";
+
+/** The tenant an event belongs to: the metadata stores' scope (`stores/types.ts` `TenantScope`). */
+export type BusTenant = SandboxIdScope;
 
 export interface BusEvents {
   "definition.changed": {

@@ -79,10 +79,6 @@ export class ChangeFeed {
   }
 }
 
-export function tenantKey(scope: { orgId: string; sandboxName: string }): string {
-  return `${scope.orgId}\u0000${scope.sandboxName}`;
-}
-
 /**
  * Adds profiles a running write job touches to `touching` (per tenant id); null when no job is
  * collecting. Stores keep them only if the job's savepoint and the group commit hold.

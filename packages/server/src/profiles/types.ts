@@ -2,11 +2,10 @@
 // identities and merge policies. Kept free of storage and HTTP concerns so the
 // HTTP layer, the engines and both stores can all import it.
 
-/** Every store call is scoped to one organization and one sandbox (decisions §4). */
-export interface TenantScope {
-  orgId: string;
-  sandboxName: string;
-}
+import type { SandboxNameScope } from "../platform/tenant.js";
+
+/** Every store call is scoped to one organization and one sandbox (decisions §4); the profile stores key it by sandbox name. */
+export type TenantScope = SandboxNameScope;
 
 export type SchemaClass = "profile" | "experienceevent";
 

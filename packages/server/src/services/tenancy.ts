@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import type { Config, SandboxLimits } from "../platform/config.js";
 import type { SandboxRef } from "../stores/records.js";
-import type { TenantScope } from "../stores/types.js";
+import { tenantRef, type TenantRef } from "../platform/tenant.js";
 
 export interface TenantContext {
   orgId: string;
@@ -14,8 +14,9 @@ export interface TenantContext {
   limits: SandboxLimits;
 }
 
-export function scopeOf(ctx: TenantContext): TenantScope {
-  return { orgId: ctx.orgId, sandboxId: ctx.sandbox.sandboxId };
+/** The tenant's `TenantRef`: accepted as is by the metadata stores, the profile stores and the bus. */
+export function scopeOf(ctx: Pick<TenantContext, "orgId" | "sandbox">): TenantRef {
+  return tenantRef(ctx);
 }
 
 /** A stable UUID-shaped id for a configured sandbox without an explicit id (so restarts keep it). */

@@ -13,15 +13,13 @@
  * is additive, `CREATE TABLE IF NOT EXISTS`), implement it in both stores, and
  * extend the conformance suite.
  */
+import type { SandboxIdScope } from "../platform/tenant.js";
 import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "./records.js";
 
 export type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "./records.js";
 
-/** Which organization and sandbox a call acts for. Required by every store query. */
-export interface TenantScope {
-  orgId: string;
-  sandboxId: string;
-}
+/** Which organization and sandbox a call acts for, keyed by sandbox id. Required by every store query. */
+export type TenantScope = SandboxIdScope;
 
 /** Per-sandbox counters enforced inside the write transaction (no read-then-write race). */
 export interface DefinitionLimits {

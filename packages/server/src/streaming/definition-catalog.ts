@@ -7,6 +7,7 @@
 import { classify, compilePredicate, parse } from "@segmentd/pql";
 import type { EventBus } from "../platform/bus.js";
 import type { MergePolicySpec } from "../profiles/types.js";
+import { tenantKey } from "../platform/tenant.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { DefinitionRecord, MetadataStore, MergePolicyRecord, TenantScope } from "../stores/types.js";
 import { footprintOf, ReverseIndex, type DefinitionFootprint } from "./reverse-index.js";
@@ -153,5 +154,5 @@ export class DefinitionCatalog {
 }
 
 function key(scope: TenantScope, method: EvaluationMethod): string {
-  return `${scope.orgId}\u0000${scope.sandboxId}\u0000${method}`;
+  return `${tenantKey(scope)}\u0000${method}`;
 }

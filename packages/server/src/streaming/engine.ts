@@ -37,8 +37,9 @@
 import type { Clock } from "../platform/clock.js";
 import type { AheadDecision } from "../profiles/ingest.js";
 import type { MembershipChange, ProfileStore } from "../profiles/store.js";
-import type { Identity, JsonObject, MembershipTransition, TenantScope as ProfileScope, ValidRecord } from "../profiles/types.js";
-import type { TenantContext } from "../services/tenancy.js";
+import type { Identity, JsonObject, MembershipTransition, ValidRecord } from "../profiles/types.js";
+import { tenantKey, type TenantRef } from "../platform/tenant.js";
+import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { DefinitionCatalog, LiveDefinition, LiveSet, PredicateContext } from "./definition-catalog.js";
 import { KeyedQueue } from "./keyed-queue.js";
 import { MembershipWriter } from "./membership-writer.js";
@@ -92,14 +93,6 @@ export interface StreamingEngineOptions {
   onError?: (err: unknown) => void;
 }
 
-export function profileScopeOf(tenant: TenantContext): ProfileScope {
-  return { orgId: tenant.orgId, sandboxName: tenant.sandbox.sandboxName };
-}
-
-function tenantKeyOf(tenant: TenantContext): string {
-  return `${tenant.orgId}\u0000${tenant.sandbox.sandboxId}`;
-}
-
 function policyKey(d: LiveDefinition): string {
   return d.policy.id ?? "none";
 }
@@ -132,7 +125,7 @@ export class StreamingEngine {
   private readonly queue = new KeyedQueue();
   private readonly writer: MembershipWriter;
   private readonly schedule = new SweepSchedule();
-  private readonly tenants = new Map<string, { tenant: TenantContext; scope: ProfileScope }>();
+  private readonly tenants = new Map<string, { tenant: TenantContext; scope: TenantRef }>();
   /** One context object reused for every predicate call (predicates are synchronous and keep nothing). */
   private readonly ctx: PredicateContext = { profile: {}, events: NO_EVENTS, now: 0 };
   private readonly passFrom: boolean;
@@ -388,9 +381,9 @@ export class StreamingEngine {
 
   /** Records the tenant (for the sweep) and its profile scope; returns its key. */
   private remember(tenant: TenantContext): string {
-    const tk = tenantKeyOf(tenant);
+    const tk = tenantKey(tenant);
     const known = this.tenants.get(tk);
-    if (known === undefined || known.tenant !== tenant) this.tenants.set(tk, { tenant, scope: profileScopeOf(tenant) });
+    if (known === undefined || known.tenant !== tenant) this.tenants.set(tk, { tenant, scope: scopeOf(tenant) });
     return tk;
   }
 

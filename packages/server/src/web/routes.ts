@@ -9,12 +9,13 @@
  *   GET /ui/config.json         what the sign-in form may pre-fill (ui-config.ts)
  *
  * Register it after the API areas:
- *   await app.register(webRoutes, { config: deps.config });
+ *   await app.register(webPlugin, { config: deps.config });
  *
  * The fallback is an explicit list of client routes rather than a catch-all
  * not-found handler, so that unknown API paths keep their JSON 404.
  */
 import type { FastifyInstance, FastifyReply } from "fastify";
+import fp from "fastify-plugin";
 import type { Config } from "../platform/config.js";
 import { DEFAULT_STATIC_DIR, readStaticFile } from "./static-files.js";
 import { devTenantCredentials, uiConfigFor } from "./ui-config.js";
@@ -80,3 +81,6 @@ export async function webRoutes(app: FastifyInstance, opts: WebRoutesOptions): P
     return reply.type(file.type).send(file.body);
   });
 }
+
+/** `webRoutes` as a named, encapsulated plugin (the app's `web` capability). */
+export const webPlugin = fp(async (app: FastifyInstance, opts: WebRoutesOptions) => webRoutes(app, opts), { name: "segmentd-web", fastify: "5.x", encapsulate: true });

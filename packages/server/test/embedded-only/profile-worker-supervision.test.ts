@@ -105,18 +105,24 @@ describe("a profile store worker that dies under a running server", () => {
   it("a scan open across a restart fails with the 503 error, and later scans work", async () => {
     const scope = { orgId: ORG_A, sandboxName: "prod" };
     const policy = { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } } as const;
+    // More profiles than a scan reads ahead, so that the scan still needs the worker after the kill.
+    const more = Array.from({ length: 40 }, (_, i) => ({ index: i, value: { identityMap: { ECID: [{ id: `scan-${i}`, primary: true }] } } }));
+    assert.equal((await ingestRecords(profiles, scope, "crm", more, { now: T0 })).accepted, 40);
     const it = profiles.scanProfiles(scope, policy, { chunkSize: 1 })[Symbol.asyncIterator]();
     assert.equal((await it.next()).done, false);
     await profiles.currentWorker().terminate();
-    await assert.rejects(it.next(), StoreUnavailableError);
+    await assert.rejects(async () => {
+      for (let r = await it.next(); !r.done; r = await it.next());
+    }, StoreUnavailableError);
     await until("the store", async () => ((await profiles.status()).up ? true : undefined));
     let n = 0;
     for await (const chunk of profiles.scanProfiles(scope, policy)) n += chunk.length;
-    assert.equal(n, 1);
+    assert.equal(n, 41);
     assert.equal((await profiles.status()).restarts, 2);
   });
 
   it("edge events answered 200 while the worker is down reach the hub once it is back (none dropped)", async () => {
+    await until("the store", async () => ((await profiles.status()).up ? true : undefined));
     const a = client(server.url);
     const ds = await a.post("/data/foundation/catalog/dataSets", {
       name: "web", schemaRef: { id: "https://ns.adobe.com/xdm/context/experienceevent", contentType: "application/vnd.adobe.xed+json;version=1" },

@@ -57,9 +57,10 @@ import type { Logger } from "../../platform/logger.js";
 import type { ProfileStore } from "../../profiles/store.js";
 import { NO_MERGE_POLICY, type Identity, type JsonObject, type JsonValue, type MembershipStatus, type MergePolicySpec, type TenantScope, type ValidRecord } from "../../profiles/types.js";
 import { ApiError, badRequest, notFound } from "../../services/errors.js";
+import { scopeOf } from "../../services/tenancy.js";
 import type { MetadataStore } from "../../stores/types.js";
 import { BatchErrorCodes } from "../errors.js";
-import { profileScope, type BatchTenant, type JobService } from "../jobs/job-service.js";
+import type { BatchTenant, JobService } from "../jobs/job-service.js";
 import type { JobStatus, TimeMetric } from "../jobs/segment-job.js";
 import type { BatchRepository, StoredResource } from "../store/types.js";
 
@@ -259,7 +260,7 @@ export class ExportService {
   ) {}
 
   async create(ctx: BatchTenant, input: unknown, requestId: string, profileInstanceId = "ups"): Promise<ExportJob> {
-    const scope = profileScope(ctx);
+    const scope = scopeOf(ctx);
     if (!isObject(input)) throw bad("The request body must be a JSON object (CreateExportJobRequest)");
     const body = input as ExportInput;
     const dest = body.destination;
@@ -327,7 +328,7 @@ export class ExportService {
     if (dataset.schemaClass !== "profile" || dataset.profileEnabled) {
       throw bad(`Dataset ${datasetId} cannot receive an export: it must be of class profile and not enabled for Profile`);
     }
-    const found = await this.metadata.definitions.getMany({ orgId: ctx.orgId, sandboxId: ctx.sandbox.sandboxId }, segments.map((s) => s.segmentId));
+    const found = await this.metadata.definitions.getMany(scopeOf(ctx), segments.map((s) => s.segmentId));
     const missing = segments.filter((s) => !found.has(s.segmentId)).map((s) => s.segmentId);
     if (missing.length > 0) throw badRequest(`Segment definitions not found: ${missing.join(", ")}`, BatchErrorCodes.unknownDefinition);
     if (segmentation === true && this.jobs === undefined) throw bad("evaluationInfo.segmentation is not available in this process");
@@ -335,7 +336,7 @@ export class ExportService {
       if (qualification !== undefined) throw bad("filter.segmentQualificationTime needs filter.segments: without segments every profile is exported");
       if (segmentation === true) throw bad("evaluationInfo.segmentation needs filter.segments: the audiences to evaluate before exporting");
       if (mergePolicyId === undefined) {
-        const fallback = await this.metadata.mergePolicies.getDefault({ orgId: ctx.orgId, sandboxId: ctx.sandbox.sandboxId }, "_xdm.context.profile");
+        const fallback = await this.metadata.mergePolicies.getDefault(scopeOf(ctx), "_xdm.context.profile");
         if (fallback === undefined) throw bad("mergePolicy.id is required to export every profile: this sandbox has no default profile merge policy");
         mergePolicyId = fallback.policy.id;
       }
@@ -344,7 +345,7 @@ export class ExportService {
     // The policy the export reads profiles under: the given one, else the first segment's. Its
     // current version is recorded (segmentd keeps no earlier versions of a policy to export under).
     const policyId = mergePolicyId ?? found.get(segments[0]!.segmentId)!.definition.mergePolicyId;
-    const policyRecord = await this.metadata.mergePolicies.get({ orgId: ctx.orgId, sandboxId: ctx.sandbox.sandboxId }, policyId);
+    const policyRecord = await this.metadata.mergePolicies.get(scopeOf(ctx), policyId);
     if (policyRecord === undefined) throw bad(`Merge policy ${policyId} does not exist in this sandbox`);
 
     const now = this.clock.now();
@@ -468,7 +469,7 @@ export class ExportService {
   }
 
   private async policy(ctx: BatchTenant, id: string): Promise<MergePolicySpec> {
-    const p = (await this.metadata.mergePolicies.get({ orgId: ctx.orgId, sandboxId: ctx.sandbox.sandboxId }, id))?.policy;
+    const p = (await this.metadata.mergePolicies.get(scopeOf(ctx), id))?.policy;
     return p === undefined ? NO_MERGE_POLICY : { id: p.id, identityGraph: p.identityGraph, attributeMerge: p.attributeMerge };
   }
 
@@ -546,7 +547,7 @@ export class ExportService {
   }
 
   private async run(ctx: BatchTenant, job: ExportJob, plan: RunPlan): Promise<void> {
-    const scope = profileScope(ctx);
+    const scope = scopeOf(ctx);
     const k = key(scope, job.id);
     const cancelled = () => this.cancelRequested.has(k);
     const start = this.clock.now();
@@ -639,7 +640,7 @@ export class ExportService {
   }
 
   async get(ctx: BatchTenant, id: string): Promise<ExportJob> {
-    const r = await this.repo.get<ExportJob>(KIND, profileScope(ctx), id);
+    const r = await this.repo.get<ExportJob>(KIND, scopeOf(ctx), id);
     if (r === null) throw notFound("Export job", id);
     return r.doc;
   }
@@ -650,7 +651,7 @@ export class ExportService {
    * (left by a stop) is CANCELLED at once. Finished jobs: 400.
    */
   async cancel(ctx: BatchTenant, id: string): Promise<{ status: true; message: string }> {
-    const scope = profileScope(ctx);
+    const scope = scopeOf(ctx);
     for (;;) {
       const r = await this.repo.get<ExportJob>(KIND, scope, id);
       if (r === null) throw notFound("Export job", id);
@@ -676,7 +677,7 @@ export class ExportService {
 
   /** Newest first; `offset` is AEP's cursor `<creationTime>_<id>` of the last job of the previous page. */
   async list(ctx: BatchTenant, q: { limit: number; offset?: string; status?: string }): Promise<{ items: ExportJob[]; next: string | null }> {
-    const all = await this.repo.list<ExportJob>(KIND, profileScope(ctx), { direction: "desc", offset: 0, limit: Number.MAX_SAFE_INTEGER, ...(q.status === undefined ? {} : { status: q.status }) });
+    const all = await this.repo.list<ExportJob>(KIND, scopeOf(ctx), { direction: "desc", offset: 0, limit: Number.MAX_SAFE_INTEGER, ...(q.status === undefined ? {} : { status: q.status }) });
     let jobs = all.items.map((r) => r.doc).sort((a, b) => b.creationTime - a.creationTime || b.id - a.id);
     if (q.offset !== undefined) {
       const m = /^(\d+)_(\d+)$/.exec(q.offset);

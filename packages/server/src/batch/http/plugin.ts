@@ -2,12 +2,14 @@
  * The batch area as ONE Fastify plugin: segment jobs, schedules, exports,
  * previews. It owns its job runner and the resident columnar snapshots: on ready it recovers
  * segment and export jobs interrupted by a crash, on close it lets the running jobs finish
- * (an export still waiting for its segment job fails) and closes the repository.
+ * (an export still waiting for its segment job fails) and closes the repository. It is
+ * encapsulated (its hooks and routes stay under its prefix) and named `segmentd-batch`.
  *
  *   await app.register(batchPlugin, { prefix: "/data/core/ups", authenticator, tenants,
  *     metadata: store, profiles, clock, logger, repo: openBatchRepository(config) });
  */
 import type { FastifyInstance } from "fastify";
+import fp from "fastify-plugin";
 import type { AuthDeps } from "../../http/auth.js";
 import { SnapshotCache } from "../columnar/cache.js";
 import { JobRunner, type JobRunnerOptions } from "../jobs/job-runner.js";
@@ -38,7 +40,7 @@ export interface BatchHandles {
   exports: ExportService;
 }
 
-export async function batchPlugin(app: FastifyInstance, opts: BatchPluginOptions): Promise<void> {
+async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promise<void> {
   const { metadata, profiles, repo, clock, logger, backend, chunkSize } = opts;
   // Resident columnar snapshots shared by jobs and previews (kept between jobs, refreshed from the change feed).
   const snapshots = new SnapshotCache();
@@ -75,3 +77,8 @@ export async function batchPlugin(app: FastifyInstance, opts: BatchPluginOptions
     await opts.repo.close();
   });
 }
+
+export const BATCH_PLUGIN = "segmentd-batch";
+
+/** Uses nothing another plugin decorates: its stores and services come in its options. */
+export const batchPlugin = fp(batchArea, { name: BATCH_PLUGIN, fastify: "5.x", encapsulate: true });

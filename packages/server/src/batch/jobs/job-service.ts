@@ -5,9 +5,8 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Clock } from "../../platform/clock.js";
-import type { TenantScope as ProfileScope } from "../../profiles/types.js";
 import { ApiError, badRequest, notFound } from "../../services/errors.js";
-import type { TenantContext } from "../../services/tenancy.js";
+import { scopeOf, type TenantContext } from "../../services/tenancy.js";
 import type { DefinitionRecord, MetadataStore } from "../../stores/types.js";
 import { DependencyCycleError, dependencyOrder } from "../engine/dependency-order.js";
 import type { BatchRepository } from "../store/types.js";
@@ -22,10 +21,6 @@ const DEFINITION_PAGE = 100;
 
 /** What the batch services need of a tenant (schedules run jobs without a request). */
 export type BatchTenant = Pick<TenantContext, "orgId" | "sandbox">;
-
-export function profileScope(ctx: BatchTenant): ProfileScope {
-  return { orgId: ctx.orgId, sandboxName: ctx.sandbox.sandboxName };
-}
 
 export interface CreateJobInput {
   /** Definition ids, or ["*"] for every batch-enabled definition. */
@@ -83,7 +78,7 @@ export class JobService {
 
   /** Every batch-enabled definition of the sandbox. */
   private async allBatchDefinitions(ctx: BatchTenant): Promise<DefinitionRecord[]> {
-    const scope = { orgId: ctx.orgId, sandboxId: ctx.sandbox.sandboxId };
+    const scope = scopeOf(ctx);
     const out: DefinitionRecord[] = [];
     for (let offset = 0; ; offset += DEFINITION_PAGE) {
       const page = await this.metadata.definitions.list(scope, { filters: { batch: true }, sort: [{ field: "creationTime", direction: "asc" }], offset, limit: DEFINITION_PAGE });
@@ -102,7 +97,7 @@ export class JobService {
       records = await this.allBatchDefinitions(ctx);
     } else {
       const unique = [...new Set(ids)];
-      const found = await this.metadata.definitions.getMany({ orgId: ctx.orgId, sandboxId: ctx.sandbox.sandboxId }, unique);
+      const found = await this.metadata.definitions.getMany(scopeOf(ctx), unique);
       const missing = unique.filter((id) => !found.has(id));
       if (missing.length > 0) {
         throw new ApiError(400, BatchErrorCodes.unknownDefinition, `Segment definitions not found: ${missing.slice(0, 20).join(", ")}`);
@@ -144,14 +139,14 @@ export class JobService {
       updateEpoch: Math.floor(now / 1000),
     };
     const stored: StoredJob = { job, definitionIds: records.map((r) => r.definition.id) };
-    await this.repo.insert(KIND, { scope: profileScope(ctx), id, status: "NEW", creationTime: now, doc: stored });
-    await this.runner.enqueue(profileScope(ctx), id);
+    await this.repo.insert(KIND, { scope: scopeOf(ctx), id, status: "NEW", creationTime: now, doc: stored });
+    await this.runner.enqueue(scopeOf(ctx), id);
     // AEP answers with the job as created (status NEW), whatever happened since.
     return job;
   }
 
   async get(ctx: BatchTenant, id: string): Promise<SegmentJob> {
-    const r = await this.repo.get<StoredJob>(KIND, profileScope(ctx), id);
+    const r = await this.repo.get<StoredJob>(KIND, scopeOf(ctx), id);
     if (r === null) throw notFound("Segment job", id);
     return r.doc.job;
   }
@@ -159,7 +154,7 @@ export class JobService {
   async bulkGet(ctx: BatchTenant, ids: readonly string[]): Promise<Map<string, SegmentJob>> {
     const out = new Map<string, SegmentJob>();
     for (const id of ids) {
-      const r = await this.repo.get<StoredJob>(KIND, profileScope(ctx), id);
+      const r = await this.repo.get<StoredJob>(KIND, scopeOf(ctx), id);
       if (r !== null) out.set(id, r.doc.job);
     }
     return out;
@@ -167,7 +162,7 @@ export class JobService {
 
   async list(ctx: BatchTenant, q: JobListQuery): Promise<{ items: SegmentJob[]; total: number }> {
     const filters = q.properties.map(parsePropertyFilter);
-    const scope = profileScope(ctx);
+    const scope = scopeOf(ctx);
     const base = { direction: q.direction, ...(q.status === undefined ? {} : { status: q.status }) };
     if (filters.length === 0) {
       const page = await this.repo.list<StoredJob>(KIND, scope, { ...base, offset: q.start, limit: q.limit });
@@ -184,7 +179,7 @@ export class JobService {
    * CANCELLING and stops at its next chunk (CANCELLED, nothing written).
    */
   async cancel(ctx: BatchTenant, id: string): Promise<void> {
-    const scope = profileScope(ctx);
+    const scope = scopeOf(ctx);
     for (;;) {
       const r = await this.repo.get<StoredJob>(KIND, scope, id);
       if (r === null) throw notFound("Segment job", id);

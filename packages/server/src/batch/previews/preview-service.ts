@@ -29,10 +29,11 @@ import type { SnapshotCache } from "../columnar/cache.js";
 import { compileDefinition } from "../columnar/predicate.js";
 import { membersOfPids, statusOverrides, type Snapshot } from "../columnar/snapshot.js";
 import { ApiError, badRequest, ErrorCodes, notFound } from "../../services/errors.js";
+import { scopeOf } from "../../services/tenancy.js";
 import { DEFAULT_LIMITS } from "../../platform/config.js";
 import { usesEvents } from "../engine/uses-events.js";
 import { BatchErrorCodes } from "../errors.js";
-import { profileScope, type BatchTenant } from "../jobs/job-service.js";
+import type { BatchTenant } from "../jobs/job-service.js";
 import type { BatchRepository } from "../store/types.js";
 
 const KIND = "preview" as const;
@@ -153,7 +154,7 @@ export class PreviewService {
       members: [],
       createdAt: now,
     };
-    const scope = profileScope(ctx);
+    const scope = scopeOf(ctx);
     await this.repo.insert(KIND, { scope, id: previewId, status: "NEW", creationTime: now, doc: stored });
     const run = this.run(ctx, stored).catch((err: unknown) => this.logger?.error({ err, previewId }, "preview failed"));
     this.running.add(run);
@@ -167,11 +168,11 @@ export class PreviewService {
   }
 
   private async save(ctx: BatchTenant, p: StoredPreview): Promise<void> {
-    await this.repo.update(KIND, { scope: profileScope(ctx), id: p.previewId, status: p.state, creationTime: p.createdAt, doc: p });
+    await this.repo.update(KIND, { scope: scopeOf(ctx), id: p.previewId, status: p.state, creationTime: p.createdAt, doc: p });
   }
 
   private async run(ctx: BatchTenant, p: StoredPreview): Promise<void> {
-    const scope = profileScope(ctx);
+    const scope = scopeOf(ctx);
     try {
       const query = parse(p.expression);
       const policy: MergePolicySpec = p.graphType === "pdg" ? { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } } : NO_MERGE_POLICY;
@@ -273,7 +274,7 @@ export class PreviewService {
   }
 
   private async load(ctx: BatchTenant, id: string): Promise<StoredPreview> {
-    const r = await this.repo.get<StoredPreview>(KIND, profileScope(ctx), id);
+    const r = await this.repo.get<StoredPreview>(KIND, scopeOf(ctx), id);
     if (r === null) throw notFound("Preview", id);
     return r.doc;
   }
@@ -312,6 +313,6 @@ export class PreviewService {
   }
 
   async delete(ctx: BatchTenant, id: string): Promise<void> {
-    if (!(await this.repo.delete(KIND, profileScope(ctx), id))) throw notFound("Preview", id);
+    if (!(await this.repo.delete(KIND, scopeOf(ctx), id))) throw notFound("Preview", id);
   }
 }

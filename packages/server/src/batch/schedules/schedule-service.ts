@@ -13,8 +13,9 @@ import { randomUUID } from "node:crypto";
 import type { Clock } from "../../platform/clock.js";
 import type { Logger } from "../../platform/logger.js";
 import { ApiError, badRequest, notFound } from "../../services/errors.js";
+import { scopeOf } from "../../services/tenancy.js";
 import { BatchErrorCodes } from "../errors.js";
-import { profileScope, type BatchTenant, type JobService } from "../jobs/job-service.js";
+import type { BatchTenant, JobService } from "../jobs/job-service.js";
 import type { BatchRepository } from "../store/types.js";
 import { CronError, parseCron } from "./cron.js";
 import type { SandboxRef } from "../../stores/records.js";
@@ -93,7 +94,7 @@ export class ScheduleService {
     }
     const cron = input.schedule === undefined ? DEFAULT_CRON : validCron(input.schedule);
     const state = input.state === undefined ? "inactive" : validState(input.state);
-    const scope = profileScope(ctx);
+    const scope = scopeOf(ctx);
     const existing = await this.repo.list<StoredSchedule>(KIND, scope, { direction: "asc", offset: 0, limit: 1 });
     if (existing.total > 0) {
       throw new ApiError(400, BatchErrorCodes.scheduleExists, `This sandbox already has a batch segmentation schedule (${existing.items[0]!.id}); update or delete it`);
@@ -117,19 +118,19 @@ export class ScheduleService {
   }
 
   async get(ctx: BatchTenant, id: string): Promise<Schedule> {
-    const r = await this.repo.get<StoredSchedule>(KIND, profileScope(ctx), id);
+    const r = await this.repo.get<StoredSchedule>(KIND, scopeOf(ctx), id);
     if (r === null) throw notFound("Schedule", id);
     return r.doc.schedule;
   }
 
   async list(ctx: BatchTenant, start: number, limit: number): Promise<{ items: Schedule[]; total: number }> {
-    const page = await this.repo.list<StoredSchedule>(KIND, profileScope(ctx), { direction: "asc", offset: start, limit });
+    const page = await this.repo.list<StoredSchedule>(KIND, scopeOf(ctx), { direction: "asc", offset: start, limit });
     return { items: page.items.map((r) => r.doc.schedule), total: page.total };
   }
 
   /** AEP's PATCH: JSON Patch ops on /state or /schedule only. */
   async patch(ctx: BatchTenant, id: string, ops: readonly PatchOp[]): Promise<void> {
-    const r = await this.repo.get<StoredSchedule>(KIND, profileScope(ctx), id);
+    const r = await this.repo.get<StoredSchedule>(KIND, scopeOf(ctx), id);
     if (r === null) throw notFound("Schedule", id);
     if (ops.length === 0) throw badRequest("The patch must contain at least one operation", BatchErrorCodes.badSchedule);
     const s = { ...r.doc.schedule };
@@ -154,7 +155,7 @@ export class ScheduleService {
   }
 
   async delete(ctx: BatchTenant, id: string): Promise<void> {
-    if (!(await this.repo.delete(KIND, profileScope(ctx), id))) throw notFound("Schedule", id);
+    if (!(await this.repo.delete(KIND, scopeOf(ctx), id))) throw notFound("Schedule", id);
   }
 
   /**

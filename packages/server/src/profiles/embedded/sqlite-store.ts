@@ -20,7 +20,7 @@ import { openSqlite, openSqliteReader } from "../../storage-kit/sqlite.js";
 import { statSync } from "node:fs";
 import { graphsToSize, identitiesOf, planAppend, type EventWrite, type LoadedState } from "../append-plan.js";
 import { DEFAULT_IDENTITY_CACHE_ENTRIES, IdentityPidCache } from "./identity-cache.js";
-import { ChangeFeed, tenantKey, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
+import { ChangeFeed, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
 import { decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
 import { assembleGraph, decodeCursor, encodeCursor, addStoredStatus, lookupProfile, planMembershipChanges, toMembership, type GraphRows, type StoredStatuses } from "../scan-assembly.js";
@@ -76,6 +76,7 @@ import { APPEND_ENTRIES, EventIndexMerger, MERGE_AT, MERGE_STEP, MERGE_STEP_MIN,
 import { BackgroundCheckpointer } from "./checkpointer.js";
 import { pastPendingBytePage, writerCacheMiB } from "./cache-sizing.js";
 import { decodeTime, DefinitionCodes, MEMBERSHIP_SCHEMA, migrateTextMemberships, sourceCode, sourceName, STATUS_CODE, statusCode, statusName } from "./membership-codes.js";
+import { sandboxNameKey } from "../../platform/tenant.js";
 
 export interface EmbeddedStoreOptions {
   /** Database file; ":memory:" for throw-away stores. */
@@ -516,14 +517,14 @@ export class EmbeddedProfileStore implements ProfileStore {
     const row = this.db.prepare("SELECT tid FROM tenants WHERE org = ? AND sandbox = ?").get(scope.orgId, scope.sandboxName) as { tid: number } | undefined;
     if (row !== undefined) {
       this.tids.set(key, row.tid);
-      this.tidKeys.set(row.tid, tenantKey(scope));
+      this.tidKeys.set(row.tid, sandboxNameKey(scope));
       return row.tid;
     }
     if (!create) return NO_TENANT;
     const info = this.db.prepare("INSERT INTO tenants (org, sandbox) VALUES (?, ?)").run(scope.orgId, scope.sandboxName);
     const tid = Number(info.lastInsertRowid);
     this.tids.set(key, tid);
-    this.tidKeys.set(tid, tenantKey(scope));
+    this.tidKeys.set(tid, sandboxNameKey(scope));
     return tid;
   }
 
@@ -539,7 +540,7 @@ export class EmbeddedProfileStore implements ProfileStore {
   }
 
   changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
-    return this.feed.changesSince(tenantKey(scope), since);
+    return this.feed.changesSince(sandboxNameKey(scope), since);
   }
 
   private stmtCache = new Map<string, Database.Statement>();

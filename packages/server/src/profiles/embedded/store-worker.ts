@@ -8,11 +8,11 @@
 // After each call settles, the reply carries what the store's change feed
 // gained for the call's tenant since the previous reply (feed delta).
 import { parentPort, workerData } from "node:worker_threads";
-import { tenantKey } from "../change-feed.js";
 import type { MembershipChange, ProfileStore, ScannedProfile } from "../store.js";
 import type { TenantScope } from "../types.js";
 import { EmbeddedProfileStore, type EmbeddedStoreOptions } from "./sqlite-store.js";
 import { toWire, unwireChanges, unwireIdentities, unwireRecords, type FeedDelta, type WireChanges, type WireRecords, type WorkerCall, type WorkerReply } from "./worker-store.js";
+import { sandboxNameKey } from "../../platform/tenant.js";
 
 const port = parentPort;
 if (port === null) throw new Error("store-worker.ts runs as a worker thread only");
@@ -38,7 +38,7 @@ function feedDelta(scope: unknown): FeedDelta | undefined {
   if (typeof scope !== "object" || scope === null) return undefined;
   const s = scope as TenantScope;
   if (typeof s.orgId !== "string" || typeof s.sandboxName !== "string") return undefined;
-  const key = tenantKey(s);
+  const key = sandboxNameKey(s);
   const r = store.changesSince(s, sent.get(key) ?? openedAt);
   sent.set(key, r.version);
   if (r.profileIds === null) return [[key, null]];

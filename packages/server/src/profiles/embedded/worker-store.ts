@@ -25,12 +25,13 @@
 //   the process alive (as the direct store does not).
 import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
-import { ChangeFeed, tenantKey } from "../change-feed.js";
+import { ChangeFeed } from "../change-feed.js";
 import { StoreError, StoreUnavailableError, type AppendOptions, type AppendResult, type DecidedAppendResult, type DecidedChanges, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
 import type { Dataset, DatasetInput, Identity, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, TenantScope, ValidRecord } from "../types.js";
 import type { EmbeddedStoreOptions } from "./sqlite-store.js";
 import { withLazyBody } from "../lazy-body.js";
 import { QuarantineLog, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
+import { sandboxNameKey } from "../../platform/tenant.js";
 
 /** An error as it crosses the thread boundary. */
 export interface WireError {
@@ -667,7 +668,7 @@ export class WorkerProfileStore implements ProfileStore {
   // ---- change feed --------------------------------------------------------------
 
   changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
-    return this.mirror.changesSince(tenantKey(scope), since);
+    return this.mirror.changesSince(sandboxNameKey(scope), since);
   }
 
   // ---- data lifecycle -------------------------------------------------------------

@@ -4,12 +4,13 @@
 import type { AuthDeps } from "../../http/auth.js";
 import { tenantOf } from "../../http/request-context.js";
 import type { Clock } from "../../platform/clock.js";
+import { tenantRef, type TenantRef } from "../../platform/tenant.js";
 import type { MergePolicyService } from "../../services/merge-policies.js";
 import type { TenantContext } from "../../services/tenancy.js";
 import type { FastifyRequest } from "fastify";
 import { ApiError, ErrorCodes } from "../../services/errors.js";
 import { StoreError, type ProfileStore } from "../store.js";
-import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope, type ValidRecord } from "../types.js";
+import { NO_MERGE_POLICY, type MergePolicySpec, type ValidRecord } from "../types.js";
 import type { ValidationLimits } from "../validate.js";
 import type { AheadDecision, IngestResult } from "../ingest.js";
 
@@ -37,9 +38,8 @@ export interface ProfileRoutesOptions extends AuthDeps {
   decideAhead?: (tenant: TenantContext, records: readonly ValidRecord[]) => Promise<AheadDecision | null>;
 }
 
-export function profileScope(request: FastifyRequest): TenantScope {
-  const t = tenantOf(request);
-  return { orgId: t.orgId, sandboxName: t.sandbox.sandboxName };
+export function profileScope(request: FastifyRequest): TenantRef {
+  return tenantRef(tenantOf(request));
 }
 
 /**

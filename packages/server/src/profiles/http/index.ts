@@ -1,7 +1,9 @@
-// Registers the profile data plane's HTTP API under AEP's paths. The lead wires
-// this into app.ts: `await registerProfileRoutes(app, {...auth, profiles, clock,
-// policies: policiesFromService(services.mergePolicies)})`.
+// Registers the profile data plane's HTTP API under AEP's paths. The app registers
+// `profilesPlugin` after the realtime plugin, whose engines it feeds: stored records
+// go to streaming evaluation and to the edge locations. `registerProfileRoutes` serves
+// the same routes on any app, with the hooks its caller gives (test harnesses).
 import type { FastifyInstance } from "fastify";
+import fp from "fastify-plugin";
 import { accessRoutes } from "./access-routes.js";
 import { batchRoutes, IMPORT_PREFIX } from "./batch-routes.js";
 import { catalogRoutes, CATALOG_PREFIX } from "./catalog-routes.js";
@@ -18,3 +20,28 @@ export async function registerProfileRoutes(app: FastifyInstance, opts: ProfileR
   await app.register(accessRoutes, { prefix: "/data/core/ups", ...opts });
   await app.register(quarantineRoutes, { prefix: "/data/core/ups", ...opts });
 }
+
+/** Options of `profilesPlugin`: the routes' own, without the hooks it takes from `app.realtime`. */
+export type ProfilesPluginOptions = Omit<ProfileRoutesOptions, "onStored" | "decideAhead"> & { uploadSpoolDir?: string };
+
+/**
+ * The profiles capability. Depends on the realtime plugin (by name, checked at registration):
+ * streaming ingestion → continuous evaluation of the affected definitions, and the hub's new
+ * state projected to the edge locations that hold the profiles.
+ */
+export const profilesPlugin = fp(
+  async (app: FastifyInstance, opts: ProfilesPluginOptions) => {
+    const realtime = app.realtime;
+    if (!realtime) throw new Error("segmentd-profiles: app.realtime is missing (register the segmentd-realtime plugin first)");
+    await registerProfileRoutes(app, {
+      ...opts,
+      onStored: async (tenant, result) => {
+        await realtime.streaming.onRecordsStored(tenant, result.stored, result.storedPids, result.ahead);
+        await realtime.projector.project(tenant, result.profileIds);
+      },
+      // Known profiles' events are evaluated before their append: one commit for both.
+      decideAhead: (tenant, records) => realtime.streaming.decideAhead(tenant, records),
+    });
+  },
+  { name: "segmentd-profiles", fastify: "5.x", dependencies: ["segmentd-realtime"] },
+);

@@ -7,7 +7,7 @@ import { settleGroup, type WriteOutcome } from "../group-commit.js";
 import pg from "pg";
 import { createPool, lockForTransaction, withAdvisoryLock, withTransaction } from "../../storage-kit/postgres.js";
 import { identitiesOf, planAppend, type LoadedState } from "../append-plan.js";
-import { ChangeFeed, tenantKey, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
+import { ChangeFeed, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
 import { applyIsolated, decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
 import { jsonIntegers, KIND_EXITED, KIND_REENTERED, planMembershipSets, transitionCounts, type PlannedSet } from "../membership-sets.js";
@@ -60,6 +60,7 @@ import type {
 import { identityKey } from "../validate.js";
 import { removePath, setPath } from "../xdm-object.js";
 import { PG_SCHEMA } from "./schema.js";
+import { sandboxNameKey } from "../../platform/tenant.js";
 
 export interface PostgresStoreOptions {
   connectionString: string;
@@ -231,7 +232,7 @@ export class PostgresProfileStore implements ProfileStore {
     }
     const tid = rows[0]!.tid;
     this.tids.set(key, tid);
-    this.tidKeys.set(tid, tenantKey(scope));
+    this.tidKeys.set(tid, sandboxNameKey(scope));
     return tid;
   }
 
@@ -247,7 +248,7 @@ export class PostgresProfileStore implements ProfileStore {
   }
 
   changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
-    return this.feed.changesSince(tenantKey(scope), since);
+    return this.feed.changesSince(sandboxNameKey(scope), since);
   }
 
   /** Opens a write transaction for a tenant, serialized against other writers of that tenant. */
