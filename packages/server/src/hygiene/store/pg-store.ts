@@ -87,12 +87,17 @@ export class PgHygieneStore implements HygieneStore {
     });
   }
 
-  async getWorkOrder(orgId: string, workorderId: string, sandboxName?: string): Promise<WorkOrderRecord | undefined> {
+  /** A record's document by id within the organization, and within the sandbox when one is given. */
+  private async docById<T>(table: "hygiene_work_orders" | "hygiene_expirations", orgId: string, id: string, sandboxName?: string): Promise<T | undefined> {
     const r =
       sandboxName === undefined
-        ? await this.pool.query<{ doc: string }>("SELECT doc FROM hygiene_work_orders WHERE org_id = $1 AND id = $2", [orgId, workorderId])
-        : await this.pool.query<{ doc: string }>("SELECT doc FROM hygiene_work_orders WHERE org_id = $1 AND id = $2 AND sandbox_name = $3", [orgId, workorderId, sandboxName]);
-    return r.rows[0] ? (JSON.parse(r.rows[0].doc) as WorkOrderRecord) : undefined;
+        ? await this.pool.query<{ doc: string }>(`SELECT doc FROM ${table} WHERE org_id = $1 AND id = $2`, [orgId, id])
+        : await this.pool.query<{ doc: string }>(`SELECT doc FROM ${table} WHERE org_id = $1 AND id = $2 AND sandbox_name = $3`, [orgId, id, sandboxName]);
+    return r.rows[0] ? (JSON.parse(r.rows[0].doc) as T) : undefined;
+  }
+
+  async getWorkOrder(orgId: string, workorderId: string, sandboxName?: string): Promise<WorkOrderRecord | undefined> {
+    return this.docById<WorkOrderRecord>("hygiene_work_orders", orgId, workorderId, sandboxName);
   }
 
   async listWorkOrders(orgId: string, query: WorkOrderListQuery): Promise<Page<WorkOrderRecord>> {
@@ -142,11 +147,7 @@ export class PgHygieneStore implements HygieneStore {
   }
 
   async getExpiration(orgId: string, ttlId: string, sandboxName?: string): Promise<ExpirationRecord | undefined> {
-    const r =
-      sandboxName === undefined
-        ? await this.pool.query<{ doc: string }>("SELECT doc FROM hygiene_expirations WHERE org_id = $1 AND id = $2", [orgId, ttlId])
-        : await this.pool.query<{ doc: string }>("SELECT doc FROM hygiene_expirations WHERE org_id = $1 AND id = $2 AND sandbox_name = $3", [orgId, ttlId, sandboxName]);
-    return r.rows[0] ? (JSON.parse(r.rows[0].doc) as ExpirationRecord) : undefined;
+    return this.docById<ExpirationRecord>("hygiene_expirations", orgId, ttlId, sandboxName);
   }
 
   async expirationForDataset(orgId: string, sandboxName: string, datasetId: string): Promise<ExpirationRecord | undefined> {

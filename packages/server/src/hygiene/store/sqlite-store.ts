@@ -78,13 +78,18 @@ export class SqliteHygieneStore implements HygieneStore {
     return run.immediate();
   }
 
-  async getWorkOrder(orgId: string, workorderId: string, sandboxName?: string): Promise<WorkOrderRecord | undefined> {
+  /** A record's document by id within the organization, and within the sandbox when one is given. */
+  private docById<T>(table: "hygiene_work_orders" | "hygiene_expirations", orgId: string, id: string, sandboxName?: string): T | undefined {
     const row = (
       sandboxName === undefined
-        ? this.db.prepare("SELECT doc FROM hygiene_work_orders WHERE org_id = ? AND id = ?").get(orgId, workorderId)
-        : this.db.prepare("SELECT doc FROM hygiene_work_orders WHERE org_id = ? AND id = ? AND sandbox_name = ?").get(orgId, workorderId, sandboxName)
+        ? this.db.prepare(`SELECT doc FROM ${table} WHERE org_id = ? AND id = ?`).get(orgId, id)
+        : this.db.prepare(`SELECT doc FROM ${table} WHERE org_id = ? AND id = ? AND sandbox_name = ?`).get(orgId, id, sandboxName)
     ) as { doc: string } | undefined;
-    return row ? (JSON.parse(row.doc) as WorkOrderRecord) : undefined;
+    return row ? (JSON.parse(row.doc) as T) : undefined;
+  }
+
+  async getWorkOrder(orgId: string, workorderId: string, sandboxName?: string): Promise<WorkOrderRecord | undefined> {
+    return this.docById<WorkOrderRecord>("hygiene_work_orders", orgId, workorderId, sandboxName);
   }
 
   async listWorkOrders(orgId: string, query: WorkOrderListQuery): Promise<Page<WorkOrderRecord>> {
@@ -127,12 +132,7 @@ export class SqliteHygieneStore implements HygieneStore {
   }
 
   async getExpiration(orgId: string, ttlId: string, sandboxName?: string): Promise<ExpirationRecord | undefined> {
-    const row = (
-      sandboxName === undefined
-        ? this.db.prepare("SELECT doc FROM hygiene_expirations WHERE org_id = ? AND id = ?").get(orgId, ttlId)
-        : this.db.prepare("SELECT doc FROM hygiene_expirations WHERE org_id = ? AND id = ? AND sandbox_name = ?").get(orgId, ttlId, sandboxName)
-    ) as { doc: string } | undefined;
-    return row ? (JSON.parse(row.doc) as ExpirationRecord) : undefined;
+    return this.docById<ExpirationRecord>("hygiene_expirations", orgId, ttlId, sandboxName);
   }
 
   async expirationForDataset(orgId: string, sandboxName: string, datasetId: string): Promise<ExpirationRecord | undefined> {
