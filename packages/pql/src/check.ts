@@ -18,7 +18,7 @@
  *   PQL_DATE_RANGE, PQL_TOPN_COUNT, PQL_TOO_MANY_AGGREGATIONS (warning),
  *   PQL_UNKNOWN_FIELD, PQL_TOO_COMPLEX; syntax errors keep the parser's code.
  */
-import type { Binding, Expr, Literal, Node, OccursTail, Query, TimeRef } from "./ast.js";
+import type { Binding, Expr, Node, OccursTail, Query, TimeRef } from "./ast.js";
 import { tailExprs } from "./ast.js";
 import { BUILTINS, lookupBuiltin, type BuiltinSpec, type PqlType } from "./catalog.js";
 import { hasNestedUnboundedRepetition } from "./check/regex.js";
@@ -29,15 +29,14 @@ import { validateJavaRegex } from "./runtime/regex.js";
 import {
   SchemaIndex,
   closest,
-  coerceStringLiteral,
   familyOf,
   fits,
   isNonBooleanScalar,
-  isNumeric,
   typeName,
   xdmToPql,
   type XdmFieldType,
 } from "./types.js";
+import { ANY, ARITH, arithmeticResult, comparisonProblem, type Info, type PathRef, type Scope } from "./check-comparison.js";
 
 export type { XdmFieldType } from "./types.js";
 
@@ -79,40 +78,10 @@ export function check(text: string, options: CheckOptions = {}): Diagnostic[] {
   return checker.result();
 }
 
-/** Where a value lives in the schema: a path, and whether it denotes one item of an array at that path. */
-interface PathRef {
-  key: string;
-  /** The value is one item of the array at `key` (a binding variable, a filter item). */
-  item: boolean;
-  /** The path went through an array: the value is the projection (an array). */
-  projected: boolean;
-}
-
-interface Info {
-  type: PqlType;
-  ref?: PathRef;
-  /** A field path or variable: its truthiness is a documented idiom ("has a home address"). */
-  isPath: boolean;
-  literal?: Literal;
-}
-
-interface Level {
-  /** The item the implicit context refers to at this level; [0] is the profile. */
-  ref?: PathRef;
-}
-
-interface Scope {
-  levels: Level[];
-  vars: ReadonlyMap<string, Info>;
-}
-
-const ANY: Info = { type: "any", isPath: false };
 const ROOT: PathRef = { key: "", item: true, projected: false };
 const AGGREGATION_METHODS = new Set(["count", "sum", "average", "min", "max"]);
 const METHOD_NAMES = BUILTINS.filter((b) => b.form === "method").map((b) => b.name);
 const FUNCTION_NAMES = BUILTINS.filter((b) => b.form === "function").map((b) => b.name);
-const ORDERING = new Set(["<", "<=", ">", ">="]);
-const ARITH = new Set(["+", "-", "*", "/", "%"]);
 
 class Checker {
   private readonly diags: { d: Diagnostic; start: number }[] = [];
@@ -574,67 +543,14 @@ class Checker {
     if (e.right.type !== "List" || l.type === "any") return;
     for (const el of e.right.elements) {
       if (el.type !== "Literal") continue;
-      const problem = this.comparisonProblem("=", l, { type: el.kind, isPath: false, literal: el });
+      const problem = comparisonProblem("=", l, { type: el.kind, isPath: false, literal: el }, this.schema);
       if (problem?.severity === "error") this.report("error", problem.code, problem.message, el);
     }
   }
 
   private compare(e: Extract<Expr, { type: "Binary" }>, l: Info, r: Info): void {
-    const problem = this.comparisonProblem(e.op, l, r);
+    const problem = comparisonProblem(e.op, l, r, this.schema);
     if (problem) this.report(problem.severity, problem.code, problem.message, e);
-  }
-
-  private comparisonProblem(op: string, l: Info, r: Info): { severity: Diagnostic["severity"]; code: string; message: string } | undefined {
-    let lt = l.type;
-    let rt = r.type;
-    // pql.md §6.5: a string literal is converted to the type of the value it is compared with
-    // (a field, or any computed value such as `orders.count()`); two literals are never converted.
-    if (!l.literal && r.literal?.kind === "string") rt = coerceStringLiteral(r.literal.value as string, lt) ?? rt;
-    if (!r.literal && l.literal?.kind === "string") lt = coerceStringLiteral(l.literal.value as string, rt) ?? lt;
-    const ordering = ORDERING.has(op);
-    const describe = (info: Info, t: PqlType) =>
-      info.literal ? `${typeName(t)} ${JSON.stringify(info.literal.value)}` : info.ref && info.isPath && this.schema ? `the ${plainType(t)} field '${info.ref.key}'` : typeName(t);
-    if (ordering) {
-      for (const t of [lt, rt]) {
-        if (["boolean", "array", "map", "object", "entry", "function"].includes(t)) {
-          return {
-            severity: "error",
-            code: "PQL_INCOMPATIBLE_COMPARISON",
-            message: `'${op}' cannot order ${typeName(t).replace(/^an? /, "")} values; it compares numbers`,
-          };
-        }
-      }
-    }
-    if (lt !== "any" && rt !== "any" && familyOf(lt) !== familyOf(rt)) {
-      return {
-        severity: "error",
-        code: "PQL_INCOMPATIBLE_COMPARISON",
-        message: `Cannot compare ${describe(l, lt)} with ${describe(r, rt)}; the comparison is never true`,
-      };
-    }
-    if (!ordering) return undefined;
-    const known = lt !== "any" ? lt : rt;
-    const other = lt !== "any" ? r : l;
-    if (known === "string") {
-      // `age < "30"` may still be a numeric comparison once the field's type is known.
-      if (other.type === "any" && other.literal === undefined && (l.literal ?? r.literal)?.kind === "string") {
-        const lit = (l.literal ?? r.literal)!.value as string;
-        if (/^\s*[+-]?(\d+\.?\d*|\.\d+)\s*$/.test(lit)) return undefined;
-      }
-      return {
-        severity: "warning",
-        code: "PQL_ORDERING_COMPARISON",
-        message: `'${op}' on text compares alphabetically (case-sensitive); check that this is intended`,
-      };
-    }
-    if (familyOf(known) === "time") {
-      return {
-        severity: "warning",
-        code: "PQL_ORDERING_COMPARISON",
-        message: `'${op}' on dates compares instants; prefer 'occurs' (for example 'occurs before today') for time conditions`,
-      };
-    }
-    return undefined;
   }
 
   // ------------------------------------------------------------------ time
@@ -695,15 +611,4 @@ class Checker {
     }
     return scope;
   }
-}
-
-function arithmeticResult(op: string, a: PqlType, b: PqlType): PqlType {
-  if (op === "/") return "double";
-  if (a === "integer" && b === "integer") return "integer";
-  if (a === "double" || b === "double") return "double";
-  return isNumeric(a) && isNumeric(b) ? "number" : "any";
-}
-
-function plainType(t: PqlType): string {
-  return typeName(t).replace(/^an? /, "");
 }
