@@ -81,7 +81,7 @@ async function runServer(): Promise<void> {
       return;
     }
     const mem = process.memoryUsage();
-    const rt = bench.server.app.realtime;
+    const rt = bench.server.app.edge;
     send({ type: "sample", sample: { rss: mem.rss, heapUsed: mem.heapUsed, heapTotal: mem.heapTotal, external: mem.external, arrayBuffers: mem.arrayBuffers, structures: rt ? rt.memoryStats() : {} } });
   });
   send({ type: "ready", url: bench.server.url, headers: bench.headers });

@@ -32,9 +32,11 @@ import { healthRoutes } from "./http/routes/health.js";
 import { adminRoutes } from "./http/routes/admin.js";
 import type { ProfileStore } from "./profiles/store.js";
 import { profilesPlugin, policiesFromService } from "./profiles/http/index.js";
-import { hygienePlugin, type Hygiene } from "./hygiene/index.js";
+import { hygienePlugin, type HygieneConfig, type LifecycleListener } from "./hygiene/index.js";
 import { webPlugin } from "./web/routes.js";
-import { realtimePlugin } from "./edge/register.js";
+import { streamingPlugin } from "./streaming/plugin.js";
+import { edgePlugin } from "./edge/plugin.js";
+import { audienceMetricsPlugin } from "./metrics/routes.js";
 import { batchPlugin } from "./batch/http/plugin.js";
 import { openBatchRepository } from "./batch/store/open.js";
 
@@ -49,8 +51,8 @@ export interface AppDeps {
   metrics?: HttpMetrics;
   /** The profile data plane (datasets, ingestion, profile access); its routes are served when present. */
   profiles?: ProfileStore;
-  /** Data lifecycle (quotas, work orders, dataset expirations); its routes are served when present. */
-  hygiene?: Hygiene;
+  /** Data lifecycle (quotas, work orders, dataset expirations), served with the profile data plane when present. */
+  hygiene?: HygieneConfig;
 }
 
 export interface Services {
@@ -86,6 +88,18 @@ export async function buildApp(deps: AppDeps, services: Services = createService
     forceCloseConnections: "idle",
   });
 
+  try {
+    await assemble(app, deps, services, metrics);
+    await app.ready();
+  } catch (err) {
+    // What the plugins loaded so far opened (stores, timers) is closed by their onClose hooks.
+    await app.close().catch(() => {});
+    throw err;
+  }
+  return app;
+}
+
+async function assemble(app: FastifyInstance, deps: AppDeps, services: Services, metrics: HttpMetrics): Promise<void> {
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
   });
@@ -107,18 +121,29 @@ export async function buildApp(deps: AppDeps, services: Services = createService
   // The capabilities, each a named plugin that owns its services and hooks and declares the
   // plugins it depends on: registering one before those fails here, naming the missing one.
   if (deps.profiles) {
-    // Streaming and edge evaluation, audience metrics; decorates the app with `realtime`.
-    await app.register(realtimePlugin, {
-      ...auth,
+    const onError = (err: unknown) => deps.logger.error({ err }, "streaming/edge evaluation failed");
+    // Streaming evaluation: the definition catalog and engine; decorates the app with `streaming`.
+    await app.register(streamingPlugin, {
       meta: deps.store,
       hub: deps.profiles,
       clock: deps.clock,
       bus: deps.bus,
+      ...(deps.config.edge?.streamingMaxProfiles !== undefined ? { maxCachedProfiles: deps.config.edge.streamingMaxProfiles } : {}),
+      onError,
+    });
+    // Edge evaluation: locations, datastreams, interact, the hub forwarder; decorates the app with `edge`.
+    await app.register(edgePlugin, {
+      ...auth,
+      meta: deps.store,
+      hub: deps.profiles,
+      clock: deps.clock,
       dataDir: deps.config.dataDir,
       edge: deps.config.edge,
       metrics: metrics.registry,
-      onError: (err) => deps.logger.error({ err }, "streaming/edge evaluation failed"),
+      onError,
     });
+    // "Profiles over time" of an audience, from the transitions streaming and edge record.
+    await app.register(audienceMetricsPlugin, { prefix: "/data/core/ups", ...auth, meta: deps.store, hub: deps.profiles, clock: deps.clock });
     // Batch segmentation: jobs, schedules, previews/estimates, exports (closes its store with the app).
     await app.register(batchPlugin, {
       prefix: "/data/core/ups",
@@ -138,11 +163,30 @@ export async function buildApp(deps: AppDeps, services: Services = createService
       // Batch files are received into the data directory before they are staged (never held in memory).
       uploadSpoolDir: path.join(deps.config.dataDir, "uploads"),
     });
+    if (deps.hygiene) {
+      // Deleted or updated records change continuous memberships at once (a vanished profile
+      // exits every audience; hygiene itself recorded those exits), vanished profiles leave
+      // every edge location, and changed ones are projected again.
+      const onChange: LifecycleListener = async (change) => {
+        const tenant = services.tenants.resolve(change.scope.orgId, change.scope.sandboxName);
+        if (!tenant) return;
+        await app.streaming?.engine.onProfilesChanged(tenant, [...change.changedProfileIds, ...change.removedProfileIds]);
+        await app.edge?.projector.forget(tenant, change.removedProfileIds);
+        await app.edge?.projector.project(tenant, change.changedProfileIds);
+      };
+      await app.register(hygienePlugin, {
+        ...auth,
+        dataDir: deps.config.dataDir,
+        ...(deps.config.databaseUrl === undefined ? {} : { databaseUrl: deps.config.databaseUrl }),
+        profiles: deps.profiles,
+        clock: deps.clock,
+        config: deps.hygiene,
+        onError: (err, what) => deps.logger.error({ err }, `data lifecycle: ${what} failed`),
+        onChange,
+      });
+    }
   }
-  if (deps.hygiene) await app.register(hygienePlugin, { ...auth, hygiene: deps.hygiene });
   // The audience tool (packages/web, built into packages/server/static) at `/`.
   await app.register(webPlugin, { config: deps.config });
   openApiRoute(app);
-  await app.ready();
-  return app;
 }

@@ -16,7 +16,7 @@ import { loadOrCreateDevCredentials, withDevTenant, type DevCredentials } from "
 import { openProfileStore } from "./profiles/open.js";
 import { removeStaleSpools } from "./profiles/upload-spool.js";
 import type { ProfileStore } from "./profiles/store.js";
-import { createHygiene, parseHygieneConfig, type Hygiene, type LifecycleListener } from "./hygiene/index.js";
+import { parseHygieneConfig, type Hygiene } from "./hygiene/index.js";
 
 export interface StartOptions {
   clock?: Clock;
@@ -61,41 +61,22 @@ export async function startServer(baseConfig: Config, options: StartOptions = {}
   const clock = options.clock ?? new SystemClock();
   const bus = new InProcessBus((topic, err) => logger.error({ err, topic }, "bus subscriber failed"));
   let profiles: ProfileStore | undefined;
-  let hygiene: Hygiene | undefined;
-  // Lifecycle changes reach the streaming engine, which exists only once the app is built.
-  let onLifecycleChange: LifecycleListener | undefined;
   try {
     profiles = options.profiles ?? openProfileStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, worker: config.profileStore?.worker !== false, onWorkerCrash: (err) => logger.error({ err }, "profile store worker crashed") });
-    hygiene = await createHygiene({
-      dataDir: config.dataDir,
-      databaseUrl: config.databaseUrl,
-      profiles,
-      clock,
-      config: hygieneConfig,
-      onError: (err, what) => logger.error({ err }, `data lifecycle: ${what} failed`),
-      onChange: (change) => onLifecycleChange?.(change),
-    });
     // Uploads a killed process was receiving (embedded: this process alone owns the data directory).
     if (config.databaseUrl === undefined) await removeStaleSpools(path.join(config.dataDir, "uploads"));
-    const deps = { config, store, clock, bus, logger, profiles, hygiene };
+    const deps = { config, store, clock, bus, logger, profiles, hygiene: hygieneConfig };
     const services = createServices(deps);
     for (const tenant of services.tenants.all()) await services.mergePolicies.ensureDefault(tenant);
+    // Every capability is a plugin of the app: it opens, starts and closes what it owns.
     const app = await buildApp(deps, services);
-    const realtime = app.realtime;
-    if (realtime) {
-      // Deleted or updated records change continuous memberships at once (a vanished
-      // profile exits every audience; hygiene itself recorded those exits), vanished
-      // profiles leave every edge location, and changed ones are projected again.
-      onLifecycleChange = async (change) => {
-        const tenant = services.tenants.resolve(change.scope.orgId, change.scope.sandboxName);
-        if (!tenant) return;
-        await realtime.streaming.onProfilesChanged(tenant, [...change.changedProfileIds, ...change.removedProfileIds]);
-        await realtime.projector.forget(tenant, change.removedProfileIds);
-        await realtime.projector.project(tenant, change.changedProfileIds);
-      };
+    const hygiene = app.hygiene!;
+    try {
+      await app.listen({ host: config.host, port: config.port });
+    } catch (err) {
+      await app.close().catch(() => {});
+      throw err;
     }
-    await app.listen({ host: config.host, port: config.port });
-    await hygiene.start();
     const addr = app.server.address();
     const port = typeof addr === "object" && addr ? addr.port : config.port;
     const host = config.host.includes(":") ? `[${config.host}]` : config.host;
@@ -113,9 +94,8 @@ export async function startServer(baseConfig: Config, options: StartOptions = {}
       devCredentialsCreated,
       close() {
         closing ??= (async () => {
+          // The plugins close what they own (hygiene's store, the engines) in reverse order.
           await app.close();
-          await running.hygiene.stop();
-          await running.hygiene.deps.store.close();
           await running.profiles.close();
           await store.close();
         })();
@@ -124,8 +104,6 @@ export async function startServer(baseConfig: Config, options: StartOptions = {}
     };
     return running;
   } catch (err) {
-    await hygiene?.stop().catch(() => {});
-    await hygiene?.deps.store.close().catch(() => {});
     await profiles?.close().catch(() => {});
     await store.close().catch(() => {});
     throw err;

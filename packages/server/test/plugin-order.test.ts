@@ -7,7 +7,7 @@ import Fastify from "fastify";
 import { profilesPlugin, type ProfilesPluginOptions } from "../src/profiles/http/index.js";
 import { startHarness, client, ORG_B, TOKEN_B } from "./helpers/server-harness.js";
 
-const CAPABILITIES = ["segmentd-realtime", "segmentd-audience-metrics", "segmentd-batch", "segmentd-profiles", "segmentd-hygiene", "segmentd-web"];
+const CAPABILITIES = ["segmentd-streaming", "segmentd-edge", "segmentd-audience-metrics", "segmentd-batch", "segmentd-profiles", "segmentd-hygiene", "segmentd-web"];
 
 test("a capability registered before the plugin it depends on fails at start-up, naming the missing plugin", async () => {
   const app = Fastify({ logger: false });
@@ -27,13 +27,14 @@ test("a capability registered before the plugin it depends on fails at start-up,
       },
       (err: Error & { code?: string }) => {
         assert.equal(err.code, "FST_ERR_PLUGIN_DEPENDENCY_NOT_REGISTERED");
-        assert.equal(err.message, "The dependency 'segmentd-realtime' of plugin 'segmentd-profiles' is not registered");
+        assert.equal(err.message, "The dependency 'segmentd-streaming' of plugin 'segmentd-profiles' is not registered");
         return true;
       },
     );
     assert.equal(ran, false, "the plugin's body must not run");
     assert.equal(app.hasRoute({ method: "POST", url: "/collection/:connectionId" }), false);
-    assert.equal(app.realtime, undefined);
+    assert.equal(app.streaming, undefined);
+    assert.equal(app.edge, undefined);
   } finally {
     await app.close().catch(() => {});
   }
@@ -52,9 +53,12 @@ test("the app registers every capability, each once, in dependency order", async
       `each capability appears once in the plugin tree:\n${tree}`,
     );
     assert.deepEqual([...at].sort((a, b) => a - b), at, `capabilities in the order app.ts lists them:\n${tree}`);
-    // The realtime plugin's decoration reaches code outside the plugin (server.ts, tests).
-    assert.ok(app.realtime, "app.realtime is decorated");
-    assert.equal(typeof app.realtime.streaming.onRecordsStored, "function");
+    // The capabilities' decorations reach code outside them (server.ts, tests).
+    assert.ok(app.streaming, "app.streaming is decorated");
+    assert.equal(typeof app.streaming.engine.onRecordsStored, "function");
+    assert.ok(app.edge, "app.edge is decorated");
+    assert.ok(app.hygiene, "app.hygiene is decorated");
+    assert.equal(app.hygiene, h.server.hygiene);
     // Each capability serves its routes, for one tenant and another.
     const a = client(h.url);
     const b = client(h.url, { token: TOKEN_B, org: ORG_B });

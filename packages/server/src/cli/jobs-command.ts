@@ -17,7 +17,7 @@ import { scopeOf, TenantDirectory, type TenantContext } from "../services/tenanc
 import { readDevCredentials, withDevTenant } from "../services/dev-bootstrap.js";
 import type { ProfileStore } from "../profiles/store.js";
 import { openProfileStore } from "../profiles/open.js";
-import { JobRunner } from "../batch/jobs/job-runner.js";
+import { JobRunner, type JobRunnerStore } from "../batch/jobs/job-runner.js";
 import { JobService } from "../batch/jobs/job-service.js";
 import type { SegmentJob } from "../batch/jobs/segment-job.js";
 import { openBatchRepository } from "../batch/store/open.js";
@@ -25,7 +25,8 @@ import type { BatchRepository } from "../batch/store/types.js";
 
 export interface JobsCommandStores {
   metadata: MetadataStore;
-  profiles: ProfileStore;
+  /** The job runner's roles; the command closes the store when done. */
+  profiles: JobRunnerStore & Pick<ProfileStore, "close">;
   repo: BatchRepository;
 }
 

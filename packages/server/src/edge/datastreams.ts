@@ -36,7 +36,7 @@ import { randomUUID } from "node:crypto";
 import { readFileSync, renameSync } from "node:fs";
 import path from "node:path";
 import type { Clock } from "../platform/clock.js";
-import type { ProfileStore } from "../profiles/store.js";
+import type { DatasetCatalog } from "../profiles/store.js";
 import { ApiError } from "../services/errors.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { DatastreamRecord } from "../stores/records.js";
@@ -110,7 +110,7 @@ export class DatastreamService {
 
   constructor(
     private readonly store: DatastreamRepository,
-    private readonly hub: ProfileStore,
+    private readonly hub: Pick<DatasetCatalog, "getDataset">,
     private readonly clock: Clock,
     options: DatastreamServiceOptions = {},
   ) {

@@ -6,7 +6,7 @@
  * (at the location, and to the hub as edge transitions).
  */
 import type { Clock } from "../platform/clock.js";
-import type { MembershipChange, ProfileStore } from "../profiles/store.js";
+import type { MembershipChange, MembershipWrites } from "../profiles/store.js";
 import { tenantKey } from "../platform/tenant.js";
 import { scopeOf, type TenantDirectory } from "../services/tenancy.js";
 import type { DefinitionCatalog } from "../streaming/definition-catalog.js";
@@ -24,7 +24,7 @@ export class SegmentOfSegmentsPass {
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
-    private readonly deps: { tenants: TenantDirectory; catalog: DefinitionCatalog; locations: EdgeLocations; hub: ProfileStore; clock: Clock; onError: (err: unknown) => void },
+    private readonly deps: { tenants: TenantDirectory; catalog: DefinitionCatalog; locations: EdgeLocations; hub: MembershipWrites; clock: Clock; onError: (err: unknown) => void },
   ) {}
 
   start(intervalMs: number = DISQUALIFICATION_INTERVAL_MS): void {

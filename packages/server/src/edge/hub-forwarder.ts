@@ -48,7 +48,7 @@
  * them. Failures there are reported and not retried (the hub has the data; the
  * next event or ingestion re-runs them).
  */
-import type { MembershipChange, ProfileStore } from "../profiles/store.js";
+import type { IdentityGraph, MembershipChange, MembershipWrites, RecordAppends } from "../profiles/store.js";
 import type { Identity, JsonObject, MembershipStatus, ValidRecord } from "../profiles/types.js";
 import { tenantKey } from "../platform/tenant.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
@@ -109,7 +109,8 @@ export interface DeadLetter {
 }
 
 export interface HubForwarderDeps extends HubForwarderOptions {
-  hub: ProfileStore;
+  /** The hub's profile store: events appended, identities looked up, edge memberships written. */
+  hub: RecordAppends & IdentityGraph & MembershipWrites;
   projector: EdgeProjector;
   streaming?: StreamingEngine;
   maxIdentitiesPerGraph?: number;

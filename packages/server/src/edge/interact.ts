@@ -16,7 +16,7 @@
 import { randomUUID } from "node:crypto";
 import type { Clock } from "../platform/clock.js";
 import { tenantKey, type TenantRef } from "../platform/tenant.js";
-import type { ProfileStore } from "../profiles/store.js";
+import type { DatasetCatalog } from "../profiles/store.js";
 import type { Dataset, Identity, JsonObject, MembershipStatus, ValidRecord } from "../profiles/types.js";
 import { validateRecord } from "../profiles/validate.js";
 import { ApiError } from "../services/errors.js";
@@ -56,7 +56,7 @@ export interface EdgeInteractDeps {
   definitions: DefinitionRepository;
   locations: EdgeLocations;
   forwarder: HubForwarder;
-  hub: ProfileStore;
+  hub: Pick<DatasetCatalog, "getDataset">;
   clock: Clock;
 }
 

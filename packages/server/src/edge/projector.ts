@@ -5,7 +5,7 @@
  * location knows only what it collected itself.
  */
 import type { Clock } from "../platform/clock.js";
-import type { ProfileStore } from "../profiles/store.js";
+import type { IdentityGraph, MembershipReads, ProfileReads } from "../profiles/store.js";
 import { NO_MERGE_POLICY, type JsonObject, type MergedProfile, type MergePolicySpec, type StoredEvent } from "../profiles/types.js";
 import type { MembershipEntry } from "../streaming/profile-state.js";
 import { tenantKey } from "../platform/tenant.js";
@@ -16,7 +16,7 @@ import type { EdgeLocations } from "./locations.js";
 
 export class EdgeProjector {
   constructor(
-    private readonly hub: ProfileStore,
+    private readonly hub: ProfileReads & IdentityGraph & MembershipReads,
     private readonly meta: MetadataStore,
     private readonly locations: EdgeLocations,
     private readonly clock: Clock,

@@ -1,11 +1,10 @@
 /**
  * Data lifecycle (hygiene): the one entry point the app uses.
  *
- *   const hygiene = await createHygiene({ dataDir, databaseUrl, profiles, clock, config });
- *   await app.register(hygienePlugin, { hygiene, authenticator, tenants });
- *   await hygiene.start();            // scheduler: due expirations, unfinished work orders
- *   ...
- *   await hygiene.stop(); await hygiene.deps.store.close();
+ *   await app.register(hygienePlugin, { ...auth, dataDir, databaseUrl, profiles, clock, config, onChange });
+ *   app.hygiene!.quotas ...   // started once the app is ready, stopped and closed with it
+ *
+ * `createHygiene` and `registerHygiene` do the same by hand (tests, benches).
  */
 import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
@@ -23,15 +22,18 @@ export { parseHygieneConfig, defaultHygieneConfig, type HygieneConfig } from "./
 export type { HygieneStore } from "./store/types.js";
 export type { LifecycleChange, LifecycleListener } from "./lifecycle-exits.js";
 
-export async function createHygiene(options: {
+export interface HygieneOpenOptions {
   dataDir: string;
   databaseUrl?: string;
   profiles: LifecycleProfileStore;
   clock: Clock;
   config: HygieneConfig;
   onError?: (err: unknown, what: string) => void;
+  /** Records deleted or updated: the app passes the changes on to the engines that hold profiles. */
   onChange?: LifecycleListener;
-}): Promise<Hygiene> {
+}
+
+export async function createHygiene(options: HygieneOpenOptions): Promise<Hygiene> {
   const store = await openHygieneStore({ dataDir: options.dataDir, databaseUrl: options.databaseUrl });
   return new Hygiene({ store, profiles: options.profiles, clock: options.clock, config: options.config, onError: options.onError, onChange: options.onChange });
 }
@@ -42,8 +44,35 @@ export async function registerHygiene(app: FastifyInstance, deps: AuthDeps & { h
   await app.register(hygieneAdminRoutes, deps);
 }
 
+declare module "fastify" {
+  interface FastifyInstance {
+    /** Data lifecycle; present when the hygiene plugin is registered. */
+    hygiene?: Hygiene;
+  }
+}
+
+export type HygienePluginOptions = AuthDeps & HygieneOpenOptions;
+
 /**
- * The hygiene routes as a named plugin. The scheduler's start and stop stay with the caller
- * (server.ts): it starts once the server listens and stops after the app has closed.
+ * The data lifecycle capability: opens its store, serves its routes, decorates the app with
+ * `hygiene`, starts the scheduler (unfinished work orders resumed, due expirations) once the app
+ * is ready, and stops it and closes its store when the app closes (before the profile store).
  */
-export const hygienePlugin = fp(async (app: FastifyInstance, deps: AuthDeps & { hygiene: Hygiene }) => registerHygiene(app, deps), { name: "segmentd-hygiene", fastify: "5.x" });
+export const hygienePlugin = fp(
+  async (app: FastifyInstance, o: HygienePluginOptions) => {
+    const hygiene = await createHygiene(o);
+    app.addHook("onClose", async () => {
+      try {
+        await hygiene.stop();
+      } finally {
+        await hygiene.deps.store.close();
+      }
+    });
+    await registerHygiene(app, { authenticator: o.authenticator, tenants: o.tenants, hygiene });
+    app.decorate("hygiene", hygiene);
+    app.addHook("onReady", async () => {
+      await hygiene.start();
+    });
+  },
+  { name: "segmentd-hygiene", fastify: "5.x" },
+);

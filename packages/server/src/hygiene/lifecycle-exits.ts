@@ -7,21 +7,14 @@
  * the exits are recorded as `batch` (a data-lifecycle job is a batch process,
  * and these exits must not count as streaming/edge "new audience updated").
  */
-import type { ProfileStore } from "../profiles/store.js";
+import type { DatasetCatalog, IdentityGraph, LifecycleWrites, MembershipReads, MembershipWrites, ProfileReads } from "../profiles/store.js";
 import type { MergePolicySpec, TenantScope } from "../profiles/types.js";
 
-export type LifecycleProfileStore = Pick<
-  ProfileStore,
-  | "getDataset"
-  | "deleteByIdentities"
-  | "deleteDataset"
-  | "updateFields"
-  | "graphIdentities"
-  | "getProfile"
-  | "getEvents"
-  | "getMemberships"
-  | "applyMembershipChanges"
->;
+/**
+ * What work orders and expirations call: datasets read and deleted, records deleted and
+ * updated, and (here) a vanished profile's data checked and its memberships exited.
+ */
+export type LifecycleProfileStore = DatasetCatalog & LifecycleWrites & IdentityGraph & ProfileReads & MembershipReads & MembershipWrites;
 
 /** Stitched view: a profile exists while any identity of its graph still has a fragment or an event. */
 const STITCHED: MergePolicySpec = { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } };

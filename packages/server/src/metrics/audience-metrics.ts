@@ -15,7 +15,7 @@
  * `realized → exited` counts −1. Batch transitions never count.
  */
 import type { Clock } from "../platform/clock.js";
-import type { ProfileStore } from "../profiles/store.js";
+import type { MembershipReads } from "../profiles/store.js";
 import type { MembershipTransition } from "../profiles/types.js";
 import { notFound } from "../services/errors.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
@@ -58,7 +58,7 @@ const PAGE = 10_000;
 export class AudienceMetricsService {
   constructor(
     private readonly meta: MetadataStore,
-    private readonly hub: ProfileStore,
+    private readonly hub: MembershipReads,
     private readonly clock: Clock,
   ) {}
 

@@ -8,7 +8,9 @@ import fp from "fastify-plugin";
 import { registerTenantHooks, type AuthDeps } from "../http/auth.js";
 import { tenantOf } from "../http/request-context.js";
 import { authHeaders, commonErrorResponses, idParam } from "../http/schemas.js";
-import type { AudienceMetricsService, MetricWindow } from "./audience-metrics.js";
+import type { Clock } from "../platform/clock.js";
+import type { MetadataStore } from "../stores/types.js";
+import { AudienceMetricsService, type MetricWindow } from "./audience-metrics.js";
 
 export interface MetricsRoutesOptions extends AuthDeps {
   metrics: AudienceMetricsService;
@@ -62,12 +64,22 @@ export async function metricsRoutes(app: FastifyInstance, opts: MetricsRoutesOpt
   }, async (request) => opts.metrics.metrics(tenantOf(request), request.params.id, request.query.window));
 }
 
+export interface AudienceMetricsPluginOptions extends AuthDeps {
+  meta: MetadataStore;
+  /** The membership transitions the streaming and edge engines recorded. */
+  hub: ConstructorParameters<typeof AudienceMetricsService>[1];
+  clock: Clock;
+}
+
 /**
- * `metricsRoutes` as a named, encapsulated plugin (the app's `metrics` capability). The realtime
- * plugin registers it with the engines' AudienceMetricsService, so it comes up and goes down with them.
+ * The audience-metrics capability: owns its AudienceMetricsService (it reads the transitions the
+ * streaming and edge engines record, nothing of theirs in memory) and serves `metricsRoutes` in
+ * an encapsulated context under the prefix it is registered with.
  */
-export const audienceMetricsPlugin = fp(async (app: FastifyInstance, opts: MetricsRoutesOptions) => metricsRoutes(app, opts), {
-  name: "segmentd-audience-metrics",
-  fastify: "5.x",
-  encapsulate: true,
-});
+export const audienceMetricsPlugin = fp(
+  async (app: FastifyInstance, opts: AudienceMetricsPluginOptions) => {
+    const metrics = new AudienceMetricsService(opts.meta, opts.hub, opts.clock);
+    await metricsRoutes(app, { authenticator: opts.authenticator, tenants: opts.tenants, metrics });
+  },
+  { name: "segmentd-audience-metrics", fastify: "5.x", encapsulate: true },
+);

@@ -2,7 +2,7 @@
 // datasets + batch ingestion), exactly as a user's tooling would. Used by
 // `segmentd demo` and by the dev bootstrap when the dev sandbox is empty.
 import { DEMO_DATASETS, demoEvents, demoProfiles, type DemoOptions } from "./demo.js";
-import type { ProfileStore } from "./store.js";
+import type { DatasetCatalog } from "./store.js";
 import type { DatasetInput, JsonObject, TenantScope } from "./types.js";
 import { SCHEMA_CLASS_IDS } from "./types.js";
 
@@ -64,7 +64,7 @@ export async function loadDemoOverHttp(target: DemoTarget, opts: DemoOptions): P
 }
 
 /** `npm start` in development: load a small demo into a sandbox that has no dataset yet; null when it had one. */
-export async function loadDemoIfEmpty(profiles: Pick<ProfileStore, "listDatasets">, scope: TenantScope, target: DemoTarget, opts: DemoOptions): Promise<DemoLoadResult | null> {
+export async function loadDemoIfEmpty(profiles: DatasetCatalog, scope: TenantScope, target: DemoTarget, opts: DemoOptions): Promise<DemoLoadResult | null> {
   if ((await profiles.listDatasets(scope, { limit: 1 })).length > 0) return null;
   return loadDemoOverHttp(target, opts);
 }

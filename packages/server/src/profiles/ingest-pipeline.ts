@@ -4,8 +4,8 @@
 // thread, or the database server) overlap instead of taking turns. Each chunk is
 // still appended in its own durable transaction, in order, and a chunk's result
 // is yielded only once its append has committed: acknowledged means durable.
-import { ingestIntoDataset, type IngestOptions, type IngestResult } from "./ingest.js";
-import { StoreError, type ProfileStore } from "./store.js";
+import { ingestIntoDataset, type IngestOptions, type IngestResult, type IngestStore } from "./ingest.js";
+import { StoreError } from "./store.js";
 import type { TenantScope } from "./types.js";
 
 export type RecordChunk = ReadonlyArray<{ index: number; value: unknown }>;
@@ -24,7 +24,7 @@ export interface PipelineOptions extends IngestOptions {
  * If a chunk fails, the chunks after it that were already handed over are awaited (they may
  * commit) and the error is thrown.
  */
-export async function* ingestChunks(store: ProfileStore, scope: TenantScope, datasetId: string,
+export async function* ingestChunks(store: IngestStore, scope: TenantScope, datasetId: string,
   chunks: Iterable<RecordChunk> | AsyncIterable<RecordChunk>, opts: PipelineOptions): AsyncGenerator<IngestResult> {
   const depth = opts.depth ?? 2;
   if (!Number.isSafeInteger(depth) || depth < 1) throw new RangeError(`depth must be a positive integer, got ${depth}`);

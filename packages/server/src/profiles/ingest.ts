@@ -3,10 +3,15 @@
 // records of the same request or file. Used by batch file uploads and by the
 // streaming collection endpoint alike.
 import type { RefusedLinkReport } from "./append-plan.js";
-import { StoreError, type AppendResult, type DecidedChanges, type ProfileStore } from "./store.js";
+import { StoreError, type AppendResult, type DatasetCatalog, type DecidedChanges, type IngestBatches, type RecordAppends } from "./store.js";
 import type { Dataset, MembershipTransition, RecordError, SchemaClass, TenantScope, ValidRecord } from "./types.js";
 import type { StreamItem } from "./record-stream.js";
 import { DEFAULT_LIMITS, validateRecord, type ValidationLimits } from "./validate.js";
+
+/** Batch uploads: the dataset read, the records staged with their batch. */
+export type StagingStore = DatasetCatalog & IngestBatches;
+/** Streaming ingestion: the dataset read, the records appended. */
+export type IngestStore = DatasetCatalog & RecordAppends;
 
 export interface IngestOptions {
   /** Ingestion time, epoch ms (from the platform clock). */
@@ -22,7 +27,7 @@ export interface IngestOptions {
   extraRead?: number;
   /**
    * Membership changes decided for the valid records before they are stored (the streaming
-   * engine's decideAhead): written with them in one transaction (ProfileStore.appendDecided).
+   * engine's decideAhead): written with them in one transaction (RecordAppends.appendDecided).
    */
   decideAhead?: (records: readonly ValidRecord[]) => Promise<AheadDecision | null>;
 }
@@ -62,7 +67,7 @@ export interface StageResult {
  * batch (durably, before returning); nothing reaches profiles until the batch is
  * completed, and an aborted batch's records never do.
  */
-export async function stageRecords(store: ProfileStore, scope: TenantScope, datasetId: string, batch: { id: string; file?: string },
+export async function stageRecords(store: StagingStore, scope: TenantScope, datasetId: string, batch: { id: string; file?: string },
   records: ReadonlyArray<{ index: number; value: unknown }>, opts: Omit<IngestOptions, "batch">): Promise<StageResult> {
   const dataset = await requireDataset(store, scope, datasetId);
   const limits: ValidationLimits = { ...DEFAULT_LIMITS, ...opts.limits };
@@ -72,7 +77,7 @@ export async function stageRecords(store: ProfileStore, scope: TenantScope, data
   return { received: read, staged: r.staged, failed };
 }
 
-async function requireDataset(store: ProfileStore, scope: TenantScope, datasetId: string): Promise<Dataset> {
+async function requireDataset(store: DatasetCatalog, scope: TenantScope, datasetId: string): Promise<Dataset> {
   const dataset = await store.getDataset(scope, datasetId);
   if (dataset === null) throw new StoreError("DATASET_NOT_FOUND", `dataset ${datasetId} does not exist in sandbox ${scope.sandboxName}`);
   return dataset;
@@ -104,7 +109,7 @@ export const STAGE_CHUNK_CHARS = 8 * 1024 * 1024;
  * errors (malformed lines) are accounted with their chunk. A store error stops the stream;
  * the chunks staged before it stay staged.
  */
-export async function stageRecordStream(store: ProfileStore, scope: TenantScope, datasetId: string, batch: { id: string; file?: string },
+export async function stageRecordStream(store: StagingStore, scope: TenantScope, datasetId: string, batch: { id: string; file?: string },
   items: Iterable<StreamItem> | AsyncIterable<StreamItem>, opts: StreamStageOptions): Promise<StreamStageResult> {
   const dataset = await requireDataset(store, scope, datasetId);
   const limits: ValidationLimits = { ...DEFAULT_LIMITS, ...opts.limits };
@@ -163,7 +168,7 @@ function validateAll(records: ReadonlyArray<{ index: number; value: unknown }>, 
   return { valid, failed };
 }
 
-export async function ingestRecords(store: ProfileStore, scope: TenantScope, datasetId: string,
+export async function ingestRecords(store: IngestStore, scope: TenantScope, datasetId: string,
   records: ReadonlyArray<{ index: number; value: unknown }>, opts: IngestOptions): Promise<IngestResult> {
   const dataset = await store.getDataset(scope, datasetId);
   if (dataset === null) throw new StoreError("DATASET_NOT_FOUND", `dataset ${datasetId} does not exist in sandbox ${scope.sandboxName}`);
@@ -176,7 +181,7 @@ export async function ingestRecords(store: ProfileStore, scope: TenantScope, dat
  * validation with the store's write) and appends the valid ones. The store checks again
  * inside its write transaction that the dataset exists and holds the records' class.
  */
-export async function ingestIntoDataset(store: ProfileStore, scope: TenantScope, dataset: Dataset,
+export async function ingestIntoDataset(store: RecordAppends, scope: TenantScope, dataset: Dataset,
   records: ReadonlyArray<{ index: number; value: unknown }>, opts: IngestOptions): Promise<IngestResult> {
   const limits: ValidationLimits = { ...DEFAULT_LIMITS, ...opts.limits };
   const { valid, failed } = validateAll(records, dataset, limits, opts);

@@ -242,27 +242,36 @@ export class StoreUnavailableError extends ApiError {
   }
 }
 
-export interface ProfileStore {
-  readonly kind: "embedded" | "postgres";
-  close(): Promise<void>;
+/**
+ * The store's narrow roles, named for what their users do. Each engine, service and route
+ * depends only on the roles it calls (an edge node runs with none of them: its location store
+ * and the hub link are its own); ProfileStore, every role at once, is what the two stores
+ * implement and what the server opens.
+ */
 
-  // Health and quarantine (quarantine.ts)
+/** Health and quarantine (quarantine.ts): readiness, metrics and the quarantine listing. */
+export interface StoreHealth {
+  readonly kind: "embedded" | "postgres";
   /** Whether the store can serve now (readiness) and its supervision counters (metrics). */
   status(): Promise<ProfileStoreStatus>;
   /** Quarantined records (skipped at read), oldest first; one tenant's or all. */
   listQuarantined(query?: QuarantineQuery): Promise<QuarantineEntry[]>;
   /** Quarantine reports and availability changes as they happen; returns the unsubscribe. */
   observe(observer: ProfileStoreObserver): () => void;
+}
 
-  // Datasets (Catalog)
+/** Datasets (Catalog). */
+export interface DatasetCatalog {
   createDataset(scope: TenantScope, input: DatasetInput, now: number): Promise<Dataset>;
   getDataset(scope: TenantScope, id: string): Promise<Dataset | null>;
   /** Newest first. */
   listDatasets(scope: TenantScope, opts?: { limit?: number; start?: number }): Promise<Dataset[]>;
   /** Removes the dataset and all its records; null when it does not exist in this sandbox. */
   deleteDataset(scope: TenantScope, id: string): Promise<DeleteCounts | null>;
+}
 
-  // Ingestion
+/** Streaming ingestion: records appended to a dataset, stitched into profiles, in one commit. */
+export interface RecordAppends {
   append(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions): Promise<AppendResult>;
   /**
    * `append`, and in the same transaction membership changes decided for these records before
@@ -273,6 +282,10 @@ export interface ProfileStore {
    * evaluates again against what was stored. The records are appended either way.
    */
   appendDecided(scope: TenantScope, datasetId: string, records: readonly ValidRecord[], opts: AppendOptions, decided: DecidedChanges): Promise<DecidedAppendResult>;
+}
+
+/** Batch ingestion: files staged with a loading batch, applied together on COMPLETE. */
+export interface IngestBatches {
   createBatch(scope: TenantScope, datasetId: string, now: number): Promise<IngestBatch>;
   getBatch(scope: TenantScope, id: string): Promise<IngestBatch | null>;
   listBatches(scope: TenantScope, opts?: { datasetId?: string; limit?: number }): Promise<IngestBatch[]>;
@@ -291,8 +304,10 @@ export interface ProfileStore {
   completeBatch(scope: TenantScope, batchId: string, opts: CompleteOptions): Promise<CompletedBatch>;
   /** Drops the staged records of a loading batch and marks it aborted; nothing reaches profiles. */
   abortBatch(scope: TenantScope, batchId: string, now: number): Promise<IngestBatch>;
+}
 
-  // Identities and profiles
+/** The identity graph: which profile an identity belongs to, and a profile's identities. */
+export interface IdentityGraph {
   findProfileId(scope: TenantScope, identity: Identity): Promise<string | null>;
   /**
    * findProfileId of each identity, answered in order (null = not in any graph; an identity
@@ -302,6 +317,10 @@ export interface ProfileStore {
    */
   findProfileIds(scope: TenantScope, identities: readonly Identity[]): Promise<Array<string | null>>;
   graphIdentities(scope: TenantScope, profileId: string): Promise<Identity[]>;
+}
+
+/** Merged profiles and their events, one at a time or scanned in chunks. */
+export interface ProfileReads {
   getProfile(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null>;
   getEvents(scope: TenantScope, identity: Identity, policy: MergePolicySpec, query?: EventQuery): Promise<EventPage>;
   /** Every merged profile with its events, chunk by chunk (never all in memory). */
@@ -322,8 +341,10 @@ export interface ProfileStore {
    * order, `limit` (default 1000) after `afterSeq`. A profile-enabled or unknown dataset has none.
    */
   listLakeRecords(scope: TenantScope, datasetId: string, opts?: { afterSeq?: number; limit?: number }): Promise<LakeRecord[]>;
+}
 
-  // Memberships (written by the batch, streaming and edge engines)
+/** Membership writes (the batch, streaming and edge engines). */
+export interface MembershipWrites {
   /** Applies changes; records a transition for each status change; returns those transitions. */
   applyMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]>;
   /**
@@ -340,6 +361,10 @@ export interface ProfileStore {
    * must not use them afterwards. Invalid sets reject with a RangeError/TypeError, writing nothing.
    */
   applyMembershipSets(scope: TenantScope, sets: readonly MembershipSet[], opts: MembershipSetOptions): Promise<MembershipSetCounts>;
+}
+
+/** Membership reads: a profile's memberships, an audience's members, counts and transitions. */
+export interface MembershipReads {
   getMemberships(scope: TenantScope, profileId: string): Promise<Membership[]>;
   listMembers(scope: TenantScope, definitionId: string, opts?: { status?: MembershipStatus; limit?: number; afterProfileId?: string }): Promise<Membership[]>;
   countMembers(scope: TenantScope, definitionId: string): Promise<{ realized: number; exited: number }>;
@@ -352,12 +377,16 @@ export interface ProfileStore {
    * (nor cloned across the embedded store's thread).
    */
   listMemberPids(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<Float64Array>;
+}
 
-  // Change feed (in memory; batch engine's resident snapshot)
+/** The change feed (in memory; the batch engine's resident snapshot). */
+export interface ProfileChanges {
   /** Profiles whose data (identities, fragments, events) changed since `since` (a version from an earlier call), including removed ones (graphs merged away, deleted). profileIds null = cannot tell (since is null, older than what is kept, or from before a restart): the caller re-reads everything. Membership writes do not count. */
   changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null };
+}
 
-  // Data lifecycle (hygiene)
+/** Data lifecycle (hygiene): record deletes and field updates. */
+export interface LifecycleWrites {
   /** Deletes records whose primary identity is given, in the listed datasets or all ("ALL" also unlinks the identities from their graphs). */
   deleteByIdentities(scope: TenantScope, identities: readonly Identity[], datasets: readonly string[] | "ALL"): Promise<DeleteCounts>;
   /** Deletes every record of a dataset but keeps the dataset (expirations delete the dataset with deleteDataset). */
@@ -366,3 +395,17 @@ export interface ProfileStore {
   updateFields(scope: TenantScope, update: FieldUpdate): Promise<{ updated: number; profileIds: string[] }>;
 }
 
+/** Every role at once: what the embedded and PostgreSQL stores implement. */
+export interface ProfileStore
+  extends StoreHealth,
+    DatasetCatalog,
+    RecordAppends,
+    IngestBatches,
+    IdentityGraph,
+    ProfileReads,
+    MembershipWrites,
+    MembershipReads,
+    ProfileChanges,
+    LifecycleWrites {
+  close(): Promise<void>;
+}

@@ -36,7 +36,7 @@
  */
 import type { Clock } from "../platform/clock.js";
 import type { AheadDecision } from "../profiles/ingest.js";
-import type { MembershipChange, ProfileStore } from "../profiles/store.js";
+import type { IdentityGraph, MembershipChange, MembershipReads, MembershipWrites, ProfileReads } from "../profiles/store.js";
 import type { Identity, JsonObject, MembershipTransition, ValidRecord } from "../profiles/types.js";
 import { tenantKey, type TenantRef } from "../platform/tenant.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
@@ -74,9 +74,12 @@ export interface StoredRecord {
 }
 
 
+/** What streaming evaluation reads and writes of the hub's profile store. */
+export type StreamingHub = IdentityGraph & ProfileReads & MembershipReads & MembershipWrites;
+
 export interface StreamingEngineOptions {
   catalog: DefinitionCatalog;
-  hub: ProfileStore;
+  hub: StreamingHub;
   clock: Clock;
   /** Profiles kept in memory (default 200,000). */
   maxCachedProfiles?: number;

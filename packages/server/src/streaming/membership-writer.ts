@@ -17,7 +17,7 @@
  * time (keyed-queue.ts) and each awaits its own write before the next starts,
  * so two writes in flight never hold changes of the same profile.
  */
-import type { MembershipChange, ProfileStore } from "../profiles/store.js";
+import type { MembershipChange, MembershipWrites } from "../profiles/store.js";
 import type { MembershipTransition, TenantScope } from "../profiles/types.js";
 
 interface Pending {
@@ -41,7 +41,7 @@ export class MembershipWriter {
 
   /** `maxInFlight` 1 is the unpipelined writer (one write at a time), for comparisons. */
   constructor(
-    private readonly hub: ProfileStore,
+    private readonly hub: MembershipWrites,
     private readonly maxInFlight: number = MAX_IN_FLIGHT,
   ) {}
 

@@ -5,7 +5,7 @@
  * (stack-notes §8: ~0.5 µs) instead of a store read per event. States are
  * loaded from the hub on first use and evicted least-recently-used first.
  */
-import type { ProfileStore } from "../profiles/store.js";
+import type { MembershipReads, ProfileReads } from "../profiles/store.js";
 import type { Identity, JsonObject, MergePolicySpec, MembershipStatus, TenantScope } from "../profiles/types.js";
 
 /** An event as it is given to a state (loaded from the hub, or just stored). */
@@ -56,7 +56,7 @@ export interface ProfileState {
 export const MAX_LOADED_EVENTS = 1000;
 
 export async function loadProfileState(
-  hub: ProfileStore,
+  hub: ProfileReads & MembershipReads,
   scope: TenantScope,
   identity: Identity,
   policy: MergePolicySpec,

@@ -25,7 +25,7 @@ describe("a completed record delete reaches the edge", () => {
     });
     assert.equal(r.status, 200, JSON.stringify(r.json));
     // Wait for the hub forward and the projection back to the location.
-    await w.server.app.realtime!.flush();
+    await w.server.app.edge!.flush();
     const handles = (r.json as { handle: Array<{ type: string; payload: Array<{ segments?: Array<{ id: string }> }> }> }).handle;
     return handles.find((h) => h.type === "activation:pull")!.payload.flatMap((p) => p.segments ?? []).map((s) => s.id);
   }
@@ -71,7 +71,7 @@ describe("a completed record delete reaches the edge", () => {
     await w.server.hygiene.runner.idle();
     const done = await call("GET", `/data/core/hygiene/workorder/${(wo.json as { workorderId: string }).workorderId}`);
     assert.equal((done.json as { status: string }).status, "completed");
-    await w.server.app.realtime!.flush();
+    await w.server.app.edge!.flush();
 
     assert.deepEqual(await interact(dataStreamId), [], "the deleted attributes are gone from the edge");
   });

@@ -143,7 +143,7 @@ describe("a profile store worker that dies under a running server", () => {
     }
     assert.ok(acked.length > 0, "the edge answers from its location while the hub's store is down");
     await until("the store", async () => ((await profiles.status()).up ? true : undefined));
-    await server.app.realtime!.flush();
+    await server.app.edge!.flush();
     for (const id of acked) {
       const r = await a.get(`/data/core/ups/access/entities?schema.name=_xdm.context.experienceevent&relatedSchema.name=_xdm.context.profile&relatedEntityIdNS=ECID&relatedEntityId=${id}`);
       assert.equal(r.status, 200, r.text);

@@ -14,7 +14,7 @@ import { Registry } from "prom-client";
 import { HubForwardError, HubForwarder, type DeadLetter, type ForwardItem } from "../../src/edge/hub-forwarder.js";
 import { EdgeLocations } from "../../src/edge/locations.js";
 import type { EdgeProjector } from "../../src/edge/projector.js";
-import { registerEdgeMetrics } from "../../src/edge/register.js";
+import { registerEdgeMetrics } from "../../src/edge/edge-metrics.js";
 import type { ProfileStore } from "../../src/profiles/store.js";
 import type { Dataset, JsonObject, ValidRecord } from "../../src/profiles/types.js";
 import { validateRecord } from "../../src/profiles/validate.js";

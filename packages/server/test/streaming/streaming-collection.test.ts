@@ -66,7 +66,7 @@ describe("streaming collection evaluates each record for its own profile", () =>
     const first = await call("POST", "/collection/batch/inlet", { messages: [cart("a"), cart("b"), cart("c"), cart("d"), cart("e")] });
     assert.equal(first.status, 207, JSON.stringify(first.json));
     assert.deepEqual(statuses(first.json), [200, 200, 200, 200, 200]);
-    await w.server.app.realtime!.flush();
+    await w.server.app.edge!.flush();
     assert.deepEqual(await members(), { a: 0, b: 0, c: 0, d: 0, e: 0, f: 0 });
 
     // A second cart add for b only, among page views and a record that fails validation (no
@@ -80,7 +80,7 @@ describe("streaming collection evaluates each record for its own profile", () =>
     });
     assert.equal(second.status, 207, JSON.stringify(second.json));
     assert.deepEqual(statuses(second.json), [200, 400, 200, 200, 200]);
-    await w.server.app.realtime!.flush();
+    await w.server.app.edge!.flush();
     assert.deepEqual(await members(), { a: 0, b: 1, c: 0, d: 0, e: 0, f: 0 });
     assert.deepEqual(await audiencesOf("b"), [id]);
 
@@ -88,7 +88,7 @@ describe("streaming collection evaluates each record for its own profile", () =>
     // c and e into one profile (c's, e's and this one: three).
     const third = await call("POST", "/collection/batch/inlet", { messages: [cart("f"), view("a"), cart("d"), cart("e", "c")] });
     assert.equal(third.status, 207, JSON.stringify(third.json));
-    await w.server.app.realtime!.flush();
+    await w.server.app.edge!.flush();
     assert.equal(await w.server.profiles.findProfileId(SCOPE, { namespace: "ecid", id: "c" }), await w.server.profiles.findProfileId(SCOPE, { namespace: "ecid", id: "e" }), "c and e are one profile now");
     assert.deepEqual(await members(), { a: 0, b: 1, c: 1, d: 1, e: 1, f: 0 });
   });

@@ -5,9 +5,8 @@
  * serialised; readers keep the Snapshot object they were given (refreshing
  * creates a new one), so a preview and a job never disturb each other.
  */
-import type { ProfileStore } from "../../profiles/store.js";
 import type { MergePolicySpec, TenantScope } from "../../profiles/types.js";
-import { buildSnapshot, refreshSnapshot, type BuildOptions, type Snapshot } from "./snapshot.js";
+import { buildSnapshot, refreshSnapshot, type BuildOptions, type Snapshot, type SnapshotStore } from "./snapshot.js";
 
 export interface SnapshotStats {
   mode: "built" | "unchanged" | "incremental" | "rebuilt";
@@ -37,7 +36,7 @@ export class SnapshotCache {
   }
 
   /** The current snapshot (built on first use, refreshed otherwise). */
-  async get(store: ProfileStore, scope: TenantScope, policy: MergePolicySpec, o: BuildOptions): Promise<Snapshot> {
+  async get(store: SnapshotStore, scope: TenantScope, policy: MergePolicySpec, o: BuildOptions): Promise<Snapshot> {
     const k = this.key(scope, policy);
     let e = this.entries.get(k);
     if (e === undefined) {

@@ -17,7 +17,7 @@
  * profiles the overlay replaces. Refreshing builds a NEW Snapshot that shares
  * the base, so a reader holding the old one is never disturbed.
  */
-import type { ProfileStore, ScannedProfile } from "../../profiles/store.js";
+import type { IdentityGraph, ProfileChanges, ProfileReads, ScannedProfile } from "../../profiles/store.js";
 import type { Identity, MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { parseTimestamp } from "@segmentd/pql";
 import type { Column, ColumnarData, ColumnarTable } from "./layout.js";
@@ -374,10 +374,13 @@ export interface ChangeFeed {
 }
 
 /** The store's change feed, when it has one (older stores: every refresh is a rebuild). */
-export function changeFeedOf(store: ProfileStore): ChangeFeed | null {
+export function changeFeedOf(store: Partial<ProfileChanges>): ChangeFeed | null {
   const f = (store as unknown as Partial<ChangeFeed>).changesSince;
   return typeof f === "function" ? { changesSince: (s, since) => f.call(store, s, since) } : null;
 }
+
+/** What building and refreshing a snapshot read: scans, one profile's graph and data, and the change feed. */
+export type SnapshotStore = ProfileReads & IdentityGraph & ProfileChanges;
 
 export interface BuildOptions {
   events: boolean;
@@ -489,7 +492,7 @@ export class Snapshot {
 export const SNAPSHOT_SCAN_CHUNK = 500;
 
 /** One full scan of the store. The feed's version is read first, so changes during the scan are re-read next time. */
-export async function buildSnapshot(store: ProfileStore, scope: TenantScope, policy: MergePolicySpec, o: BuildOptions): Promise<Snapshot> {
+export async function buildSnapshot(store: SnapshotStore, scope: TenantScope, policy: MergePolicySpec, o: BuildOptions): Promise<Snapshot> {
   const feed = changeFeedOf(store);
   const version = feed === null ? null : (await feed.changesSince(scope, null)).version;
   const b = new PartBuilder();
@@ -509,7 +512,7 @@ export async function buildSnapshot(store: ProfileStore, scope: TenantScope, pol
 }
 
 /** The entries a scan would yield for one profile (none: one per identity with data of its own); [] when it is gone. */
-export async function readProfileEntries(store: ProfileStore, scope: TenantScope, policy: MergePolicySpec, profileId: string, withEvents: boolean): Promise<ScannedProfile[]> {
+export async function readProfileEntries(store: SnapshotStore, scope: TenantScope, policy: MergePolicySpec, profileId: string, withEvents: boolean): Promise<ScannedProfile[]> {
   const identities = await store.graphIdentities(scope, profileId);
   if (identities.length === 0) return [];
   const readEvents = async (identity: Identity) => {
@@ -549,7 +552,7 @@ export interface RefreshOptions extends BuildOptions {
  * profiles re-read into the overlay, or a full rebuild when the store cannot
  * tell what changed or the overlay would grow too large.
  */
-export async function refreshSnapshot(store: ProfileStore, scope: TenantScope, snap: Snapshot, o: RefreshOptions): Promise<{ snapshot: Snapshot; mode: "unchanged" | "incremental" | "rebuilt"; changed: number }> {
+export async function refreshSnapshot(store: SnapshotStore, scope: TenantScope, snap: Snapshot, o: RefreshOptions): Promise<{ snapshot: Snapshot; mode: "unchanged" | "incremental" | "rebuilt"; changed: number }> {
   const rebuild = async () => ({ snapshot: await buildSnapshot(store, scope, snap.policy, o), mode: "rebuilt" as const, changed: -1 });
   const feed = changeFeedOf(store);
   if (feed === null || snap.version === null || (o.events && !snap.withEvents)) return rebuild();

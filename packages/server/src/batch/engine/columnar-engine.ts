@@ -12,13 +12,13 @@
  * written into the `segmentMembership.ups.<id>.status` column its dependents
  * read. Cancellation is checked between scan chunks and between definitions.
  */
-import type { MembershipSet, ProfileStore } from "../../profiles/store.js";
+import type { MembershipSet } from "../../profiles/store.js";
 import type { MembershipStatus, MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { SnapshotCache } from "../columnar/cache.js";
 import type { Column } from "../columnar/layout.js";
 import { compileDefinition, type ColumnarCompiled } from "../columnar/predicate.js";
 import { BuildCancelledError, membersOfPids, statusOverrides, type Snapshot, type SnapshotPart } from "../columnar/snapshot.js";
-import { JobCancelledError, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type JobDefinition } from "./evaluation-types.js";
+import { JobCancelledError, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type EvaluationStore, type JobDefinition } from "./evaluation-types.js";
 import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
 import { usesEvents } from "./uses-events.js";
 
@@ -33,7 +33,7 @@ interface Result {
 }
 
 export async function evaluateColumnar(
-  store: ProfileStore,
+  store: EvaluationStore,
   scope: TenantScope,
   ordered: readonly JobDefinition[],
   opts: EvaluationOptions,

@@ -20,7 +20,7 @@
  * (columnar-engine.ts).
  */
 import { compile, type CompiledQuery, toBoolean } from "@segmentd/pql";
-import type { ProfileStore, ScannedProfile } from "../../profiles/store.js";
+import type { ScannedProfile } from "../../profiles/store.js";
 import type { JsonObject, MembershipStatus, MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { SqlCompiler } from "../sql/compile-sql.js";
 import { SqliteDialect } from "../sql/dialect.js";
@@ -30,12 +30,12 @@ import { readsStoredMemberships } from "./reads-memberships.js";
 import { dependencyOrder } from "./dependency-order.js";
 import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
 import { usesEvents } from "./uses-events.js";
-import { JobCancelledError, type Backend, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type JobDefinition } from "./evaluation-types.js";
+import { JobCancelledError, type Backend, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type EvaluationStore, type JobDefinition } from "./evaluation-types.js";
 
 // The types live in evaluation-types.ts so that columnar-engine.ts can share them without
 // importing this file back (no import circle); callers keep importing them from here.
 export { JobCancelledError };
-export type { Backend, DefinitionCounters, EvaluationOptions, EvaluationOutcome, JobDefinition };
+export type { Backend, DefinitionCounters, EvaluationOptions, EvaluationOutcome, EvaluationStore, JobDefinition };
 
 interface Group {
   policy: MergePolicySpec & { id: string };
@@ -82,7 +82,7 @@ function plan(ordered: readonly JobDefinition[], backend: Backend, compiler: Sql
   return [...groups.values()];
 }
 
-export async function evaluateJob(store: ProfileStore, scope: TenantScope, definitions: readonly JobDefinition[], opts: EvaluationOptions): Promise<EvaluationOutcome> {
+export async function evaluateJob(store: EvaluationStore, scope: TenantScope, definitions: readonly JobDefinition[], opts: EvaluationOptions): Promise<EvaluationOutcome> {
   const ordered = dependencyOrder(definitions);
   let backend = opts.backend ?? "columnar";
   const membershipReader = ordered.find((d) => readsStoredMemberships(d.query));

@@ -5,9 +5,13 @@
  * types back (evaluate-job.ts calls columnar-engine.ts).
  */
 import type { Query } from "@segmentd/pql";
-import type { MembershipSet } from "../../profiles/store.js";
+import type { MembershipReads, MembershipSet } from "../../profiles/store.js";
 import type { MergePolicySpec } from "../../profiles/types.js";
 import type { SnapshotCache } from "../columnar/cache.js";
+import type { SnapshotStore } from "../columnar/snapshot.js";
+
+/** What either engine reads: profiles (scans or the snapshot and its change feed) and stored memberships. */
+export type EvaluationStore = SnapshotStore & MembershipReads;
 
 export interface JobDefinition {
   id: string;

@@ -54,7 +54,7 @@
  */
 import type { Clock } from "../../platform/clock.js";
 import type { Logger } from "../../platform/logger.js";
-import type { ProfileStore } from "../../profiles/store.js";
+import type { DatasetCatalog, IdentityGraph, IngestBatches, MembershipReads, ProfileReads } from "../../profiles/store.js";
 import { NO_MERGE_POLICY, type Identity, type JsonObject, type JsonValue, type MembershipStatus, type MergePolicySpec, type TenantScope, type ValidRecord } from "../../profiles/types.js";
 import { ApiError, badRequest, notFound } from "../../services/errors.js";
 import { scopeOf } from "../../services/tenancy.js";
@@ -63,6 +63,9 @@ import { BatchErrorCodes } from "../errors.js";
 import type { BatchTenant, JobService } from "../jobs/job-service.js";
 import type { JobStatus, TimeMetric } from "../jobs/segment-job.js";
 import type { BatchRepository, StoredResource } from "../store/types.js";
+
+/** Audience members and profiles read; a dataset destination is written through a batch of its own. */
+export type ExportStore = DatasetCatalog & IngestBatches & IdentityGraph & ProfileReads & MembershipReads;
 
 const KIND = "export-job" as const;
 /** Memberships per listMembers page, and profiles per staged chunk. */
@@ -251,7 +254,7 @@ export class ExportService {
 
   constructor(
     private readonly metadata: MetadataStore,
-    private readonly profiles: ProfileStore,
+    private readonly profiles: ExportStore,
     private readonly repo: BatchRepository,
     private readonly clock: Clock,
     private readonly logger?: Pick<Logger, "error">,

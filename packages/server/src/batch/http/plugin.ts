@@ -12,20 +12,24 @@ import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
 import type { AuthDeps } from "../../http/auth.js";
 import { SnapshotCache } from "../columnar/cache.js";
-import { JobRunner, type JobRunnerOptions } from "../jobs/job-runner.js";
+import { JobRunner, type JobRunnerOptions, type JobRunnerStore } from "../jobs/job-runner.js";
 import { JobService } from "../jobs/job-service.js";
 import { ScheduleService } from "../schedules/schedule-service.js";
-import { PreviewService } from "../previews/preview-service.js";
-import { ExportService } from "../exports/export-service.js";
+import { PreviewService, type PreviewStore } from "../previews/preview-service.js";
+import { ExportService, type ExportStore } from "../exports/export-service.js";
 import { exportRoutes } from "./exports-routes.js";
 import { jobRoutes } from "./jobs-routes.js";
 import { previewRoutes } from "./previews-routes.js";
 import { scheduleRoutes } from "./schedules-routes.js";
 
+/** What the area's services call on the profile store: jobs, previews and exports together. */
+export type BatchProfileStore = JobRunnerStore & PreviewStore & ExportStore;
+
 /** The job runner's settings (stores, clock, logger, back end, chunk size), plus the plugin's own. */
 export interface BatchPluginOptions
   extends AuthDeps,
-    Pick<JobRunnerOptions, "metadata" | "profiles" | "repo" | "clock" | "logger" | "backend" | "chunkSize"> {
+    Pick<JobRunnerOptions, "metadata" | "repo" | "clock" | "logger" | "backend" | "chunkSize"> {
+  profiles: BatchProfileStore;
   /** How often the scheduler looks for due schedules (ms). Default 60 000; 0 disables the timer. */
   scheduleTickMs?: number;
   /** Receives the area's services (tests and the CLI wait on `runner.idle()`, tick the scheduler). */

@@ -21,17 +21,20 @@
 import { parse } from "@segmentd/pql";
 import type { Logger } from "../../platform/logger.js";
 import type { Clock } from "../../platform/clock.js";
-import type { ProfileStore } from "../../profiles/store.js";
+import type { MembershipWrites } from "../../profiles/store.js";
 import { NO_MERGE_POLICY, type TenantScope } from "../../profiles/types.js";
 import type { MetadataStore } from "../../stores/types.js";
 import { SnapshotCache } from "../columnar/cache.js";
-import { evaluateJob, JobCancelledError, type Backend, type JobDefinition } from "../engine/evaluate-job.js";
+import { evaluateJob, JobCancelledError, type Backend, type EvaluationStore, type JobDefinition } from "../engine/evaluate-job.js";
 import type { BatchRepository, StoredResource } from "../store/types.js";
 import type { JobStatus, StoredJob } from "./segment-job.js";
 
+/** The engine's reads, and the job's results written in one applyMembershipSets. */
+export type JobRunnerStore = EvaluationStore & MembershipWrites;
+
 export interface JobRunnerOptions {
   metadata: MetadataStore;
-  profiles: ProfileStore;
+  profiles: JobRunnerStore;
   repo: BatchRepository;
   clock: Clock;
   logger?: Pick<Logger, "info" | "error">;

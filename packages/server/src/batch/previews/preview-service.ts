@@ -23,11 +23,11 @@ import { randomUUID } from "node:crypto";
 import { compile, parse, PqlError, toBoolean, walk, type Query } from "@segmentd/pql";
 import type { Clock } from "../../platform/clock.js";
 import type { Logger } from "../../platform/logger.js";
-import type { ProfileStore } from "../../profiles/store.js";
+import type { MembershipReads } from "../../profiles/store.js";
 import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope } from "../../profiles/types.js";
 import type { SnapshotCache } from "../columnar/cache.js";
 import { compileDefinition } from "../columnar/predicate.js";
-import { membersOfPids, statusOverrides, type Snapshot } from "../columnar/snapshot.js";
+import { membersOfPids, statusOverrides, type Snapshot, type SnapshotStore } from "../columnar/snapshot.js";
 import { ApiError, badRequest, ErrorCodes, notFound } from "../../services/errors.js";
 import { scopeOf } from "../../services/tenancy.js";
 import { DEFAULT_LIMITS } from "../../platform/config.js";
@@ -108,11 +108,14 @@ export function estimateFrom(p: { totalRows: number; read: number; matched: numb
   return { size, standardError: se, low: Math.max(0, Math.floor(size - 1.96 * se)), high: Math.ceil(size + 1.96 * se) };
 }
 
+/** Scans or the resident snapshot, and the realized members `inSegment` reads. */
+export type PreviewStore = SnapshotStore & MembershipReads;
+
 export class PreviewService {
   private readonly running = new Set<Promise<void>>();
 
   constructor(
-    private readonly profiles: ProfileStore,
+    private readonly profiles: PreviewStore,
     private readonly repo: BatchRepository,
     private readonly clock: Clock,
     private readonly logger?: Pick<Logger, "error">,

@@ -4,14 +4,14 @@
  */
 import type { FastifyInstance } from "fastify";
 import { quarantinePageSchema } from "../../profiles/http/quarantine-routes.js";
-import type { ProfileStore } from "../../profiles/store.js";
+import type { StoreHealth } from "../../profiles/store.js";
 import { ApiError, ErrorCodes } from "../../services/errors.js";
 import { registerOperatorHooks, type AuthDeps } from "../auth.js";
 import { sandboxSchema } from "../schemas.js";
 
 export interface AdminRoutesOptions extends AuthDeps {
   /** The profile store, when the profile plane runs: GET /admin/quarantine lists what it quarantined. */
-  profiles?: Pick<ProfileStore, "listQuarantined">;
+  profiles?: StoreHealth;
 }
 
 interface QuarantineQuerystring { orgId?: string; sandboxName?: string; limit?: number; after?: number }

@@ -1,7 +1,7 @@
 /** Liveness, readiness (the stores answer) and Prometheus metrics. No auth: they reveal no tenant data. */
 import type { FastifyInstance } from "fastify";
 import { registerProfileStoreMetrics, type HttpMetrics } from "../../platform/metrics.js";
-import type { ProfileStore } from "../../profiles/store.js";
+import type { StoreHealth } from "../../profiles/store.js";
 import type { MetadataStore } from "../../stores/types.js";
 
 export interface HealthRoutesOptions {
@@ -12,7 +12,7 @@ export interface HealthRoutesOptions {
    * 503 with the reason), its status feeds segmentd_profile_store_up and the restart and
    * quarantine counters, and each quarantined record is logged (warn).
    */
-  profiles?: Pick<ProfileStore, "kind" | "status" | "observe">;
+  profiles?: StoreHealth;
 }
 
 const statusSchema = {

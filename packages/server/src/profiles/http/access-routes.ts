@@ -8,6 +8,7 @@ import { epochMsParam } from "../../http/routes/paging-params.js";
 import { tenantOf } from "../../http/request-context.js";
 import { ApiError, badRequest, ErrorCodes, notFound } from "../../services/errors.js";
 import { normalizeNamespace } from "../validate.js";
+import type { IdentityGraph, LifecycleWrites, ProfileReads } from "../store.js";
 import type { Identity, JsonObject, MergedProfile } from "../types.js";
 import { getPath, setPath } from "../xdm-object.js";
 import { mapStoreErrors, profileScope, type ProfileRoutesOptions } from "./context.js";
@@ -129,7 +130,7 @@ function entityView(p: MergedProfile, policyId: string | undefined, fields: stri
   return view;
 }
 
-export async function accessRoutes(app: FastifyInstance, opts: ProfileRoutesOptions): Promise<void> {
+export async function accessRoutes(app: FastifyInstance, opts: ProfileRoutesOptions<ProfileReads & IdentityGraph & LifecycleWrites>): Promise<void> {
   registerTenantHooks(app, opts);
   const tags = ["Profile access"];
 

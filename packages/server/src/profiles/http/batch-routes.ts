@@ -14,8 +14,9 @@ import type { Readable } from "node:stream";
 import { registerTenantHooks } from "../../http/auth.js";
 import { ApiError, badRequest, ErrorCodes, notFound } from "../../services/errors.js";
 import { isRecordDataError } from "../batch-staging.js";
-import { stageRecordStream, type StreamStageResult } from "../ingest.js";
+import { stageRecordStream, type StagingStore, type StreamStageResult } from "../ingest.js";
 import type { StreamItem } from "../record-stream.js";
+import type { IngestBatches } from "../store.js";
 import type { RecordError, TenantScope } from "../types.js";
 import { spoolBody, spooledRecords, UploadAbortedError, UploadTooLargeError, withSpoolDir } from "../upload-spool.js";
 import { DEFAULT_LIMITS, type ValidationLimits } from "../validate.js";
@@ -37,7 +38,7 @@ export function maxRecordChars(limits: Partial<ValidationLimits> | undefined): n
 /** Error code of a batch whose staged records could not be applied (never left loading). */
 export const BATCH_APPLY_FAILED = "BATCH_APPLY_FAILED";
 
-export interface BatchRouteOptions extends ProfileRoutesOptions {
+export interface BatchRouteOptions extends ProfileRoutesOptions<StagingStore> {
   /** Where uploads are spooled while they arrive (default: the OS's temporary directory). */
   uploadSpoolDir?: string;
 }
@@ -153,7 +154,7 @@ function uploadError(e: unknown, reply: FastifyReply): unknown {
  * errors: the reason is accounted (the batch is still loading), the staged records are
  * dropped (abort), then the status is set. Each step leaves the batch closed or retryable.
  */
-async function failBatch(opts: ProfileRoutesOptions, scope: TenantScope, batchId: string, err: unknown) {
+async function failBatch(opts: ProfileRoutesOptions<IngestBatches>, scope: TenantScope, batchId: string, err: unknown) {
   const now = opts.clock.now();
   const reason: RecordError = { index: -1, code: BATCH_APPLY_FAILED,
     message: `the batch's staged records could not be applied (${err instanceof Error ? err.message : String(err)}); none of them was written` };

@@ -5,7 +5,7 @@ import type { FastifyInstance } from "fastify";
 import { registerTenantHooks } from "../../http/auth.js";
 import { limitParam, offsetParam } from "../../http/routes/paging-params.js";
 import { badRequest, notFound } from "../../services/errors.js";
-import type { IngestBatch } from "../store.js";
+import type { DatasetCatalog, IngestBatch, IngestBatches } from "../store.js";
 import { SCHEMA_CLASS_IDS, type Dataset, type IdentityFieldDescriptor, type SchemaClass } from "../types.js";
 import { mapStoreErrors, profileScope, type ProfileRoutesOptions } from "./context.js";
 
@@ -79,7 +79,7 @@ export function renderBatch(b: IngestBatch, imsOrg: string): Record<string, unkn
   };
 }
 
-export async function catalogRoutes(app: FastifyInstance, opts: ProfileRoutesOptions): Promise<void> {
+export async function catalogRoutes(app: FastifyInstance, opts: ProfileRoutesOptions<DatasetCatalog & IngestBatches>): Promise<void> {
   registerTenantHooks(app, opts);
   const tags = ["Catalog"];
 

@@ -9,7 +9,7 @@ import type { MergePolicyService } from "../../services/merge-policies.js";
 import type { TenantContext } from "../../services/tenancy.js";
 import type { FastifyRequest } from "fastify";
 import { ApiError, ErrorCodes } from "../../services/errors.js";
-import { StoreError, type ProfileStore } from "../store.js";
+import { StoreError, type DatasetCatalog, type IdentityGraph, type IngestBatches, type LifecycleWrites, type ProfileReads, type RecordAppends, type StoreHealth } from "../store.js";
 import { NO_MERGE_POLICY, type MergePolicySpec, type ValidRecord } from "../types.js";
 import type { ValidationLimits } from "../validate.js";
 import type { AheadDecision, IngestResult } from "../ingest.js";
@@ -19,8 +19,11 @@ export interface MergePolicyResolver {
   resolve(tenant: TenantContext, id: string | undefined): Promise<MergePolicySpec>;
 }
 
-export interface ProfileRoutesOptions extends AuthDeps {
-  profiles: ProfileStore;
+/** Every role the profile routes call between them (each route plugin names only its own). */
+export type ProfileRoutesStore = DatasetCatalog & IngestBatches & RecordAppends & IdentityGraph & ProfileReads & LifecycleWrites & StoreHealth;
+
+export interface ProfileRoutesOptions<S = ProfileRoutesStore> extends AuthDeps {
+  profiles: S;
   clock: Clock;
   policies: MergePolicyResolver;
   limits?: Partial<ValidationLimits>;

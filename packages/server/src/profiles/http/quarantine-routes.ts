@@ -3,6 +3,7 @@
 // served safely (quarantine.ts). Operators see every tenant's at GET /admin/quarantine.
 import type { FastifyInstance } from "fastify";
 import { registerTenantHooks } from "../../http/auth.js";
+import type { StoreHealth } from "../store.js";
 import { profileScope, type ProfileRoutesOptions } from "./context.js";
 
 export const quarantinedSchema = {
@@ -32,7 +33,7 @@ export const quarantinePageSchema = {
 
 interface PageQuery { limit?: number; after?: number }
 
-export async function quarantineRoutes(app: FastifyInstance, opts: ProfileRoutesOptions): Promise<void> {
+export async function quarantineRoutes(app: FastifyInstance, opts: ProfileRoutesOptions<StoreHealth>): Promise<void> {
   registerTenantHooks(app, opts);
   app.get<{ Querystring: PageQuery }>("/quarantine", {
     schema: {

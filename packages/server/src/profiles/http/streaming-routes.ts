@@ -10,7 +10,7 @@ import { registerTenantHooks } from "../../http/auth.js";
 import "../../http/body-parsing.js"; // the recordsBody route option
 import { tenantOf } from "../../http/request-context.js";
 import { ApiError, badRequest } from "../../services/errors.js";
-import { ingestRecords } from "../ingest.js";
+import { ingestRecords, type IngestStore } from "../ingest.js";
 import type { RecordError, SchemaClass, TenantScope, ValidRecord } from "../types.js";
 import { isPlainObject } from "../xdm-object.js";
 import { profileScope, toApiError, type ProfileRoutesOptions } from "./context.js";
@@ -38,7 +38,7 @@ function envelopeError(i: number): string | null {
   return `message ${i} must be {header: {datasetId, schemaRef}, body: {xdmEntity}}`;
 }
 
-async function ingestMessages(opts: ProfileRoutesOptions, request: FastifyRequest, messages: unknown[]): Promise<Outcome[]> {
+async function ingestMessages(opts: ProfileRoutesOptions<IngestStore>, request: FastifyRequest, messages: unknown[]): Promise<Outcome[]> {
   const scope: TenantScope = profileScope(request);
   const outcomes: Outcome[] = messages.map(() => ({ xactionId: randomUUID() }));
   // Group by dataset and declared class so that each group is one durable append.
@@ -81,7 +81,7 @@ async function ingestMessages(opts: ProfileRoutesOptions, request: FastifyReques
   return outcomes;
 }
 
-export async function streamingRoutes(app: FastifyInstance, opts: ProfileRoutesOptions): Promise<void> {
+export async function streamingRoutes(app: FastifyInstance, opts: ProfileRoutesOptions<IngestStore>): Promise<void> {
   registerTenantHooks(app, opts);
   const tags = ["Streaming ingestion"];
 

@@ -1,0 +1,88 @@
+/**
+ * Streaming evaluation as a capability: the live definition catalog and the streaming engine,
+ * built from the metadata store and the hub's profile store, started with the app and stopped
+ * when it closes (after the plugins registered later, which feed it, have closed).
+ *
+ *   await app.register(streamingPlugin, { meta, hub, clock, bus });
+ *   await app.streaming!.engine.onRecordsStored(tenant, storedRecords);
+ *
+ * `createStreaming` builds the same without HTTP (tests, benches).
+ */
+import type { FastifyInstance } from "fastify";
+import fp from "fastify-plugin";
+import type { EventBus } from "../platform/bus.js";
+import type { Clock } from "../platform/clock.js";
+import type { MetadataStore } from "../stores/types.js";
+import { DefinitionCatalog } from "./definition-catalog.js";
+import { StreamingEngine, type StreamingHub } from "./engine.js";
+
+declare module "fastify" {
+  interface FastifyInstance {
+    /** The streaming capability; present when the streaming plugin is registered. */
+    streaming?: Streaming;
+  }
+}
+
+/** The plugin's name: what plugins that use `app.streaming` list in their `dependencies`. */
+export const STREAMING_PLUGIN = "segmentd-streaming";
+
+export interface StreamingDeps {
+  meta: MetadataStore;
+  hub: StreamingHub;
+  clock: Clock;
+  /** Definition and merge-policy changes drop the catalog's cached definitions. */
+  bus?: EventBus;
+  /** Sweep period (default 30 s: exits land within 30 s of a window closing). */
+  sweepIntervalMs?: number;
+  /** Profile states kept in memory (the engine's default when omitted). */
+  maxCachedProfiles?: number;
+  onError?: (err: unknown) => void;
+}
+
+export interface Streaming {
+  catalog: DefinitionCatalog;
+  engine: StreamingEngine;
+  /** Starts the sweep timer. */
+  start(): void;
+  /** Waits for the evaluations and membership writes in flight. */
+  idle(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createStreaming(deps: StreamingDeps): Streaming {
+  const catalog = new DefinitionCatalog(deps.meta, deps.bus);
+  const engine = new StreamingEngine({
+    catalog,
+    hub: deps.hub,
+    clock: deps.clock,
+    sweepIntervalMs: deps.sweepIntervalMs,
+    ...(deps.onError ? { onError: deps.onError } : {}),
+    ...(deps.maxCachedProfiles !== undefined ? { maxCachedProfiles: deps.maxCachedProfiles } : {}),
+  });
+  return {
+    catalog,
+    engine,
+    start: () => engine.start(),
+    idle: () => engine.idle(),
+    async close() {
+      try {
+        await engine.stop();
+      } finally {
+        catalog.close();
+      }
+    },
+  };
+}
+
+/** The streaming capability (not encapsulated: it decorates the app with `streaming`). */
+export const streamingPlugin = fp(
+  async (app: FastifyInstance, deps: StreamingDeps) => {
+    const streaming = createStreaming(deps);
+    app.decorate("streaming", streaming);
+    streaming.start();
+    app.addHook("onClose", async () => {
+      await streaming.close();
+    });
+  },
+  { name: STREAMING_PLUGIN, fastify: "5.x" },
+);
