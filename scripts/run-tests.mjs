@@ -8,6 +8,7 @@
 //           (SEGMENTD_TEST_DATABASE_URL, default postgres://127.0.0.1:5432/test).
 //   compat  *.compat.test.ts: checks against ../shared (Adobe's OpenAPI files).
 //   e2e     *.e2e.test.ts: the audience tool in a real browser (Chromium).
+//   cluster *.cluster.test.ts: hub and edge nodes as processes over nats-server (JetStream).
 import { spawnSync } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
 import path from "node:path";
@@ -35,7 +36,7 @@ function find(dir) {
 }
 
 const all = ["pql", "server", "web"].flatMap((p) => find(path.join(root, "packages", p, "test"))).sort();
-const special = (f) => f.endsWith(".compat.test.ts") || f.endsWith(".e2e.test.ts");
+const special = (f) => f.endsWith(".compat.test.ts") || f.endsWith(".e2e.test.ts") || f.endsWith(".cluster.test.ts");
 const env = { ...process.env };
 let files;
 switch (suite) {
@@ -54,8 +55,11 @@ switch (suite) {
   case "e2e":
     files = all.filter((f) => f.endsWith(".e2e.test.ts"));
     break;
+  case "cluster":
+    files = all.filter((f) => f.endsWith(".cluster.test.ts"));
+    break;
   default:
-    console.error(`unknown suite ${suite}: use unit, pg, compat or e2e`);
+    console.error(`unknown suite ${suite}: use unit, pg, compat, e2e or cluster`);
     process.exit(2);
 }
 if (extra.length > 0) files = files.filter((f) => extra.some((e) => f.includes(e)));

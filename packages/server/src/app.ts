@@ -38,6 +38,7 @@ import { streamingPlugin } from "./streaming/plugin.js";
 import { edgePlugin } from "./edge/plugin.js";
 import { audienceMetricsPlugin } from "./metrics/routes.js";
 import { batchPlugin } from "./batch/http/plugin.js";
+import { clusterHubPlugin } from "./cluster/hub-plugin.js";
 import { openBatchRepository } from "./batch/store/open.js";
 
 export const SERVICE_VERSION = "0.1.0";
@@ -137,6 +138,7 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
       meta: deps.store,
       hub: deps.profiles,
       clock: deps.clock,
+      bus: deps.bus,
       dataDir: deps.config.dataDir,
       edge: deps.config.edge,
       metrics: metrics.registry,
@@ -183,6 +185,19 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
         config: deps.hygiene,
         onError: (err, what) => deps.logger.error({ err }, `data lifecycle: ${what} failed`),
         onChange,
+      });
+    }
+    // The hub of edge nodes over NATS JetStream (docs/deployment.md); closed before the edge.
+    if (deps.config.natsUrl !== undefined) {
+      await app.register(clusterHubPlugin, {
+        natsUrl: deps.config.natsUrl,
+        ...(deps.config.natsHubDomain !== undefined ? { hubDomain: deps.config.natsHubDomain } : {}),
+        tenants: services.tenants,
+        meta: deps.store,
+        hub: deps.profiles,
+        bus: deps.bus,
+        metrics: metrics.registry,
+        onError: (err) => deps.logger.error({ err }, "edge sites: hub link failed"),
       });
     }
   }

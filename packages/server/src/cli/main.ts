@@ -8,10 +8,14 @@ import { registerTokenCommand } from "./token-command.js";
 import { registerPqlCommands } from "./pql-command.js";
 import { registerDemoCommand } from "./demo-command.js";
 import { registerJobsCommands } from "./jobs-command.js";
+import { registerEdgeCommand } from "./edge-command.js";
+import { registerClusterCommand } from "./cluster-command.js";
 
 const program = new Command();
 program.name("segmentd").description("Self-hosted audience segmentation, compatible with AEP's Segmentation Service").version(SERVICE_VERSION);
 registerServeCommand(program);
+registerEdgeCommand(program);
+registerClusterCommand(program);
 registerTokenCommand(program);
 registerPqlCommands(program);
 registerDemoCommand(program);

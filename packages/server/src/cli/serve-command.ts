@@ -17,6 +17,7 @@ export interface ServerCliOptions {
   host?: string;
   databaseUrl?: string;
   logLevel?: string;
+  nats?: string;
   /** commander's --no-demo */
   demo?: boolean;
 }
@@ -30,6 +31,7 @@ export function configFromCli(o: ServerCliOptions): Config {
       ...(o.host !== undefined ? { host: o.host } : {}),
       ...(o.databaseUrl !== undefined ? { databaseUrl: o.databaseUrl } : {}),
       ...(o.logLevel !== undefined ? { logLevel: o.logLevel } : {}),
+      ...(o.nats !== undefined ? { natsUrl: o.nats } : {}),
     },
   });
 }
@@ -46,6 +48,7 @@ export function addServerOptions(cmd: Command): Command {
 
 export function registerServeCommand(program: Command): void {
   addServerOptions(program.command("serve").description("start the segmentd HTTP service"))
+    .option("--nats <url>", "NATS server with JetStream: run as the hub of edge nodes (env SEGMENTD_NATS_URL; see docs/deployment.md)")
     .option("--no-demo", "do not load the small demo dataset into an empty development sandbox (env SEGMENTD_DEMO=0)")
     .action(async (o: ServerCliOptions) => {
     const config = configFromCli(o);

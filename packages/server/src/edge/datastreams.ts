@@ -35,6 +35,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync, renameSync } from "node:fs";
 import path from "node:path";
+import type { EventBus } from "../platform/bus.js";
 import type { Clock } from "../platform/clock.js";
 import type { DatasetCatalog } from "../profiles/store.js";
 import { ApiError } from "../services/errors.js";
@@ -61,6 +62,8 @@ export interface DatastreamServiceOptions {
   missTtlMs?: number;
   /** A failed periodic reload (the map stays as it was). */
   onError?: (err: unknown) => void;
+  /** Creates, replaces and deletes are published here (`datastream.changed`: the hub's feed to edge nodes). */
+  bus?: EventBus;
 }
 
 interface PendingRead {
@@ -107,6 +110,7 @@ export class DatastreamService {
   private readonly refreshIntervalMs: number;
   private readonly missTtlMs: number;
   private readonly onError: (err: unknown) => void;
+  private readonly bus: EventBus | undefined;
 
   constructor(
     private readonly store: DatastreamRepository,
@@ -117,6 +121,7 @@ export class DatastreamService {
     this.refreshIntervalMs = options.refreshIntervalMs ?? 0;
     this.missTtlMs = options.missTtlMs ?? 1000;
     this.onError = options.onError ?? ((err: unknown) => console.error("segmentd datastreams:", err));
+    this.bus = options.bus;
   }
 
   /** Fills the map from the store (start-up); also what the periodic refresh runs. */
@@ -245,6 +250,7 @@ export class DatastreamService {
     await this.store.insert(scopeOf(tenant), d);
     this.generation++;
     this.remember(d);
+    this.bus?.publish("datastream.changed", { tenant: scopeOf(tenant), change: "created", datastreamId: d.id });
     return d;
   }
 
@@ -262,6 +268,7 @@ export class DatastreamService {
     if (!(await this.store.update(scopeOf(tenant), d))) throw notFound(id);
     this.generation++;
     this.known.set(d.id, d);
+    this.bus?.publish("datastream.changed", { tenant: scopeOf(tenant), change: "updated", datastreamId: d.id });
     return d;
   }
 
@@ -274,6 +281,7 @@ export class DatastreamService {
       read.stale = true;
       this.reads.delete(id);
     }
+    this.bus?.publish("datastream.changed", { tenant: scopeOf(tenant), change: "deleted", datastreamId: id });
   }
 
   private async check(tenant: TenantContext, input: DatastreamInput): Promise<void> {

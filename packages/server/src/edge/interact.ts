@@ -27,7 +27,7 @@ import type { MembershipEntry } from "../streaming/profile-state.js";
 import type { Datastream, DatastreamService } from "./datastreams.js";
 import { EdgeErrorCodes } from "./errors.js";
 import { EdgePlans, type EdgeDecision, type EdgePlan } from "./evaluation-plan.js";
-import type { HubForwarder } from "./hub-forwarder.js";
+import type { ForwardItem } from "./hub-forwarder.js";
 import { buildEvaluationView, isLocalLocationStore, type EdgeEvent, type EdgeProfile, type EvaluationView, type LocalLocationStore, type LocationStore } from "./location-store.js";
 import type { EdgeLocations } from "./locations.js";
 import { primaryIdentityOf } from "./primary-identity.js";
@@ -55,9 +55,20 @@ export interface EdgeInteractDeps {
   /** Where the edge definitions' queries are read, once per definition set (evaluation-plan.ts). */
   definitions: DefinitionRepository;
   locations: EdgeLocations;
-  forwarder: HubForwarder;
+  forwarder: EdgeForwarding;
   hub: Pick<DatasetCatalog, "getDataset">;
   clock: Clock;
+}
+
+/**
+ * Where a collected event goes: the hub forwarder's queue in the all-in-one (`enqueue` returns at
+ * once; written later in batches), or an edge node's site JetStream (`enqueue` resolves once it is
+ * stored there, and the request is answered only then).
+ */
+export interface EdgeForwarding {
+  /** Whether one more request may be accepted (asked before anything is stored). */
+  admit(): boolean;
+  enqueue(item: ForwardItem): void | Promise<void>;
 }
 
 /** How long a client should keep sending to the hinted location (Adobe's hint TTL is 30 min). */
@@ -307,7 +318,7 @@ export class EdgeInteractService {
   }
 
   /** Steps 2 and 3 with a store in this process: synchronous, on the profile entry found once. */
-  private evaluateLocal(req: CheckedRequest, record: ValidRecord, plan: EdgePlan | null, store: LocalLocationStore, requestId: string): InteractResponse {
+  private evaluateLocal(req: CheckedRequest, record: ValidRecord, plan: EdgePlan | null, store: LocalLocationStore, requestId: string): InteractResponse | Promise<InteractResponse> {
     const tk = req.ctx.tenantKey;
     const held = store.lookupNow(tk, req.identity);
     // The profile's revision the decision is made at (carryForward checks it is the only change since).
@@ -343,11 +354,11 @@ export class EdgeInteractService {
     return this.finish(req, record, held, segments, changes, requestId);
   }
 
-  /** Queues the forward to the hub; the response. */
-  private finish(req: CheckedRequest, record: ValidRecord, held: EdgeProfile | undefined, segments: InteractSegment[], changes: EdgeChange[], requestId: string): InteractResponse {
+  /** Queues the forward to the hub (or, on an edge node, waits until its site stored it); the response. */
+  private finish(req: CheckedRequest, record: ValidRecord, held: EdgeProfile | undefined, segments: InteractSegment[], changes: EdgeChange[], requestId: string): InteractResponse | Promise<InteractResponse> {
     const { ds, location } = req;
-    this.deps.forwarder.enqueue({ tenant: req.ctx.tenant, datasetId: ds.eventDatasetId, record, identity: req.identity, location, newAtLocation: held === undefined, edgeChanges: changes });
-    return {
+    const stored = this.deps.forwarder.enqueue({ tenant: req.ctx.tenant, datasetId: ds.eventDatasetId, record, identity: req.identity, location, newAtLocation: held === undefined, edgeChanges: changes });
+    const response: InteractResponse = {
       requestId,
       handle: [
         {
@@ -359,5 +370,6 @@ export class EdgeInteractService {
         locationHint(location),
       ],
     };
+    return stored === undefined ? response : stored.then(() => response);
   }
 }

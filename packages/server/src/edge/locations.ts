@@ -38,12 +38,27 @@ export class EdgeLocations {
     if (!this.stores.has(this.defaultLocation)) throw new Error(`edge: default location '${this.defaultLocation}' is not among the configured locations`);
   }
 
+  /** Locations served by edge nodes of their own (the hub's view of them: projection targets only). */
+  private readonly remote = new Map<string, LocationStore>();
+
+  /** A location served by this process (interact). */
   get(name: string): LocationStore | undefined {
     return this.stores.get(name);
   }
 
+  /** Adds an edge node's location, served elsewhere, as a projection target (the hub, when its sites report). */
+  attachRemote(store: LocationStore): void {
+    if (this.stores.has(store.location)) throw new Error(`edge: location '${store.location}' is served by this process and by an edge node`);
+    this.remote.set(store.location, store);
+  }
+
+  remoteStore(name: string): LocationStore | undefined {
+    return this.remote.get(name);
+  }
+
+  /** Every location: this process's, then the edge nodes' (projection, forget, the 24-hourly pass). */
   all(): LocationStore[] {
-    return [...this.stores.values()];
+    return this.remote.size === 0 ? [...this.stores.values()] : [...this.stores.values(), ...this.remote.values()];
   }
 
   names(): string[] {

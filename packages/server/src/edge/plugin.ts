@@ -15,6 +15,7 @@ import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
 import type { Registry } from "prom-client";
 import type { AuthDeps } from "../http/auth.js";
+import type { EventBus } from "../platform/bus.js";
 import type { Clock } from "../platform/clock.js";
 import type { DatasetCatalog, IdentityGraph, MembershipReads, MembershipWrites, ProfileReads, RecordAppends } from "../profiles/store.js";
 import { derivedSandboxId, type TenantDirectory } from "../services/tenancy.js";
@@ -51,6 +52,8 @@ export interface EdgeDeps {
   meta: MetadataStore;
   hub: EdgeHub;
   clock: Clock;
+  /** Datastream changes are published here (the hub's feed to edge nodes). */
+  bus?: EventBus;
   /**
    * The data directory: a `datastreams.json` an earlier version kept there is imported into the
    * metadata store once, at start-up (then renamed `datastreams.json.imported`). Omitted = no import.
@@ -96,6 +99,7 @@ export async function createEdge(deps: EdgeDeps, streaming: Streaming): Promise<
   const datastreams = new DatastreamService(deps.meta.datastreams, deps.hub, deps.clock, {
     refreshIntervalMs: deps.datastreamRefreshMs ?? (deps.meta.kind === "postgres" ? 30_000 : 0),
     onError,
+    ...(deps.bus ? { bus: deps.bus } : {}),
   });
   const log = deps.log ?? { info: () => {}, warn: (msg: string) => console.warn(msg) };
   if (deps.dataDir) {

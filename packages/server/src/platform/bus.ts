@@ -21,6 +21,11 @@ export interface BusEvents {
     change: "created" | "updated" | "deleted";
     mergePolicyId: string;
   };
+  "datastream.changed": {
+    tenant: BusTenant;
+    change: "created" | "updated" | "deleted";
+    datastreamId: string;
+  };
 }
 
 export type BusTopic = keyof BusEvents;

@@ -80,6 +80,12 @@ export interface Config {
   edge?: { names: string[]; defaultLocation?: string; maxProfiles?: number; profileIdleMs?: number; streamingMaxProfiles?: number };
   /** Embedded profile store: `worker` runs it in a worker thread (default true), off the event loop. */
   profileStore?: { worker: boolean };
+  /**
+   * NATS with JetStream (docs/deployment.md): a hub serves edge nodes through it; an edge node
+   * reaches its site's server. Absent: the all-in-one, no NATS. `hubDomain` default `hub`.
+   */
+  natsUrl?: string;
+  natsHubDomain?: string;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -151,7 +157,7 @@ function limitsFrom(v: Json | undefined, where: string): Partial<SandboxLimits> 
 /** Merge a parsed config file over `base`. Unknown keys are rejected so that typos do not pass silently. */
 export function applyConfigFile(base: Config, raw: unknown, source: string): Config {
   if (!isObject(raw)) throw new ConfigError(`${source}: the top level must be a JSON object`);
-  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene", "edge", "profileStore"]);
+  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene", "edge", "profileStore", "natsUrl", "natsHubDomain"]);
   for (const k of Object.keys(raw)) if (!known.has(k)) throw new ConfigError(`${source}: unknown key "${k}"`);
   const c: Config = structuredClone(base);
   c.host = str(raw, "host", source) ?? c.host;
@@ -159,6 +165,9 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
   c.dataDir = str(raw, "dataDir", source) ?? c.dataDir;
   c.databaseUrl = str(raw, "databaseUrl", source) ?? c.databaseUrl;
   c.logLevel = str(raw, "logLevel", source) ?? c.logLevel;
+  c.natsUrl = str(raw, "natsUrl", source) ?? c.natsUrl;
+  c.natsHubDomain = str(raw, "natsHubDomain", source) ?? c.natsHubDomain;
+  if (c.natsHubDomain !== undefined && !/^[a-z0-9][a-z0-9-]{0,31}$/.test(c.natsHubDomain)) throw new ConfigError(`${source}: natsHubDomain must be 1-32 lower-case letters, digits or '-'`);
   c.bodyLimitBytes = num(raw, "bodyLimitBytes", source) ?? c.bodyLimitBytes;
   c.shutdownTimeoutMs = num(raw, "shutdownTimeoutMs", source) ?? c.shutdownTimeoutMs;
   c.limits = { ...c.limits, ...limitsFrom(raw.limits, `${source}: limits`) };
@@ -253,6 +262,7 @@ export function applyEnv(base: Config, env: NodeJS.ProcessEnv): Config {
   if (env.SEGMENTD_DATA_DIR) c.dataDir = env.SEGMENTD_DATA_DIR;
   if (env.SEGMENTD_DATABASE_URL) c.databaseUrl = env.SEGMENTD_DATABASE_URL;
   if (env.SEGMENTD_LOG_LEVEL) c.logLevel = env.SEGMENTD_LOG_LEVEL;
+  if (env.SEGMENTD_NATS_URL) c.natsUrl = env.SEGMENTD_NATS_URL;
   if (env.SEGMENTD_JWT_HS256_SECRET) c.auth.jwtHs256Secret = env.SEGMENTD_JWT_HS256_SECRET;
   if (env.SEGMENTD_JWT_RS256_PUBLIC_KEY_FILE) {
     c.auth.jwtRs256PublicKey = readFileSync(env.SEGMENTD_JWT_RS256_PUBLIC_KEY_FILE, "utf8");
@@ -278,7 +288,7 @@ export interface LoadConfigOptions {
   env?: NodeJS.ProcessEnv;
   /** Explicit config file; an error when missing (the default file is optional). */
   configFile?: string;
-  overrides?: Partial<Pick<Config, "host" | "port" | "dataDir" | "databaseUrl" | "logLevel">>;
+  overrides?: Partial<Pick<Config, "host" | "port" | "dataDir" | "databaseUrl" | "logLevel" | "natsUrl">>;
 }
 
 export function loadConfig(options: LoadConfigOptions = {}): Config {
@@ -300,7 +310,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   }
   c = applyEnv(c, env);
   const o = options.overrides ?? {};
-  for (const key of ["host", "port", "dataDir", "databaseUrl", "logLevel"] as const) {
+  for (const key of ["host", "port", "dataDir", "databaseUrl", "logLevel", "natsUrl"] as const) {
     if (o[key] !== undefined) (c as unknown as Record<string, unknown>)[key] = o[key];
   }
   c.dataDir = path.resolve(cwd, c.dataDir);

@@ -1,0 +1,41 @@
+/**
+ * `segmentd edge --location NAME --nats URL`: an edge node (cluster/edge-node.ts). It serves
+ * interact for its location only, from its own data, and shuts down gracefully on SIGTERM/SIGINT.
+ */
+import type { Command } from "commander";
+import { startEdgeNode } from "../cluster/edge-node.js";
+import { ConfigError } from "../platform/config.js";
+import { addServerOptions, configFromCli, type ServerCliOptions } from "./serve-command.js";
+
+interface EdgeCliOptions extends ServerCliOptions {
+  location: string;
+  hubDomain?: string;
+}
+
+export function registerEdgeCommand(program: Command): void {
+  addServerOptions(program.command("edge").description("run an edge node: interact for one location, beside its site's NATS leaf server"))
+    .requiredOption("--location <name>", "the location this node serves (also its site's JetStream domain)")
+    .option("--nats <url>", "the site's NATS server (a leaf node of the hub's, with JetStream; env SEGMENTD_NATS_URL)")
+    .option("--hub-domain <domain>", "the hub's JetStream domain (default hub)")
+    .action(async (o: EdgeCliOptions) => {
+      const config = configFromCli(o);
+      if (config.natsUrl === undefined) throw new ConfigError("segmentd edge needs --nats <url> (or SEGMENTD_NATS_URL): the site's NATS server");
+      const node = await startEdgeNode({ config, location: o.location, natsUrl: config.natsUrl, ...(o.hubDomain !== undefined ? { hubDomain: o.hubDomain } : {}) });
+      let stopping = false;
+      const stop = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        node.app.log.info({ signal }, "edge node shutting down");
+        const force = setTimeout(() => process.exit(1), config.shutdownTimeoutMs);
+        force.unref();
+        node.close().then(
+          () => process.exit(0),
+          () => process.exit(1),
+        );
+      };
+      process.on("SIGTERM", () => stop("SIGTERM"));
+      process.on("SIGINT", () => stop("SIGINT"));
+      process.stdout.write(`segmentd edge node '${node.location}' listening on ${node.url} (data dir ${config.dataDir}, NATS ${config.natsUrl})\n`);
+      process.stdout.write(`interact: ${node.url}/ee/v2/interact  ${node.url}/ee/${node.location}/v2/interact  ready: ${node.url}/readyz\n`);
+    });
+}

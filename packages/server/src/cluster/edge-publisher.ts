@@ -1,0 +1,95 @@
+/**
+ * An edge node's way to the hub: every event it collects is published to its site's JetStream
+ * stream and the interact request is answered only once the site's server has stored it (the
+ * hub's stream sources the site's, so the event reaches the hub whenever the link is up,
+ * exactly once). The message id is the tenant and event id: a retried request, or a publish
+ * retried after a lost ack, is stored once.
+ */
+import type { JetStreamClient } from "@nats-io/jetstream";
+import { ApiError } from "../services/errors.js";
+import { tenantKey } from "../platform/tenant.js";
+import type { ForwardItem } from "../edge/hub-forwarder.js";
+import type { MembershipChange } from "../profiles/store.js";
+import { EdgeErrorCodes } from "../edge/errors.js";
+import { siteEventsSubject } from "./subjects.js";
+import { encode, eventMessageOf, type EdgeMembershipsMessage } from "./wire.js";
+
+export interface EdgePublisherOptions {
+  site: string;
+  location: string;
+  /** Publishes waiting for their ack at once; beyond, interact answers 503 (default 4,096). */
+  maxInFlight?: number;
+  /** How long a publish waits for the site's server (default 5 s). */
+  timeoutMs?: number;
+}
+
+export class EdgePublisher {
+  private inFlight = 0;
+  private closed = false;
+  readonly stats = { published: 0, failed: 0, refused: 0 };
+  private readonly maxInFlight: number;
+  private readonly timeoutMs: number;
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly o: EdgePublisherOptions,
+  ) {
+    this.maxInFlight = o.maxInFlight ?? 4096;
+    this.timeoutMs = o.timeoutMs ?? 5000;
+  }
+
+  get pending(): number {
+    return this.inFlight;
+  }
+
+  /** Whether one more request may be accepted (before anything is stored). */
+  admit(): boolean {
+    if (this.closed || this.inFlight >= this.maxInFlight) {
+      this.stats.refused++;
+      return false;
+    }
+    return true;
+  }
+
+  /** Resolves once the site's JetStream stored the event; rejects with a 503 ApiError when it could not. */
+  async enqueue(item: ForwardItem): Promise<void> {
+    const id = item.record.eventId ?? "";
+    await this.publish(encode(eventMessageOf(item)), `${tenantKey(item.tenant)}/${id}`);
+  }
+
+  /** Membership changes the node decided outside a request (the 24-hourly pass). */
+  async sendMemberships(orgId: string, sandboxName: string, changes: readonly MembershipChange[], msgId: string): Promise<void> {
+    const m: EdgeMembershipsMessage = { v: 1, kind: "memberships", orgId, sandboxName, location: this.o.location, changes: [...changes] };
+    await this.publish(encode(m), msgId);
+  }
+
+  private async publish(data: Uint8Array, msgID: string): Promise<void> {
+    this.inFlight++;
+    try {
+      await this.js.publish(siteEventsSubject(this.o.site), data, { msgID, timeout: this.timeoutMs });
+      this.stats.published++;
+    } catch (err) {
+      this.stats.failed++;
+      throw new ApiError(503, EdgeErrorCodes.busy, `The edge site's event store did not take the event (${String((err as Error).message ?? err).slice(0, 200)}); retry shortly`);
+    } finally {
+      this.inFlight--;
+      if (this.inFlight === 0) {
+        const w = this.idleWaiters;
+        this.idleWaiters = [];
+        for (const f of w) f();
+      }
+    }
+  }
+
+  /** Resolves when no publish is waiting for its ack. */
+  idle(): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.idle();
+  }
+}

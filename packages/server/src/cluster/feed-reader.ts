@@ -1,0 +1,101 @@
+/**
+ * Reads one of the hub's last-value streams (configuration, or a site's projections) from the
+ * sequence after the last one applied, in order, with an ordered consumer (no state on the
+ * server). The caller applies each message and records its sequence with what it applied, so a
+ * node that restarts or reconnects resumes where it stopped. While the hub is unreachable the
+ * reader retries every second and reports itself disconnected; `behind` is what the server said
+ * was left after the last message (0 = caught up).
+ */
+import { DeliverPolicy, type JetStreamClient, type JsMsg } from "@nats-io/jetstream";
+import { fetchBatch } from "./nats.js";
+
+export interface FeedState {
+  /** Connected to the hub's stream and has read everything it held at the last message or heartbeat. */
+  caughtUp: boolean;
+  connected: boolean;
+  /** Messages the hub held beyond the last one applied, when last known (null: never connected). */
+  behind: number | null;
+  /** The last sequence applied. */
+  seq: number;
+}
+
+export interface FeedReaderOptions {
+  js: JetStreamClient;
+  stream: string;
+  filter: string;
+  /** The last sequence applied before (0 = from the start). */
+  startAfter: number;
+  /** Applies a batch of messages in order; resolves once their effects and sequence are recorded. */
+  apply(batch: JsMsg[]): Promise<void>;
+  onError(err: unknown): void;
+  /** Most messages applied at once (default 500). */
+  batch?: number;
+}
+
+export class FeedReader {
+  private stopped = false;
+  private loop: Promise<void> | null = null;
+  readonly state: FeedState;
+  private waiters: Array<() => void> = [];
+
+  constructor(private readonly o: FeedReaderOptions) {
+    this.state = { caughtUp: false, connected: false, behind: null, seq: o.startAfter };
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.loop;
+  }
+
+  /** Resolves once the reader is caught up (tests, start-up). */
+  caughtUp(): Promise<void> {
+    if (this.state.caughtUp) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private markCaughtUp(): void {
+    this.state.caughtUp = true;
+    const w = this.waiters.splice(0);
+    for (const f of w) f();
+  }
+
+  private async run(): Promise<void> {
+    const max = this.o.batch ?? 500;
+    while (!this.stopped) {
+      try {
+        const consumer = await this.o.js.consumers.get(this.o.stream, {
+          filter_subjects: this.o.filter,
+          deliver_policy: DeliverPolicy.StartSequence,
+          opt_start_seq: this.state.seq + 1,
+        });
+        this.state.connected = true;
+        while (!this.stopped) {
+          const { batch, error } = await fetchBatch(consumer, max);
+          if (error !== undefined) this.o.onError(error);
+          if (batch.length === 0) {
+            // An empty fetch: nothing more was there.
+            this.state.behind = 0;
+            this.markCaughtUp();
+            continue;
+          }
+          await this.o.apply(batch);
+          const last = batch[batch.length - 1]!;
+          this.state.seq = last.seq;
+          this.state.behind = last.info.pending;
+          if (last.info.pending === 0) this.markCaughtUp();
+          else this.state.caughtUp = false;
+        }
+      } catch (err) {
+        this.state.connected = false;
+        this.state.caughtUp = false;
+        if (this.stopped) return;
+        this.o.onError(err);
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+}

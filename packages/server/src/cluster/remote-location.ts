@@ -1,0 +1,102 @@
+/**
+ * The hub's view of a location served by an edge node: a projection target. It learns which
+ * profiles the site holds from the events the site forwards (the site holds every profile it
+ * collected an event of), and publishes their projections, or that they must be forgotten, to
+ * the site's subjects of the hub's last-value projection stream. The site's node reads them
+ * from where it left off. Interact is never served here: the edge node serves it.
+ */
+import type { Identity } from "../profiles/types.js";
+import type { EdgeProfile, EdgeEvent, LocationStore, Projection } from "../edge/location-store.js";
+import type { MembershipEntry } from "../streaming/profile-state.js";
+import { projectionSubject } from "./subjects.js";
+import type { ProjectionMessage } from "./wire.js";
+
+export type PublishProjection = (subject: string, message: ProjectionMessage) => Promise<void>;
+
+function key(i: Identity): string {
+  return `${i.namespace}\u0000${i.id}`;
+}
+
+/** Identity keys remembered per tenant; beyond, the oldest are forgotten (the site's own bound is 100,000 profiles). */
+const MAX_IDENTITIES = 1_000_000;
+
+export class RemoteLocationStore implements LocationStore {
+  /** Per tenant: identity key → the hub profile id it was projected under (null: not yet). */
+  private readonly held = new Map<string, Map<string, string | null>>();
+  private size = 0;
+
+  constructor(
+    readonly location: string,
+    private readonly publish: PublishProjection,
+  ) {}
+
+  /** The site collected an event of this identity: it holds the profile from now on. */
+  note(tenantKey: string, identity: Identity): void {
+    let m = this.held.get(tenantKey);
+    if (!m) this.held.set(tenantKey, (m = new Map()));
+    const k = key(identity);
+    if (m.has(k)) return;
+    m.set(k, null);
+    if (++this.size > MAX_IDENTITIES) this.dropOldest();
+  }
+
+  private dropOldest(): void {
+    for (const m of this.held.values()) {
+      const first = m.keys().next();
+      if (first.done !== true) {
+        m.delete(first.value);
+        this.size--;
+        return;
+      }
+    }
+  }
+
+  async holds(tenantKey: string, identities: readonly Identity[]): Promise<boolean> {
+    const m = this.held.get(tenantKey);
+    return m !== undefined && identities.some((i) => m.has(key(i)));
+  }
+
+  async project(tenantKey: string, projection: Projection, opts?: { adopt?: boolean }): Promise<void> {
+    if (opts?.adopt !== true && !(await this.holds(tenantKey, projection.identities))) return;
+    let m = this.held.get(tenantKey);
+    if (!m) this.held.set(tenantKey, (m = new Map()));
+    for (const i of projection.identities) {
+      if (!m.has(key(i))) this.size++;
+      m.set(key(i), projection.profileId);
+    }
+    await this.publish(projectionSubject(this.location, tenantKey, projection.profileId), { v: 1, tenantKey, projection, adopt: true });
+  }
+
+  async forget(tenantKey: string, profileIds: ReadonlySet<string>): Promise<number> {
+    const m = this.held.get(tenantKey);
+    if (!m) return 0;
+    const gone = new Set<string>();
+    for (const [k, pid] of m) {
+      if (pid !== null && profileIds.has(pid)) {
+        m.delete(k);
+        this.size--;
+        gone.add(pid);
+      }
+    }
+    for (const pid of gone) await this.publish(projectionSubject(this.location, tenantKey, pid), { v: 1, tenantKey, forget: pid });
+    return gone.size;
+  }
+
+  // Served by the edge node, not here.
+  async lookup(): Promise<EdgeProfile | undefined> {
+    throw new Error(`edge location '${this.location}' is served by its edge node`);
+  }
+  async collect(_tk: string, _i: Identity, _e: EdgeEvent): Promise<void> {
+    throw new Error(`edge location '${this.location}' is served by its edge node`);
+  }
+  async setEdgeMemberships(_tk: string, _i: Identity, _c: ReadonlyArray<{ definitionId: string; entry: MembershipEntry }>): Promise<void> {
+    throw new Error(`edge location '${this.location}' is served by its edge node`);
+  }
+  /** The 24-hourly pass runs on the edge node. */
+  async profiles(): Promise<EdgeProfile[]> {
+    return [];
+  }
+  async tenantKeys(): Promise<string[]> {
+    return [];
+  }
+}

@@ -1,0 +1,273 @@
+/**
+ * Edge locations as their own processes (issue #24): a hub and two edge sites, each site a leaf
+ * nats-server with its own JetStream domain and an edge node, all separate processes over real
+ * sockets. Locations across processes; definitions from the hub in force at the edges; the hub's
+ * NATS away; kill -9 of an edge node under load.
+ */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import { killAll } from "../helpers/spawn.js";
+import { interact, startCluster, until, type Cluster } from "../helpers/cluster.js";
+
+const SITES = ["site-a", "site-b"];
+
+describe("edge nodes over NATS JetStream", { timeout: 600_000 }, () => {
+  let c: Cluster;
+  let stream: string;
+
+  before(async () => {
+    c = await startCluster(SITES);
+    stream = await c.datastream();
+  });
+  after(async () => {
+    await c?.close();
+    killAll();
+  });
+
+  const at = (site: string) => c.edges[site]!.url;
+  const ev = (id: string, eventId: string, eventType: string) => ({ _id: eventId, identityMap: { CRMID: [{ id, primary: true }] }, eventType, timestamp: new Date(Date.now() - 1000).toISOString() });
+  /** The event ids the hub holds for a profile (each once, or the duplicate shows). */
+  const hubEvents = async (id: string): Promise<string[]> => {
+    const r = await c.call("GET", `/data/core/ups/access/entities?schema.name=_xdm.context.experienceevent&relatedSchema.name=_xdm.context.profile&relatedEntityIdNS=CRMID&relatedEntityId=${encodeURIComponent(id)}&limit=1000`);
+    if (r.status === 404) return [];
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    return ((r.json as { children: Array<{ entityId: string }> }).children ?? []).map((x) => x.entityId);
+  };
+  const define = async (name: string, pql: string): Promise<string> => {
+    const r = await c.call("POST", "/data/core/ups/segment/definitions", {
+      name,
+      schema: { name: "_xdm.context.profile" },
+      expression: { type: "PQL", format: "pql/text", value: pql },
+      evaluationInfo: { batch: { enabled: false }, continuous: { enabled: false }, synchronous: { enabled: true } },
+    });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    return (r.json as { id: string }).id;
+  };
+
+  it("a definition created, changed or deleted at the hub is in force at every edge node within 2 s, and at a restarted node once it caught up", async () => {
+    // The datastream first reaches both nodes (the hub publishes it on creation).
+    for (const s of SITES) await until(`the datastream at ${s}`, async () => ((await interact(at(s), stream, ev(`warm-${s}`, randomUUID(), "page.view"))).status === 200 ? true : undefined));
+    // A new profile each time: one that qualified at the edge stays in until the 24-hourly pass.
+    const qualifies = async (s: string, def: string, eventType: string) => (await interact(at(s), stream, ev(`probe-${randomUUID()}`, randomUUID(), eventType))).segments.includes(def);
+    const inForce = async (what: string, check: (s: string) => Promise<boolean>) => {
+      const t0 = Date.now();
+      for (const s of SITES) await until(`${what} at ${s}`, async () => ((await check(s)) ? true : undefined), 2_000);
+      return Date.now() - t0;
+    };
+    const body = (eventType: string) => ({
+      name: "searched",
+      schema: { name: "_xdm.context.profile" },
+      expression: { type: "PQL", format: "pql/text", value: `chain(xEvent, timestamp, [C0: WHAT(eventType = "${eventType}") WHEN(< 2 hours before now)])` },
+      evaluationInfo: { batch: { enabled: false }, continuous: { enabled: false }, synchronous: { enabled: true } },
+    });
+    const created = await c.call("POST", "/data/core/ups/segment/definitions", body("site.search"));
+    assert.equal(created.status, 200, JSON.stringify(created.json));
+    const def = (created.json as { id: string }).id;
+    const tCreate = await inForce("the new definition", (s) => qualifies(s, def, "site.search"));
+    const changed = await c.call("PATCH", `/data/core/ups/segment/definitions/${def}`, body("site.checkout"));
+    assert.equal(changed.status, 200, JSON.stringify(changed.json));
+    const tChange = await inForce("the changed definition", async (s) => (await qualifies(s, def, "site.checkout")) && !(await qualifies(s, def, "site.search")));
+    assert.ok(tCreate < 2_000 && tChange < 2_000, `in force everywhere after ${tCreate} ms (create), ${tChange} ms (change)`);
+
+    // A node that was down while the definition changed catches up from where it stopped.
+    await c.edges["site-b"]!.stop();
+    const again = await c.call("PATCH", `/data/core/ups/segment/definitions/${def}`, body("site.signup"));
+    assert.equal(again.status, 200, JSON.stringify(again.json));
+    await c.edges["site-b"]!.restart();
+    await until("site-b caught up", async () => {
+      const r = (await (await fetch(`${at("site-b")}/readyz`)).json()) as { caughtUp: boolean; feeds: { config: { behind: number | null } } };
+      return r.caughtUp && r.feeds.config.behind === 0 ? true : undefined;
+    });
+    assert.equal(await qualifies("site-b", def, "site.signup"), true, "the change made while the node was down is in force once it caught up");
+    assert.equal(await qualifies("site-b", def, "site.checkout"), false);
+
+    const del = await c.call("DELETE", `/data/core/ups/segment/definitions/${def}`);
+    assert.equal(del.status, 200, JSON.stringify(del.json));
+    const tDelete = await inForce("the deletion", async (s) => !(await qualifies(s, def, "site.signup")));
+    assert.ok(tDelete < 2_000, `deleted everywhere after ${tDelete} ms`);
+    console.log(`definition in force at both edge nodes: created ${tCreate} ms, changed ${tChange} ms, deleted ${tDelete} ms`);
+  });
+
+  it("an event collected at A is at A, not at B; the hub has it once; B sees it only after the hub projects it", async () => {
+    const def = await define("searched at some site", 'chain(xEvent, timestamp, [C0: WHAT(eventType = "site.search") WHEN(< 2 hours before now)])');
+    for (const s of SITES) await until(`the definition at ${s}`, async () => ((await interact(at(s), stream, ev(`probe2-${s}`, randomUUID(), "site.search"))).segments.includes(def) ? true : undefined));
+    const atA = await interact(at("site-a"), stream, ev("dora", "e-a-1", "site.search"));
+    assert.equal(atA.status, 200, JSON.stringify(atA.json));
+    assert.deepEqual(atA.segments, [def]);
+    await until("the event at the hub", async () => ((await hubEvents("dora")).length === 1 ? true : undefined));
+    assert.deepEqual(await hubEvents("dora"), ["e-a-1"]);
+    // B has never seen dora: its first request is decided on what it carries.
+    const atB = await interact(at("site-b"), stream, ev("dora", "e-b-1", "page.view"));
+    assert.deepEqual(atB.segments, [], "B does not see A's search before the projection");
+    // B's event makes B hold dora; the hub projects dora (with A's search) to B.
+    await until("the projection at B", async () => ((await interact(at("site-b"), stream, ev("dora", randomUUID(), "page.view"))).segments.includes(def) ? true : undefined));
+    assert.deepEqual((await hubEvents("dora")).filter((e) => e.startsWith("e-")).sort(), ["e-a-1", "e-b-1"]);
+  });
+
+  it("with the hub's NATS down, an edge node answers 1,000 requests from its own data; the hub then holds all 1,000 once within 10 s", async () => {
+    const def = await define("searched while cut off", 'chain(xEvent, timestamp, [C0: WHAT(eventType = "site.search") WHEN(< 2 hours before now)])');
+    await until("the definition at site-a", async () => ((await interact(at("site-a"), stream, ev("probe3", randomUUID(), "site.search"))).segments.includes(def) ? true : undefined));
+    await c.hubNats.stop();
+    const sent: string[] = [];
+    for (let i = 0; i < 1000; i += 20) {
+      const batch = Array.from({ length: 20 }, (_, k) => i + k);
+      const rs = await Promise.all(batch.map((n) => interact(at("site-a"), stream, ev(`cut-${n % 10}`, `cut-ev-${n}`, "site.search"))));
+      rs.forEach((r, k) => {
+        assert.equal(r.status, 200, JSON.stringify(r.json));
+        assert.ok(r.segments.includes(def), `request ${i + k} qualifies from the node's own data`);
+        sent.push(`cut-ev-${i + k}`);
+      });
+    }
+    const ready = await (await fetch(`${at("site-a")}/readyz`)).json() as { hubConnected: boolean };
+    assert.equal(ready.hubConnected, false, "the node says it is cut off from the hub");
+    await c.hubNats.restart();
+    const t0 = Date.now();
+    await until("all 1,000 events at the hub", async () => {
+      let n = 0;
+      for (let p = 0; p < 10; p++) n += (await hubEvents(`cut-${p}`)).filter((e) => e.startsWith("cut-ev-")).length;
+      return n >= 1000 ? true : undefined;
+    }, 30_000);
+    const took = Date.now() - t0;
+    const all: string[] = [];
+    for (let p = 0; p < 10; p++) all.push(...(await hubEvents(`cut-${p}`)).filter((e) => e.startsWith("cut-ev-")));
+    assert.equal(all.length, 1000, "each event once");
+    assert.deepEqual([...new Set(all)].sort(), [...sent].sort());
+    assert.ok(took <= 10_000, `the hub held them all ${took} ms after its NATS returned`);
+    console.log(`hub NATS stopped: the hub held all 1,000 events ${took} ms after its NATS returned`);
+  });
+
+  it("kill -9 of an edge node under load loses no acknowledged event (5 kills)", async () => {
+    const acked = new Set<string>();
+    const node = c.edges["site-a"]!;
+    let seq = 0;
+    for (let kill = 0; kill < 5; kill++) {
+      let stop = false;
+      const worker = async () => {
+        while (!stop) {
+          const id = `k-${seq++}`;
+          try {
+            const r = await interact(node.url, stream, ev(`kill-${seq % 20}`, id, "page.view"));
+            if (r.status === 200) acked.add(id);
+          } catch {
+            // The connection died with the node: not acknowledged.
+          }
+        }
+      };
+      const workers = Array.from({ length: 8 }, () => worker());
+      await new Promise((r) => setTimeout(r, 700));
+      await node.kill();
+      stop = true;
+      await Promise.all(workers);
+      await node.restart();
+    }
+    assert.ok(acked.size >= 200, `enough acknowledged events to mean something: ${acked.size}`);
+    const counts = new Map<string, number>();
+    await until("every acknowledged event at the hub", async () => {
+      counts.clear();
+      for (let p = 0; p < 20; p++) for (const e of await hubEvents(`kill-${p}`)) counts.set(e, (counts.get(e) ?? 0) + 1);
+      return [...acked].every((id) => counts.has(id)) ? true : undefined;
+    }, 30_000).catch(async (err: unknown) => {
+      const missing = [...acked].filter((id) => !counts.has(id));
+      const { connect } = await import("@nats-io/transport-node");
+      const { jetstreamManager } = await import("@nats-io/jetstream");
+      const nc = await connect({ servers: c.hubNats.url });
+      const jsm = await jetstreamManager(nc, { domain: "hub" });
+      const hubInfo = await jsm.streams.info("SEGMENTD_EV");
+      const cons = await jsm.consumers.info("SEGMENTD_EV", "segmentd-hub-ingest");
+      const site = await jetstreamManager(nc, { domain: "site-a" });
+      const siteInfo = await site.streams.info("SEGMENTD_EV_SITE_A");
+      console.log(JSON.stringify({ hub: hubInfo.state, sources: hubInfo.sources, consumer: { pending: cons.num_pending, ackPending: cons.num_ack_pending, delivered: cons.delivered, ackFloor: cons.ack_floor, redelivered: cons.num_redelivered }, site: siteInfo.state }, null, 1));
+      await nc.close();
+      throw new Error(`${String(err)}; ${acked.size} acknowledged, ${counts.size} at the hub, missing ${missing.length}: ${missing.slice(0, 10).join(", ")}\nhub:\n${c.hub.proc.stdout().slice(-4000)}\nedge:\n${node.proc.stderr().slice(-2000)}`);
+    });
+    const missing = [...acked].filter((id) => !counts.has(id));
+    const twice = [...counts].filter(([, n]) => n > 1).map(([id]) => id);
+    assert.deepEqual(missing, [], "acknowledged events missing at the hub");
+    assert.deepEqual(twice, [], "events stored twice at the hub");
+    console.log(`kill -9 ×5: ${acked.size} events answered 200, all at the hub once (${counts.size} stored, the rest sent but never answered)`);
+  });
+});
+
+/** Runs `ip` (root only); throws with its stderr. */
+function ip(...args: string[]): void {
+  const r = spawnSync("ip", args, { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`ip ${args.join(" ")}: ${r.stderr}`);
+}
+
+const ROOT = process.getuid?.() === 0 && spawnSync("ip", ["netns", "list"]).status === 0;
+
+// Network namespaces need root (CI runs as root); elsewhere the NATS-stopped case above stands in.
+if (!ROOT) console.log("the cut-link case needs root (ip netns): not run");
+if (ROOT) describe("an edge site cut off from the hub by its link", { timeout: 300_000 }, () => {
+  // The hub's nats-server in a network namespace of its own, joined to this one by a veth pair:
+  // taking the link down cuts the site (and the hub process) off from it without a word.
+  const ns = `sdhub${process.pid}`;
+  const hostIf = `sdh${process.pid}a`;
+  const nsIf = `sdh${process.pid}b`;
+  const net = `10.213.${process.pid % 250}`;
+  let c: Cluster;
+  let stream: string;
+
+  before(async () => {
+    ip("netns", "add", ns);
+    ip("link", "add", hostIf, "type", "veth", "peer", "name", nsIf);
+    ip("link", "set", nsIf, "netns", ns);
+    ip("addr", "add", `${net}.1/30`, "dev", hostIf);
+    ip("link", "set", hostIf, "up");
+    ip("netns", "exec", ns, "ip", "addr", "add", `${net}.2/30`, "dev", nsIf);
+    ip("netns", "exec", ns, "ip", "link", "set", nsIf, "up");
+    ip("netns", "exec", ns, "ip", "link", "set", "lo", "up");
+    c = await startCluster(["site-a"], { hubNats: { host: `${net}.2`, wrap: ["ip", "netns", "exec", ns] } });
+    stream = await c.datastream();
+  });
+  after(async () => {
+    await c?.close();
+    killAll();
+    spawnSync("ip", ["link", "del", hostIf]);
+    spawnSync("ip", ["netns", "del", ns]);
+  });
+
+  it("with the link down, edge node A answers 1,000 requests from its own data; once it is up, the hub holds all 1,000 once within 10 s", async () => {
+    const edge = c.edges["site-a"]!.url;
+    const r = await c.call("POST", "/data/core/ups/segment/definitions", {
+      name: "searched while cut off",
+      schema: { name: "_xdm.context.profile" },
+      expression: { type: "PQL", format: "pql/text", value: 'chain(xEvent, timestamp, [C0: WHAT(eventType = "site.search") WHEN(< 2 hours before now)])' },
+      evaluationInfo: { batch: { enabled: false }, continuous: { enabled: false }, synchronous: { enabled: true } },
+    });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const def = (r.json as { id: string }).id;
+    const ev = (id: string, eventId: string) => ({ _id: eventId, identityMap: { CRMID: [{ id, primary: true }] }, eventType: "site.search", timestamp: new Date(Date.now() - 1000).toISOString() });
+    await until("the definition at site-a", async () => ((await interact(edge, stream, ev(randomUUID(), randomUUID()))).segments.includes(def) ? true : undefined));
+    ip("link", "set", hostIf, "down");
+    const sent: string[] = [];
+    for (let i = 0; i < 1000; i += 20) {
+      const rs = await Promise.all(Array.from({ length: 20 }, (_, k) => interact(edge, stream, ev(`cut-${(i + k) % 10}`, `link-ev-${i + k}`))));
+      rs.forEach((x, k) => {
+        assert.equal(x.status, 200, JSON.stringify(x.json));
+        assert.ok(x.segments.includes(def), `request ${i + k} qualifies from the node's own data`);
+        sent.push(`link-ev-${i + k}`);
+      });
+    }
+    // The hub is unreachable from here too while the link is down; its API is not.
+    ip("link", "set", hostIf, "up");
+    const t0 = Date.now();
+    const hubEvents = async (id: string) => {
+      const x = await c.call("GET", `/data/core/ups/access/entities?schema.name=_xdm.context.experienceevent&relatedSchema.name=_xdm.context.profile&relatedEntityIdNS=CRMID&relatedEntityId=${id}&limit=1000`);
+      return x.status === 200 ? ((x.json as { children?: Array<{ entityId: string }> }).children ?? []).map((e) => e.entityId) : [];
+    };
+    const all: string[] = [];
+    await until("all 1,000 at the hub", async () => {
+      all.length = 0;
+      for (let p = 0; p < 10; p++) all.push(...(await hubEvents(`cut-${p}`)).filter((e) => e.startsWith("link-ev-")));
+      return all.length >= 1000 ? true : undefined;
+    }, 30_000);
+    const took = Date.now() - t0;
+    assert.equal(all.length, 1000, "each event once");
+    assert.deepEqual([...new Set(all)].sort(), [...sent].sort());
+    assert.ok(took <= 10_000, `the hub held them all ${took} ms after the link returned`);
+    console.log(`link cut: the hub held all 1,000 events ${took} ms after the link returned`);
+  });
+});
