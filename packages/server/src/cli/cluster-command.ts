@@ -78,7 +78,10 @@ export function registerClusterCommand(program: Command): void {
       const out = (line: string) => process.stdout.write(line + "\n");
       const stopAll = async () => {
         for (const p of procs.reverse()) if (p.exitCode === null) p.kill("SIGTERM");
-        await Promise.all(procs.map((p) => (p.exitCode === null ? new Promise((r) => p.once("exit", r)) : null)));
+        // A process that has not stopped within 15 s is killed.
+        const kill = setTimeout(() => procs.forEach((p) => p.exitCode === null && p.kill("SIGKILL")), 15_000);
+        await Promise.all(procs.map((p) => (p.exitCode === null && p.signalCode === null ? new Promise((r) => p.once("exit", r)) : null)));
+        clearTimeout(kill);
         for (const n of nats.reverse()) await n.stop();
       };
       try {

@@ -35,6 +35,7 @@ export interface FeedReaderOptions {
 export class FeedReader {
   private stopped = false;
   private loop: Promise<void> | null = null;
+  private applying: Promise<void> | null = null;
   readonly state: FeedState;
   private waiters: Array<() => void> = [];
 
@@ -46,9 +47,12 @@ export class FeedReader {
     this.loop ??= this.run();
   }
 
+  /** Stops reading; waits for a batch being applied, but not for a request to a hub that is away. */
   async stop(): Promise<void> {
     this.stopped = true;
-    await this.loop;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.applying ?? this.loop, new Promise<void>((r) => (timer = setTimeout(r, this.applying ? 30_000 : 1_000)))]);
+    clearTimeout(timer);
   }
 
   /** Resolves once the reader is caught up (tests, start-up). */
@@ -82,7 +86,12 @@ export class FeedReader {
             this.markCaughtUp();
             continue;
           }
-          await this.o.apply(batch);
+          this.applying = this.o.apply(batch);
+          try {
+            await this.applying;
+          } finally {
+            this.applying = null;
+          }
           const last = batch[batch.length - 1]!;
           this.state.seq = last.seq;
           this.state.behind = last.info.pending;

@@ -50,7 +50,12 @@ export async function connectNats(opts: { url: string; name: string; localDomain
     local: { js, jsm },
     hub: { js: hubJs, jsm: hubJsm },
     async close() {
-      await nc.drain().catch(() => nc.close());
+      // Drain what is in flight, but not forever: with the server gone a drain waits for it.
+      let timer: NodeJS.Timeout | undefined;
+      const gaveUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, 2000)));
+      await Promise.race([nc.drain().catch(() => {}), gaveUp]);
+      clearTimeout(timer);
+      if (!nc.isClosed()) await nc.close().catch(() => {});
     },
   };
 }
