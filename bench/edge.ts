@@ -72,6 +72,9 @@ const { values: args } = parseArgs({
     "spin-us": { type: "string", default: "" },
     // Upper bounds (see the header): the edge request with parts of its work removed, same client.
     ceilings: { type: "boolean", default: false },
+    // The edge node as deployed (its own process, forwarding through JetStream), measured after
+    // the all-in-one with the same client: 1 (default) or 0 (skip; needs nats-server).
+    "edge-node": { type: "string", default: "1" },
   },
 });
 
@@ -207,11 +210,24 @@ async function runBench(): Promise<void> {
       },
       onError: (err) => console.error("realtime error:", err),
     });
+    const withNode = args["edge-node"] !== "0" && Number(args.inprocess) === 0;
+    const { SITE, processCpuSeconds, registerHub, startEdgeNodeProcess, startNatsPair, waitCaughtUp } = await import("./lib/edge-node.js");
+    const nats = withNode ? await startNatsPair(dir) : null;
+    if (nats) await registerHub(app, { natsUrl: nats.hub.url, tenants, meta, hub, bus, onError: (err) => console.error("hub link error:", err) });
     const ds = await rt.datastreams.create(tenant, { name: "bench", eventDatasetId: "edge-events" });
     const t2 = performance.now();
     const projected = await rt.projector.projectAll(tenant, rt.locations.defaultLocation);
     console.log(`projection: ${projected} profiles to location '${rt.locations.defaultLocation}' in ${((performance.now() - t2) / 1000).toFixed(1)} s`);
     const edgeUrl = await app.listen({ host: "127.0.0.1", port: 0 });
+    let node: Awaited<ReturnType<typeof startEdgeNodeProcess>> | null = null;
+    if (nats) {
+      app.clusterHub!.ingest.remote(SITE);
+      const t3 = performance.now();
+      const sent = await rt.projector.projectAll(tenant, SITE);
+      node = await startEdgeNodeProcess({ dir, org: ORG, natsUrl: nats.site.url });
+      await waitCaughtUp(node.url, sent);
+      console.log(`edge node: ${sent} projections published to site '${SITE}' and applied by its node (own process) in ${((performance.now() - t3) / 1000).toFixed(1)} s`);
+    }
 
     const bare = Fastify({ logger: false });
     const bareSchema = { response: { 200: { type: "object", properties: { requestId: { type: "string" }, ok: { type: "boolean" } } } } };
@@ -325,6 +341,36 @@ async function runBench(): Promise<void> {
       }
     }
 
+    // The edge node as deployed: the same client against its own process; its event stored in the
+    // site's JetStream before each 200; the hub (this process) ingests them through the source.
+    let nodeRun: { result: ClientResult; nodeUs: number; siteNatsUs: number; hubNatsUs: number; hubUs: number; ingestMs: number } | null = null;
+    if (node && nats) {
+      const nodeUrl = `${node.url}/ee/v2/interact?dataStreamId=${ds.id}`;
+      for (let i = 0; i < 200; i++) await fetch(nodeUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(eventBody(i, "type.1")) });
+      const ingest = app.clusterHub!.ingest;
+      const settle = async (target: number) => {
+        while (ingest.stats.ingested < target) await new Promise((r) => setTimeout(r, 50));
+        await rt.flush();
+      };
+      await settle(ingest.stats.ingested + 200);
+      const pids = { node: node.child.pid!, site: nats.site.child!.pid!, hub: nats.hub.child!.pid! };
+      const before = { node: processCpuSeconds(pids.node), site: processCpuSeconds(pids.site), hub: processCpuSeconds(pids.hub), self: process.cpuUsage(), ingested: ingest.stats.ingested };
+      const result = await load(nodeUrl);
+      const loadEnd = performance.now();
+      await settle(before.ingested + result.requests);
+      const ingestMs = performance.now() - loadEnd;
+      const per = (s: number) => (s * 1e6) / Math.max(1, result.requests);
+      const self = process.cpuUsage(before.self);
+      nodeRun = {
+        result,
+        nodeUs: per(processCpuSeconds(pids.node) - before.node),
+        siteNatsUs: per(processCpuSeconds(pids.site) - before.site),
+        hubNatsUs: per(processCpuSeconds(pids.hub) - before.hub),
+        hubUs: per((self.user + self.system) / 1e6),
+        ingestMs,
+      };
+    }
+
     const spins: Array<{ us: number; result: ClientResult }> = [];
     for (const us of (args["spin-us"] ?? "").split(",").map((x) => x.trim()).filter((x) => x !== "").map(Number)) {
       spins.push({ us, result: await load(`${bareUrl}/spin?us=${us}`) });
@@ -336,12 +382,17 @@ async function runBench(): Promise<void> {
     const row = (label: string, r: ClientResult) => console.log(`| ${label} | ${r.rps.toFixed(0)} | ${r.p50} ms | ${r.p99} ms | ${r.non2xx} | ${r.errors} |`);
     row("bare Fastify JSON", bareResult);
     row(`edge interact (${n} definitions, ${PROFILES} profiles)`, edgeResult);
+    if (nodeRun) row("edge node as deployed (own process; JetStream before the 200)", nodeRun.result);
     for (const { what, result, mainUs } of ceilings) row(`upper bound: ${what} (main ${mainUs.toFixed(0)} µs per request)`, result);
     for (const { us, result } of spins) row(`calibration: bare + ${us} µs busy loop per request`, result);
     console.log("");
     if (ceilings.length > 0) console.log(`upper bounds: ratio to bare ${ceilings.map(({ what, result }) => `${what} ${toBare(result)}`).join("; ")} (work removed that the service must do: bounds, not results)`);
     if (spins.length > 0) console.log(`calibration: ratio to bare ${spins.map(({ us, result }) => `${us} µs → ${toBare(result)}`).join(", ")} (what a request that much costlier than the bare one reaches on this machine, the client on the same cores)`);
     console.log(`ratio edge/bare: ${toBare(edgeResult)} (target >= 0.4); edge: ${edgeResult.rps >= 5000 ? "meets" : "MISSES"} 5,000 req/s, p99 ${edgeResult.p99 <= 10 ? "meets" : "MISSES"} 10 ms`);
+    if (nodeRun) {
+      console.log(`ratio edge node/bare: ${toBare(nodeRun.result)}; edge node/all-in-one: ${(nodeRun.result.rps / edgeResult.rps).toFixed(2)}`);
+      console.log(`CPU per edge-node request: edge node process ${nodeRun.nodeUs.toFixed(0)} µs, site nats-server ${nodeRun.siteNatsUs.toFixed(0)} µs, hub nats-server ${nodeRun.hubNatsUs.toFixed(0)} µs, hub (this process, ingesting) ${nodeRun.hubUs.toFixed(0)} µs; the hub held every event ${nodeRun.ingestMs.toFixed(0)} ms after the load ended`);
+    }
     console.log(`load average after the edge run: ${loadAfter}`);
     console.log(`server CPU by thread during the edge run (${args.seconds} s): ${cpuDelta(cpuBefore, cpuAfter)}`);
     // Per request, the figure to compare between runs on a shared machine (req/s moves with the
@@ -357,8 +408,10 @@ async function runBench(): Promise<void> {
     console.log(`server event-loop delay during the edge run (beyond the 1 ms sampling period): ${loopSummary}`);
     console.log(`server GC pauses on the main thread during the edge run: ${gcSummary}`);
     console.log(`hub: ${edgeResult.requests} requests, ${forwarded} events forwarded in ${batches} batches (${batches > 0 ? (forwarded / batches).toFixed(0) : 0} per batch), peak queue ${peakQueue}, refused (503) ${st.refused - statsBefore.refused}, retries ${st.retries - statsBefore.retries}, dropped ${st.dropped - statsBefore.dropped}; ${transitions.length} edge transitions recorded; backlog flushed ${flushMs.toFixed(0)} ms after the load ended`);
+    await node?.close();
     await app.close();
     await bare.close();
+    await nats?.close();
   } finally {
     await hub.close();
     if (hubUrl) {

@@ -10,6 +10,7 @@ import { addServerOptions, configFromCli, type ServerCliOptions } from "./serve-
 interface EdgeCliOptions extends ServerCliOptions {
   location: string;
   hubDomain?: string;
+  outbox?: boolean;
 }
 
 export function registerEdgeCommand(program: Command): void {
@@ -17,10 +18,11 @@ export function registerEdgeCommand(program: Command): void {
     .requiredOption("--location <name>", "the location this node serves (also its site's JetStream domain)")
     .option("--nats <url>", "the site's NATS server (a leaf node of the hub's, with JetStream; env SEGMENTD_NATS_URL)")
     .option("--hub-domain <domain>", "the hub's JetStream domain (default hub)")
+    .option("--outbox", "no JetStream at this site: --nats is the hub's server, and events are kept in a durable outbox in the data directory until the hub has them")
     .action(async (o: EdgeCliOptions) => {
       const config = configFromCli(o);
       if (config.natsUrl === undefined) throw new ConfigError("segmentd edge needs --nats <url> (or SEGMENTD_NATS_URL): the site's NATS server");
-      const node = await startEdgeNode({ config, location: o.location, natsUrl: config.natsUrl, ...(o.hubDomain !== undefined ? { hubDomain: o.hubDomain } : {}) });
+      const node = await startEdgeNode({ config, location: o.location, natsUrl: config.natsUrl, outbox: o.outbox === true, ...(o.hubDomain !== undefined ? { hubDomain: o.hubDomain } : {}) });
       let stopping = false;
       const stop = (signal: string) => {
         if (stopping) return;

@@ -11,6 +11,7 @@ import { migrateSqlite } from "../storage-kit/migrations.js";
 import type { Projection } from "../edge/location-store.js";
 import type { Dataset } from "../profiles/types.js";
 import type { DatasetReplica } from "./config-feed.js";
+import { OUTBOX_MIGRATION } from "./edge-outbox.js";
 
 const MIGRATIONS = [
   {
@@ -22,12 +23,14 @@ const MIGRATIONS = [
       "CREATE TABLE dataset (org_id TEXT NOT NULL, sandbox_name TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (org_id, sandbox_name, id))",
     ],
   },
+  OUTBOX_MIGRATION,
 ];
 
 export type ProjectionChange = { tenantKey: string; projection: Projection } | { tenantKey: string; forget: string };
 
 export class EdgeDb implements DatasetReplica {
-  private readonly db: Database.Database;
+  /** The connection (the outbox of a node without a site JetStream writes through it). */
+  readonly db: Database.Database;
   private readonly datasets = new Map<string, Dataset>();
 
   constructor(file: string) {

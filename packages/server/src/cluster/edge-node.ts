@@ -10,7 +10,7 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
-import { DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
+import { DeliverPolicy } from "@nats-io/jetstream";
 import { Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import { InProcessBus } from "../platform/bus.js";
 import { tenantKey } from "../platform/tenant.js";
@@ -32,9 +32,10 @@ import { installBodyParsing } from "../http/body-parsing.js";
 import { installErrorHandling } from "../http/errors.js";
 import { applyConfig, type ConfigMessage } from "./config-feed.js";
 import { EdgeDb, type ProjectionChange } from "./edge-db.js";
+import { EdgeOutbox } from "./edge-outbox.js";
 import { EdgePublisher } from "./edge-publisher.js";
 import { FeedReader } from "./feed-reader.js";
-import { connectNats, ensureSiteEventsStream, ensureSiteSource, EDGE_RETENTION_MS, type NatsLink } from "./nats.js";
+import { connectNats, ensureSiteEventsStream, ensureSiteSource, fetchBatch, EDGE_RETENTION_MS, type NatsLink } from "./nats.js";
 import { CONFIG_STREAM, HUB_DOMAIN, PROJECTION_STREAM, SITE_NAME, siteEventsStream, siteEventsSubject, siteProjectionFilter } from "./subjects.js";
 import { decodeEdgeMessage, decodeJson, recordOf, type ProjectionMessage } from "./wire.js";
 
@@ -45,6 +46,11 @@ export interface EdgeNodeOptions {
   /** The site's NATS server (its leaf node). */
   natsUrl: string;
   hubDomain?: string;
+  /**
+   * No JetStream at the site: `natsUrl` is the hub's server, and each event is kept in a durable
+   * outbox in `edge.db` before the 200, then sent to the hub's stream (edge-outbox.ts).
+   */
+  outbox?: boolean;
   clock?: Clock;
   logger?: Logger;
 }
@@ -55,9 +61,12 @@ export interface RunningEdgeNode {
   location: string;
   store: InMemoryLocationStore;
   feeds: { config: FeedReader; projections: FeedReader };
-  publisher: EdgePublisher;
+  publisher: EventSender;
   close(): Promise<void>;
 }
+
+/** Where the node's events go: its site's JetStream, or its outbox. */
+export type EventSender = Pick<EdgePublisher, "admit" | "enqueue" | "sendMemberships" | "pending" | "close">;
 
 const SOURCE_CHECK_MS = 30_000;
 
@@ -78,21 +87,25 @@ export async function startEdgeNode(o: EdgeNodeOptions): Promise<RunningEdgeNode
     closers.push(() => db.close());
     const bus = new InProcessBus((topic, err) => logger.error({ err, topic }, "bus subscriber failed"));
     const tenants = new TenantDirectory(config);
-    const link = await connectNats({ url: o.natsUrl, name: `segmentd-edge-${location}`, localDomain: location, hubDomain: o.hubDomain ?? HUB_DOMAIN });
+    const hubDomain = o.hubDomain ?? HUB_DOMAIN;
+    const link = await connectNats({ url: o.natsUrl, name: `segmentd-edge-${location}`, localDomain: o.outbox === true ? hubDomain : location, hubDomain });
     closers.push(() => link.close());
-    await ensureSiteEventsStream(link.local.jsm, location);
+    if (o.outbox !== true) await ensureSiteEventsStream(link.local.jsm, location);
+    const outbox = o.outbox === true ? new EdgeOutbox(db.db, link.hub.js, { site: location, location, now: () => clock.now(), onError: errorReporter(logger)("sending the outbox to the hub") }) : null;
 
     const locations = new EdgeLocations({ names: [location], ...(config.edge?.maxProfiles !== undefined ? { maxProfiles: config.edge.maxProfiles } : {}), ...(config.edge?.profileIdleMs !== undefined ? { profileIdleMs: config.edge.profileIdleMs } : {}) });
     const store = locations.get(location) as InMemoryLocationStore;
-    const restored = await restoreLocation(store, db, link, tenants, location, clock.now());
+    const now = clock.now();
+    const restored = await restoreLocation(store, db, tenants, outbox ? outbox.recent(now) : siteEvents(link, location, now), now);
     logger.info({ location, ...restored }, "edge node: location restored from its database and its site's events");
 
     const catalog = new DefinitionCatalog(meta, bus);
     closers.push(() => catalog.close());
     const datastreams = new DatastreamService(meta.datastreams, db, clock, { onError: (err) => logger.error({ err }, "edge node: datastreams") });
     await datastreams.load();
-    const publisher = new EdgePublisher(link.local.js, { site: location, location });
+    const publisher: EventSender = outbox ?? new EdgePublisher(link.local.js, { site: location, location });
     closers.push(() => publisher.close());
+    outbox?.start();
     const interact = new EdgeInteractService({ datastreams, tenants, catalog, definitions: meta.definitions, locations, forwarder: publisher, hub: db, clock });
     // The 24-hourly pass runs here, on this location's profiles; its exits go to the hub as events do.
     const disqualification = new SegmentOfSegmentsPass({ tenants, catalog, locations, hub: membershipsViaSite(publisher, tenants), clock, onError: (err) => logger.error({ err }, "edge node: disqualification pass") });
@@ -150,9 +163,11 @@ export async function startEdgeNode(o: EdgeNodeOptions): Promise<RunningEdgeNode
         quiet("hub source registration"),
       );
     };
-    checkSource();
-    sourceTimer = setInterval(checkSource, SOURCE_CHECK_MS);
-    sourceTimer.unref();
+    if (outbox === null) {
+      checkSource();
+      sourceTimer = setInterval(checkSource, SOURCE_CHECK_MS);
+      sourceTimer.unref();
+    }
     closers.push(() => {
       if (sourceTimer) clearInterval(sourceTimer);
     });
@@ -191,7 +206,7 @@ function errorReporter(logger: Logger): (what: string) => (err: unknown) => void
 }
 
 /** The pass's membership writes, sent to the hub through the site's stream. */
-function membershipsViaSite(publisher: EdgePublisher, tenants: TenantDirectory): MembershipWrites {
+function membershipsViaSite(publisher: EventSender, tenants: TenantDirectory): MembershipWrites {
   const send = async (scope: { orgId: string; sandboxName?: string }, changes: readonly MembershipChange[]) => {
     const tenant = tenants.all().find((t) => t.orgId === scope.orgId && t.sandbox.sandboxName === scope.sandboxName);
     if (!tenant || changes.length === 0) return;
@@ -212,20 +227,10 @@ function membershipsViaSite(publisher: EdgePublisher, tenants: TenantDirectory):
   };
 }
 
-/**
- * Fills the location from the node's database (the hub's projections, as last applied) and from
- * its site's stream (the events collected here in the last 25 h, with their edge memberships):
- * both are local, so a node restarts without the hub.
- */
-async function restoreLocation(store: InMemoryLocationStore, db: EdgeDb, link: NatsLink, tenants: TenantDirectory, location: string, now: number): Promise<{ projections: number; events: number }> {
-  let projections = 0;
-  for (const p of db.projections()) {
-    await store.project(p.tenantKey, p.projection, { adopt: true });
-    projections++;
-  }
-  let events = 0;
+/** The events collected at this site in the last 25 h, from its stream (local: no hub needed). */
+async function* siteEvents(link: NatsLink, location: string, now: number): AsyncGenerator<Uint8Array> {
   const info = await link.local.jsm.streams.info(siteEventsStream(location));
-  if (info.state.messages === 0) return { projections, events };
+  if (info.state.messages === 0) return;
   const consumer = await link.local.js.consumers.get(siteEventsStream(location), {
     filter_subjects: siteEventsSubject(location),
     deliver_policy: DeliverPolicy.StartTime,
@@ -233,25 +238,39 @@ async function restoreLocation(store: InMemoryLocationStore, db: EdgeDb, link: N
   });
   const last = info.state.last_seq;
   for (;;) {
-    const msgs = await consumer.fetch({ max_messages: 1000, expires: 1000 });
-    const batch: JsMsg[] = [];
-    for await (const m of msgs) batch.push(m);
-    for (const m of batch) {
-      const msg = decodeEdgeMessage(m.data);
-      if ("error" in msg || msg.kind !== "event") continue;
-      const tenant = tenants.resolve(msg.orgId, msg.sandboxName);
-      if (!tenant) continue;
-      const tk = tenantKey(tenant);
-      const record = recordOf(msg);
-      const ts = record.timestamp ?? now;
-      await store.collect(tk, msg.identity, { id: record.eventId ?? String(m.seq), ts, body: record.body }, ts);
-      if (msg.edgeChanges.length > 0) {
-        await store.setEdgeMemberships(tk, msg.identity, msg.edgeChanges.map((c) => ({ definitionId: c.definitionId, entry: { status: c.status, lastQualificationTime: new Date(c.at).toISOString() } })));
-      }
-      events++;
-    }
-    if (batch.length === 0 || batch[batch.length - 1]!.seq >= last) return { projections, events };
+    const { batch } = await fetchBatch(consumer, 1000);
+    for (const m of batch) yield m.data;
+    if (batch.length === 0 || batch[batch.length - 1]!.seq >= last) return;
   }
+}
+
+/**
+ * Fills the location from the node's database (the hub's projections, as last applied) and from
+ * the events collected here in the last 25 h with their edge memberships (its site's stream, or
+ * its outbox): both are local, so a node restarts without the hub.
+ */
+async function restoreLocation(store: InMemoryLocationStore, db: EdgeDb, tenants: TenantDirectory, collected: Iterable<Uint8Array> | AsyncIterable<Uint8Array>, now: number): Promise<{ projections: number; events: number }> {
+  let projections = 0;
+  for (const p of db.projections()) {
+    await store.project(p.tenantKey, p.projection, { adopt: true });
+    projections++;
+  }
+  let events = 0;
+  for await (const data of collected) {
+    const msg = decodeEdgeMessage(data);
+    if ("error" in msg || msg.kind !== "event") continue;
+    const tenant = tenants.resolve(msg.orgId, msg.sandboxName);
+    if (!tenant) continue;
+    const tk = tenantKey(tenant);
+    const record = recordOf(msg);
+    const ts = record.timestamp ?? now;
+    await store.collect(tk, msg.identity, { id: record.eventId ?? String(events), ts, body: record.body }, ts);
+    if (msg.edgeChanges.length > 0) {
+      await store.setEdgeMemberships(tk, msg.identity, msg.edgeChanges.map((c) => ({ definitionId: c.definitionId, entry: { status: c.status, lastQualificationTime: new Date(c.at).toISOString() } })));
+    }
+    events++;
+  }
+  return { projections, events };
 }
 
 interface EdgeNodeAppDeps {
@@ -260,7 +279,7 @@ interface EdgeNodeAppDeps {
   interact: EdgeInteractService;
   location: string;
   feeds: { config: FeedReader; projections: FeedReader };
-  publisher: EdgePublisher;
+  publisher: EventSender;
   store: InMemoryLocationStore;
   link: NatsLink;
 }
@@ -286,7 +305,7 @@ async function buildEdgeNodeApp(d: EdgeNodeAppDeps): Promise<FastifyInstance> {
     });
   feedGauge("segmentd_edge_feed_behind", "Messages of the hub's feed not yet applied here, as last known (-1: never connected)", (f) => f.state.behind ?? -1);
   feedGauge("segmentd_edge_feed_caught_up", "1 when the node has applied everything the hub's feed held", (f) => (f.state.caughtUp ? 1 : 0));
-  new Gauge({ name: "segmentd_edge_publish_pending", help: "Events waiting for the site's JetStream to store them", registers: [registry], collect() { this.set(d.publisher.pending); } });
+  new Gauge({ name: "segmentd_edge_publish_pending", help: "Events waiting for the site's JetStream to store them, or in the outbox not yet sent to the hub", registers: [registry], collect() { this.set(d.publisher.pending); } });
   new Gauge({ name: "segmentd_edge_location_profiles", help: "Profiles this node holds", labelNames: ["location"] as const, registers: [registry], collect() { this.set({ location: d.location }, d.store.size); } });
   const status = () => {
     const feeds = { config: { ...d.feeds.config.state }, projections: { ...d.feeds.projections.state } };

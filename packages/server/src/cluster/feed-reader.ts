@@ -9,6 +9,16 @@
 import { DeliverPolicy, type JetStreamClient, type JsMsg } from "@nats-io/jetstream";
 import { fetchBatch } from "./nats.js";
 
+/** How long a pull or an info request may take before the hub counts as out of reach. */
+const STALL_MS = 6000;
+
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} took over ${ms} ms: the hub is out of reach`)), ms)));
+  p.catch(() => {});
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
 export interface FeedState {
   /** Connected to the hub's stream and has read everything it held at the last message or heartbeat. */
   caughtUp: boolean;
@@ -78,12 +88,16 @@ export class FeedReader {
         });
         this.state.connected = true;
         while (!this.stopped) {
-          const { batch, error } = await fetchBatch(consumer, max);
+          // Bounded: across a silent partition a pull may neither deliver nor fail.
+          const { batch, error } = await within(fetchBatch(consumer, max), STALL_MS, "a pull from the hub's stream");
           if (error !== undefined) this.o.onError(error);
           if (batch.length === 0) {
-            // An empty fetch: nothing more was there.
-            this.state.behind = 0;
-            this.markCaughtUp();
+            // An empty pull looks the same whether nothing was left or the hub did not answer (a
+            // silent partition): the consumer's info, from the hub, tells which (it throws when the
+            // hub is out of reach) and how much is left.
+            const info = await within(consumer.info(), STALL_MS, "the hub's consumer info");
+            this.state.behind = info.num_pending;
+            if (info.num_pending === 0) this.markCaughtUp();
             continue;
           }
           this.applying = this.o.apply(batch);

@@ -6,7 +6,7 @@
 import { connect } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, DiscardPolicy, RetentionPolicy, StorageType, type Consumer, type JetStreamClient, type JetStreamManager, type JsMsg, type StreamConfig } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { CONFIG_STREAM, HUB_EVENTS_STREAM, PROJECTION_STREAM, siteEventsStream, siteEventsSubject } from "./subjects.js";
+import { CONFIG_STREAM, DIRECT_EVENTS_SUBJECTS, HUB_EVENTS_STREAM, PROJECTION_STREAM, siteEventsStream, siteEventsSubject } from "./subjects.js";
 
 export type { NatsConnection };
 
@@ -95,11 +95,12 @@ export async function ensureSiteEventsStream(jsm: JetStreamManager, site: string
   });
 }
 
-/** The hub's stream of every site's events: no subjects of its own, one source per site. */
+/** The hub's stream of every site's events: one source per site, and the outbox nodes' subject. */
 export async function ensureHubEventsStream(jsm: JetStreamManager): Promise<void> {
   await ensureStream(jsm, {
     name: HUB_EVENTS_STREAM,
-    subjects: [],
+    // Outbox nodes publish here directly; sites' events come through the sources.
+    subjects: [DIRECT_EVENTS_SUBJECTS],
     storage: StorageType.File,
     retention: RetentionPolicy.Limits,
     max_age: nanos(7 * 24 * 60 * 60 * 1000),

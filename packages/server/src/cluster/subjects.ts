@@ -2,7 +2,7 @@
  * Names on the wire between the hub and the edge sites (JetStream streams and subjects).
  *
  *   edge site (domain = site)  SEGMENTD_EV_<SITE>   segmentd.ev.<site>           events collected there
- *   hub (domain hub)           SEGMENTD_EV          (no subjects; sources every site's stream)
+ *   hub (domain hub)           SEGMENTD_EV          sources every site's stream; segmentd.evd.<site> from outbox nodes
  *   hub                        SEGMENTD_CONFIG      segmentd.cfg.<kind>.<sandbox>.<id>   last value per subject
  *   hub                        SEGMENTD_PROJ        segmentd.proj.<site>.<tenant>.<profile>   last value per subject
  *
@@ -26,6 +26,13 @@ export function siteEventsStream(site: string): string {
 export function siteEventsSubject(site: string): string {
   return `segmentd.ev.${site}`;
 }
+
+/** Where an edge node without a site JetStream sends its outbox: straight to the hub's stream. */
+export function directEventsSubject(site: string): string {
+  return `segmentd.evd.${site}`;
+}
+
+export const DIRECT_EVENTS_SUBJECTS = "segmentd.evd.>";
 
 /** One subject token for any string: letters, digits, `-` and `_` kept, anything else `~hh` (UTF-8 bytes). */
 export function token(s: string): string {

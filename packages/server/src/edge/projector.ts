@@ -83,11 +83,11 @@ export class EdgeProjector {
   }
 
   /**
-   * Give a location the projection of every profile of the sandbox (a new or
-   * restarted location; the benchmark's warm start). Reads the hub in chunks.
+   * Give a location (this process's, or an edge node's) the projection of every profile of the
+   * sandbox (a new or restarted location; the benchmark's warm start). Reads the hub in chunks.
    */
   async projectAll(tenant: TenantContext, location: string): Promise<number> {
-    const loc = this.locations.get(location);
+    const loc = this.locations.get(location) ?? this.locations.remoteStore(location);
     if (!loc) throw new Error(`unknown edge location ${location}`);
     const scope = scopeOf(tenant);
     const tk = tenantKey(tenant);

@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { killAll } from "../helpers/spawn.js";
 import { interact, startCluster, until, type Cluster } from "../helpers/cluster.js";
+import { defineEdge, ev, hubEvents, servesCutOff, survivesKills } from "./scenarios.js";
 
 const SITES = ["site-a", "site-b"];
 
@@ -27,24 +28,8 @@ describe("edge nodes over NATS JetStream", { timeout: 600_000 }, () => {
   });
 
   const at = (site: string) => c.edges[site]!.url;
-  const ev = (id: string, eventId: string, eventType: string) => ({ _id: eventId, identityMap: { CRMID: [{ id, primary: true }] }, eventType, timestamp: new Date(Date.now() - 1000).toISOString() });
-  /** The event ids the hub holds for a profile (each once, or the duplicate shows). */
-  const hubEvents = async (id: string): Promise<string[]> => {
-    const r = await c.call("GET", `/data/core/ups/access/entities?schema.name=_xdm.context.experienceevent&relatedSchema.name=_xdm.context.profile&relatedEntityIdNS=CRMID&relatedEntityId=${encodeURIComponent(id)}&limit=1000`);
-    if (r.status === 404) return [];
-    assert.equal(r.status, 200, JSON.stringify(r.json));
-    return ((r.json as { children: Array<{ entityId: string }> }).children ?? []).map((x) => x.entityId);
-  };
-  const define = async (name: string, pql: string): Promise<string> => {
-    const r = await c.call("POST", "/data/core/ups/segment/definitions", {
-      name,
-      schema: { name: "_xdm.context.profile" },
-      expression: { type: "PQL", format: "pql/text", value: pql },
-      evaluationInfo: { batch: { enabled: false }, continuous: { enabled: false }, synchronous: { enabled: true } },
-    });
-    assert.equal(r.status, 200, JSON.stringify(r.json));
-    return (r.json as { id: string }).id;
-  };
+  const events = (id: string) => hubEvents(c, id);
+  const define = (name: string, pql: string) => defineEdge(c, name, pql);
 
   it("a definition created, changed or deleted at the hub is in force at every edge node within 2 s, and at a restarted node once it caught up", async () => {
     // The datastream first reaches both nodes (the hub publishes it on creation).
@@ -96,97 +81,48 @@ describe("edge nodes over NATS JetStream", { timeout: 600_000 }, () => {
     const atA = await interact(at("site-a"), stream, ev("dora", "e-a-1", "site.search"));
     assert.equal(atA.status, 200, JSON.stringify(atA.json));
     assert.deepEqual(atA.segments, [def]);
-    await until("the event at the hub", async () => ((await hubEvents("dora")).length === 1 ? true : undefined));
-    assert.deepEqual(await hubEvents("dora"), ["e-a-1"]);
+    await until("the event at the hub", async () => ((await events("dora")).length === 1 ? true : undefined));
+    assert.deepEqual(await events("dora"), ["e-a-1"]);
     // B has never seen dora: its first request is decided on what it carries.
     const atB = await interact(at("site-b"), stream, ev("dora", "e-b-1", "page.view"));
     assert.deepEqual(atB.segments, [], "B does not see A's search before the projection");
     // B's event makes B hold dora; the hub projects dora (with A's search) to B.
     await until("the projection at B", async () => ((await interact(at("site-b"), stream, ev("dora", randomUUID(), "page.view"))).segments.includes(def) ? true : undefined));
-    assert.deepEqual((await hubEvents("dora")).filter((e) => e.startsWith("e-")).sort(), ["e-a-1", "e-b-1"]);
+    assert.deepEqual((await events("dora")).filter((e) => e.startsWith("e-")).sort(), ["e-a-1", "e-b-1"]);
   });
 
   it("with the hub's NATS down, an edge node answers 1,000 requests from its own data; the hub then holds all 1,000 once within 10 s", async () => {
-    const def = await define("searched while cut off", 'chain(xEvent, timestamp, [C0: WHAT(eventType = "site.search") WHEN(< 2 hours before now)])');
-    await until("the definition at site-a", async () => ((await interact(at("site-a"), stream, ev("probe3", randomUUID(), "site.search"))).segments.includes(def) ? true : undefined));
-    await c.hubNats.stop();
-    const sent: string[] = [];
-    for (let i = 0; i < 1000; i += 20) {
-      const batch = Array.from({ length: 20 }, (_, k) => i + k);
-      const rs = await Promise.all(batch.map((n) => interact(at("site-a"), stream, ev(`cut-${n % 10}`, `cut-ev-${n}`, "site.search"))));
-      rs.forEach((r, k) => {
-        assert.equal(r.status, 200, JSON.stringify(r.json));
-        assert.ok(r.segments.includes(def), `request ${i + k} qualifies from the node's own data`);
-        sent.push(`cut-ev-${i + k}`);
-      });
-    }
-    const ready = await (await fetch(`${at("site-a")}/readyz`)).json() as { hubConnected: boolean };
-    assert.equal(ready.hubConnected, false, "the node says it is cut off from the hub");
-    await c.hubNats.restart();
-    const t0 = Date.now();
-    await until("all 1,000 events at the hub", async () => {
-      let n = 0;
-      for (let p = 0; p < 10; p++) n += (await hubEvents(`cut-${p}`)).filter((e) => e.startsWith("cut-ev-")).length;
-      return n >= 1000 ? true : undefined;
-    }, 30_000);
-    const took = Date.now() - t0;
-    const all: string[] = [];
-    for (let p = 0; p < 10; p++) all.push(...(await hubEvents(`cut-${p}`)).filter((e) => e.startsWith("cut-ev-")));
-    assert.equal(all.length, 1000, "each event once");
-    assert.deepEqual([...new Set(all)].sort(), [...sent].sort());
-    assert.ok(took <= 10_000, `the hub held them all ${took} ms after its NATS returned`);
+    const took = await servesCutOff({ c, site: "site-a", stream, prefix: "cut", cut: () => c.hubNats.stop(), restore: () => c.hubNats.restart() });
     console.log(`hub NATS stopped: the hub held all 1,000 events ${took} ms after its NATS returned`);
   });
 
   it("kill -9 of an edge node under load loses no acknowledged event (5 kills)", async () => {
-    const acked = new Set<string>();
-    const node = c.edges["site-a"]!;
-    let seq = 0;
-    for (let kill = 0; kill < 5; kill++) {
-      let stop = false;
-      const worker = async () => {
-        while (!stop) {
-          const id = `k-${seq++}`;
-          try {
-            const r = await interact(node.url, stream, ev(`kill-${seq % 20}`, id, "page.view"));
-            if (r.status === 200) acked.add(id);
-          } catch {
-            // The connection died with the node: not acknowledged.
-          }
-        }
-      };
-      const workers = Array.from({ length: 8 }, () => worker());
-      await new Promise((r) => setTimeout(r, 700));
-      await node.kill();
-      stop = true;
-      await Promise.all(workers);
-      await node.restart();
-    }
-    assert.ok(acked.size >= 200, `enough acknowledged events to mean something: ${acked.size}`);
-    const counts = new Map<string, number>();
-    await until("every acknowledged event at the hub", async () => {
-      counts.clear();
-      for (let p = 0; p < 20; p++) for (const e of await hubEvents(`kill-${p}`)) counts.set(e, (counts.get(e) ?? 0) + 1);
-      return [...acked].every((id) => counts.has(id)) ? true : undefined;
-    }, 30_000).catch(async (err: unknown) => {
-      const missing = [...acked].filter((id) => !counts.has(id));
-      const { connect } = await import("@nats-io/transport-node");
-      const { jetstreamManager } = await import("@nats-io/jetstream");
-      const nc = await connect({ servers: c.hubNats.url });
-      const jsm = await jetstreamManager(nc, { domain: "hub" });
-      const hubInfo = await jsm.streams.info("SEGMENTD_EV");
-      const cons = await jsm.consumers.info("SEGMENTD_EV", "segmentd-hub-ingest");
-      const site = await jetstreamManager(nc, { domain: "site-a" });
-      const siteInfo = await site.streams.info("SEGMENTD_EV_SITE_A");
-      console.log(JSON.stringify({ hub: hubInfo.state, sources: hubInfo.sources, consumer: { pending: cons.num_pending, ackPending: cons.num_ack_pending, delivered: cons.delivered, ackFloor: cons.ack_floor, redelivered: cons.num_redelivered }, site: siteInfo.state }, null, 1));
-      await nc.close();
-      throw new Error(`${String(err)}; ${acked.size} acknowledged, ${counts.size} at the hub, missing ${missing.length}: ${missing.slice(0, 10).join(", ")}\nhub:\n${c.hub.proc.stdout().slice(-4000)}\nedge:\n${node.proc.stderr().slice(-2000)}`);
-    });
-    const missing = [...acked].filter((id) => !counts.has(id));
-    const twice = [...counts].filter(([, n]) => n > 1).map(([id]) => id);
-    assert.deepEqual(missing, [], "acknowledged events missing at the hub");
-    assert.deepEqual(twice, [], "events stored twice at the hub");
-    console.log(`kill -9 ×5: ${acked.size} events answered 200, all at the hub once (${counts.size} stored, the rest sent but never answered)`);
+    const r = await survivesKills({ c, site: "site-a", stream, prefix: "kill" });
+    console.log(`kill -9 ×5: ${r.acked} events answered 200, all at the hub once (${r.stored} stored, the rest sent but never answered)`);
+  });
+});
+
+describe("an edge node with an outbox (no JetStream at its site)", { timeout: 600_000 }, () => {
+  let c: Cluster;
+  let stream: string;
+
+  before(async () => {
+    c = await startCluster(["site-o"], { outbox: ["site-o"] });
+    stream = await c.datastream();
+  });
+  after(async () => {
+    await c?.close();
+    killAll();
+  });
+
+  it("with the hub's NATS down, it answers 1,000 requests from its own data; the hub then holds all 1,000 once within 10 s", async () => {
+    const took = await servesCutOff({ c, site: "site-o", stream, prefix: "ocut", cut: () => c.hubNats.stop(), restore: () => c.hubNats.restart() });
+    console.log(`outbox, hub NATS stopped: the hub held all 1,000 events ${took} ms after its NATS returned`);
+  });
+
+  it("kill -9 under load loses no acknowledged event (5 kills)", async () => {
+    const r = await survivesKills({ c, site: "site-o", stream, prefix: "okill" });
+    console.log(`outbox, kill -9 ×5: ${r.acked} events answered 200, all at the hub once (${r.stored} stored)`);
   });
 });
 
@@ -230,44 +166,14 @@ if (ROOT) describe("an edge site cut off from the hub by its link", { timeout: 3
   });
 
   it("with the link down, edge node A answers 1,000 requests from its own data; once it is up, the hub holds all 1,000 once within 10 s", async () => {
-    const edge = c.edges["site-a"]!.url;
-    const r = await c.call("POST", "/data/core/ups/segment/definitions", {
-      name: "searched while cut off",
-      schema: { name: "_xdm.context.profile" },
-      expression: { type: "PQL", format: "pql/text", value: 'chain(xEvent, timestamp, [C0: WHAT(eventType = "site.search") WHEN(< 2 hours before now)])' },
-      evaluationInfo: { batch: { enabled: false }, continuous: { enabled: false }, synchronous: { enabled: true } },
+    const took = await servesCutOff({
+      c,
+      site: "site-a",
+      stream,
+      prefix: "link",
+      cut: async () => ip("link", "set", hostIf, "down"),
+      restore: async () => ip("link", "set", hostIf, "up"),
     });
-    assert.equal(r.status, 200, JSON.stringify(r.json));
-    const def = (r.json as { id: string }).id;
-    const ev = (id: string, eventId: string) => ({ _id: eventId, identityMap: { CRMID: [{ id, primary: true }] }, eventType: "site.search", timestamp: new Date(Date.now() - 1000).toISOString() });
-    await until("the definition at site-a", async () => ((await interact(edge, stream, ev(randomUUID(), randomUUID()))).segments.includes(def) ? true : undefined));
-    ip("link", "set", hostIf, "down");
-    const sent: string[] = [];
-    for (let i = 0; i < 1000; i += 20) {
-      const rs = await Promise.all(Array.from({ length: 20 }, (_, k) => interact(edge, stream, ev(`cut-${(i + k) % 10}`, `link-ev-${i + k}`))));
-      rs.forEach((x, k) => {
-        assert.equal(x.status, 200, JSON.stringify(x.json));
-        assert.ok(x.segments.includes(def), `request ${i + k} qualifies from the node's own data`);
-        sent.push(`link-ev-${i + k}`);
-      });
-    }
-    // The hub is unreachable from here too while the link is down; its API is not.
-    ip("link", "set", hostIf, "up");
-    const t0 = Date.now();
-    const hubEvents = async (id: string) => {
-      const x = await c.call("GET", `/data/core/ups/access/entities?schema.name=_xdm.context.experienceevent&relatedSchema.name=_xdm.context.profile&relatedEntityIdNS=CRMID&relatedEntityId=${id}&limit=1000`);
-      return x.status === 200 ? ((x.json as { children?: Array<{ entityId: string }> }).children ?? []).map((e) => e.entityId) : [];
-    };
-    const all: string[] = [];
-    await until("all 1,000 at the hub", async () => {
-      all.length = 0;
-      for (let p = 0; p < 10; p++) all.push(...(await hubEvents(`cut-${p}`)).filter((e) => e.startsWith("link-ev-")));
-      return all.length >= 1000 ? true : undefined;
-    }, 30_000);
-    const took = Date.now() - t0;
-    assert.equal(all.length, 1000, "each event once");
-    assert.deepEqual([...new Set(all)].sort(), [...sent].sort());
-    assert.ok(took <= 10_000, `the hub held them all ${took} ms after the link returned`);
     console.log(`link cut: the hub held all 1,000 events ${took} ms after the link returned`);
   });
 });

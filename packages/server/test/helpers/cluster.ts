@@ -79,16 +79,24 @@ async function startProc(args: () => string[], label: string): Promise<Proc> {
   return p;
 }
 
-export async function startCluster(sites: readonly string[], opts: { hubNats?: { host: string; wrap: string[] } } = {}): Promise<Cluster> {
+/**
+ * `sites`: each with its own leaf nats-server, except those in `opts.outbox`, whose edge node
+ * connects to the hub's server and keeps its events in an outbox (`segmentd edge --outbox`).
+ */
+export async function startCluster(sites: readonly string[], opts: { hubNats?: { host: string; wrap: string[] }; outbox?: readonly string[] } = {}): Promise<Cluster> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-cluster-"));
   const config = writeConfig(dir);
   const hubNats = await startNatsServer({ dir: path.join(dir, "nats-hub"), domain: "hub", ...(opts.hubNats ?? {}) });
   const siteNats: Record<string, RunningNatsServer> = {};
-  for (const s of sites) siteNats[s] = await startNatsServer({ dir: path.join(dir, `nats-${s}`), domain: s, hubLeafUrl: hubNats.leafUrl! });
+  const outbox = new Set(opts.outbox ?? []);
+  for (const s of sites) if (!outbox.has(s)) siteNats[s] = await startNatsServer({ dir: path.join(dir, `nats-${s}`), domain: s, hubLeafUrl: hubNats.leafUrl! });
   mkdirSync(path.join(dir, "hub"), { recursive: true });
   const hub = await startProc(() => ["serve", "-c", config, "-d", path.join(dir, "hub"), "--nats", hubNats.url, "--no-demo"], "hub");
   const edges: Record<string, Proc> = {};
-  for (const s of sites) edges[s] = await startProc(() => ["edge", "-c", config, "-d", path.join(dir, `edge-${s}`), "--location", s, "--nats", siteNats[s]!.url], `edge ${s}`);
+  for (const s of sites) {
+    const nats = outbox.has(s) ? [hubNats.url, "--outbox"] : [siteNats[s]!.url];
+    edges[s] = await startProc(() => ["edge", "-c", config, "-d", path.join(dir, `edge-${s}`), "--location", s, "--nats", ...nats], `edge ${s}`);
+  }
   const headers = { authorization: `Bearer ${TOKEN}`, "x-api-key": KEY, "x-gw-ims-org-id": ORG, "x-sandbox-name": "prod", "content-type": "application/json" };
   const call = async (method: string, url: string, body?: unknown) => {
     const r = await fetch(hub.url + url, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
