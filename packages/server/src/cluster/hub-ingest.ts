@@ -41,9 +41,13 @@ export class HubIngest {
   remote(location: string): RemoteLocationStore {
     const known = this.deps.locations.remoteStore(location);
     if (known instanceof RemoteLocationStore) return known;
-    const store = new RemoteLocationStore(location, async (subject, message) => {
-      await this.deps.link.hub.js.publish(subject, encode(message));
-    });
+    const store = new RemoteLocationStore(
+      location,
+      async (subject, message) => {
+        await this.deps.link.hub.js.publish(subject, encode(message));
+      },
+      this.deps.onError,
+    );
     this.deps.locations.attachRemote(store);
     return store;
   }

@@ -17,6 +17,9 @@ function key(i: Identity): string {
   return `${i.namespace}\u0000${i.id}`;
 }
 
+/** Projections being published at once. */
+const MAX_IN_FLIGHT = 1024;
+
 /** Identity keys remembered per tenant; beyond, the oldest are forgotten (the site's own bound is 100,000 profiles). */
 const MAX_IDENTITIES = 1_000_000;
 
@@ -24,10 +27,14 @@ export class RemoteLocationStore implements LocationStore {
   /** Per tenant: identity key → the hub profile id it was projected under (null: not yet). */
   private readonly held = new Map<string, Map<string, string | null>>();
   private size = 0;
+  private readonly inFlight = new Set<Promise<void>>();
+  /** Projections whose publish failed (reported on the first and every 1,000th). */
+  failed = 0;
 
   constructor(
     readonly location: string,
     private readonly publish: PublishProjection,
+    private readonly onError: (err: unknown) => void = () => {},
   ) {}
 
   /** The site collected an event of this identity: it holds the profile from now on. */
@@ -64,7 +71,28 @@ export class RemoteLocationStore implements LocationStore {
       if (!m.has(key(i))) this.size++;
       m.set(key(i), projection.profileId);
     }
-    await this.publish(projectionSubject(this.location, tenantKey, projection.profileId), { v: 1, tenantKey, projection, adopt: true });
+    await this.send(projectionSubject(this.location, tenantKey, projection.profileId), { v: 1, tenantKey, projection, adopt: true });
+  }
+
+  /**
+   * Publishes without making the caller (the hub forwarder's follow-ups) wait for each
+   * acknowledgement: up to MAX_IN_FLIGHT at once, waiting only beyond that. A projection is a
+   * cache of the hub: one lost to an outage is replaced by the profile's next change.
+   */
+  private async send(subject: string, message: ProjectionMessage): Promise<void> {
+    while (this.inFlight.size >= MAX_IN_FLIGHT) await Promise.race(this.inFlight);
+    const p: Promise<void> = this.publish(subject, message)
+      .catch((err: unknown) => {
+        this.failed++;
+        if (this.failed === 1 || this.failed % 1000 === 0) this.onError(err);
+      })
+      .finally(() => this.inFlight.delete(p));
+    this.inFlight.add(p);
+  }
+
+  /** Waits for the projections sent so far (tests, benches). */
+  async idle(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
   }
 
   async forget(tenantKey: string, profileIds: ReadonlySet<string>): Promise<number> {
@@ -78,7 +106,7 @@ export class RemoteLocationStore implements LocationStore {
         gone.add(pid);
       }
     }
-    for (const pid of gone) await this.publish(projectionSubject(this.location, tenantKey, pid), { v: 1, tenantKey, forget: pid });
+    for (const pid of gone) await this.send(projectionSubject(this.location, tenantKey, pid), { v: 1, tenantKey, forget: pid });
     return gone.size;
   }
 
