@@ -22,7 +22,10 @@ export function registerEdgeCommand(program: Command): void {
     .action(async (o: EdgeCliOptions) => {
       const config = configFromCli(o);
       if (config.natsUrl === undefined) throw new ConfigError("segmentd edge needs --nats <url> (or SEGMENTD_NATS_URL): the site's NATS server");
-      const node = await startEdgeNode({ config, location: o.location, natsUrl: config.natsUrl, outbox: o.outbox === true, ...(o.hubDomain !== undefined ? { hubDomain: o.hubDomain } : {}) });
+      // The 24-hourly pass's period can be shortened to watch it work (tests, trials).
+      const every = process.env["SEGMENTD_EDGE_DISQUALIFY_MS"];
+      if (every !== undefined && !(Number.isSafeInteger(Number(every)) && Number(every) >= 1000)) throw new ConfigError(`SEGMENTD_EDGE_DISQUALIFY_MS must be an integer of at least 1000 (ms), got "${every}"`);
+      const node = await startEdgeNode({ config, location: o.location, natsUrl: config.natsUrl, outbox: o.outbox === true, ...(every !== undefined ? { disqualifyIntervalMs: Number(every) } : {}), ...(o.hubDomain !== undefined ? { hubDomain: o.hubDomain } : {}) });
       let stopping = false;
       const stop = (signal: string) => {
         if (stopping) return;

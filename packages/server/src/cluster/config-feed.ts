@@ -6,14 +6,14 @@
  * edge node applies them, in stream order, to its own metadata store and dataset replica, and
  * keeps the sequence it reached (feed-reader.ts) so that it resumes there.
  */
-import type { JetStreamClient } from "@nats-io/jetstream";
+import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { EventBus } from "../platform/bus.js";
 import type { DatasetCatalog } from "../profiles/store.js";
 import type { Dataset } from "../profiles/types.js";
 import { scopeOf, type TenantContext, type TenantDirectory } from "../services/tenancy.js";
 import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "../stores/records.js";
 import { DuplicateNameError, type MetadataStore } from "../stores/types.js";
-import { configSubject, type ConfigKind } from "./subjects.js";
+import { CONFIG_STREAM, configSubject, untoken, type ConfigKind } from "./subjects.js";
 import { encode } from "./wire.js";
 
 export type ConfigMessage =
@@ -35,6 +35,7 @@ export class ConfigPublisher {
   constructor(
     private readonly deps: {
       js: JetStreamClient;
+      jsm: JetStreamManager;
       meta: MetadataStore;
       datasets: Pick<DatasetCatalog, "getDataset">;
       bus: EventBus;
@@ -82,6 +83,28 @@ export class ConfigPublisher {
         if (page.items.length < PAGE) break;
       }
       for (const d of await meta.datastreams.list(scope)) this.schedule("datastream", tenant, d.id);
+    }
+    await this.flushRetries();
+    await this.publishTombstones();
+  }
+
+  /**
+   * A record deleted while its change could not be published (the hub's NATS away, then a crash)
+   * is still in the stream as it was: every subject of the stream whose record the store no longer
+   * has gets its deletion published.
+   */
+  private async publishTombstones(): Promise<void> {
+    const info = await this.deps.jsm.streams.info(CONFIG_STREAM, { subjects_filter: "segmentd.cfg.>" });
+    for (const subject of Object.keys(info.state.subjects ?? {})) {
+      const [, , kind, sandboxToken, idToken] = subject.split(".");
+      if (kind !== "definition" && kind !== "mergePolicy" && kind !== "datastream") continue;
+      const sandboxId = untoken(sandboxToken ?? "");
+      const tenant = this.deps.tenants.all().find((t) => t.sandbox.sandboxId === sandboxId);
+      if (!tenant) continue;
+      const id = untoken(idToken ?? "");
+      const scope = scopeOf(tenant);
+      const repo = kind === "definition" ? this.deps.meta.definitions : kind === "mergePolicy" ? this.deps.meta.mergePolicies : this.deps.meta.datastreams;
+      if ((await repo.get(scope, id)) === undefined) this.schedule(kind, tenant, id);
     }
     await this.flushRetries();
   }

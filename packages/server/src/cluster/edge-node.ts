@@ -51,6 +51,8 @@ export interface EdgeNodeOptions {
    * outbox in `edge.db` before the 200, then sent to the hub's stream (edge-outbox.ts).
    */
   outbox?: boolean;
+  /** The segment-of-segments disqualification period (default 24 h, the specification's). */
+  disqualifyIntervalMs?: number;
   clock?: Clock;
   logger?: Logger;
 }
@@ -109,7 +111,7 @@ export async function startEdgeNode(o: EdgeNodeOptions): Promise<RunningEdgeNode
     const interact = new EdgeInteractService({ datastreams, tenants, catalog, definitions: meta.definitions, locations, forwarder: publisher, hub: db, clock });
     // The 24-hourly pass runs here, on this location's profiles; its exits go to the hub as events do.
     const disqualification = new SegmentOfSegmentsPass({ tenants, catalog, locations, hub: membershipsViaSite(publisher, tenants), clock, onError: (err) => logger.error({ err }, "edge node: disqualification pass") });
-    disqualification.start();
+    disqualification.start(o.disqualifyIntervalMs);
     closers.push(() => disqualification.stop());
 
     const quiet = errorReporter(logger);

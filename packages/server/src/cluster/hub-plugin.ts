@@ -57,7 +57,7 @@ export const clusterHubPlugin = fp(
       onError: o.onError,
       log: { warn: (msg) => app.log.warn(msg) },
     });
-    const config = new ConfigPublisher({ js: link.hub.js, meta: o.meta, datasets: o.hub, bus: o.bus, tenants: o.tenants, onError: o.onError });
+    const config = new ConfigPublisher({ js: link.hub.js, jsm: link.hub.jsm, meta: o.meta, datasets: o.hub, bus: o.bus, tenants: o.tenants, onError: o.onError });
     app.addHook("onClose", async () => {
       config.stop();
       await ingest.stop();

@@ -54,8 +54,8 @@ function writeConfig(dir: string): string {
   return file;
 }
 
-async function startProc(args: () => string[], label: string): Promise<Proc> {
-  let proc = spawnTs(CLI, args());
+async function startProc(args: () => string[], label: string, env: NodeJS.ProcessEnv = {}): Promise<Proc> {
+  let proc = spawnTs(CLI, args(), env);
   const launched = async () => (await waitFor(proc, /listening on (http:\/\/\S+)/, 90_000))[1]!;
   const p: Proc = {
     url: await launched(),
@@ -72,7 +72,7 @@ async function startProc(args: () => string[], label: string): Promise<Proc> {
       assert.equal(r.code, 0, `${label} exited ${r.code}/${r.signal}:\n${proc.stderr()}`);
     },
     async restart() {
-      proc = spawnTs(CLI, args());
+      proc = spawnTs(CLI, args(), env);
       p.url = await launched();
     },
   };
@@ -83,7 +83,7 @@ async function startProc(args: () => string[], label: string): Promise<Proc> {
  * `sites`: each with its own leaf nats-server, except those in `opts.outbox`, whose edge node
  * connects to the hub's server and keeps its events in an outbox (`segmentd edge --outbox`).
  */
-export async function startCluster(sites: readonly string[], opts: { hubNats?: { host: string; wrap: string[] }; outbox?: readonly string[] } = {}): Promise<Cluster> {
+export async function startCluster(sites: readonly string[], opts: { hubNats?: { host: string; wrap: string[] }; outbox?: readonly string[]; edgeEnv?: NodeJS.ProcessEnv } = {}): Promise<Cluster> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-cluster-"));
   const config = writeConfig(dir);
   const hubNats = await startNatsServer({ dir: path.join(dir, "nats-hub"), domain: "hub", ...(opts.hubNats ?? {}) });
@@ -95,7 +95,7 @@ export async function startCluster(sites: readonly string[], opts: { hubNats?: {
   const edges: Record<string, Proc> = {};
   for (const s of sites) {
     const nats = outbox.has(s) ? [hubNats.url, "--outbox"] : [siteNats[s]!.url];
-    edges[s] = await startProc(() => ["edge", "-c", config, "-d", path.join(dir, `edge-${s}`), "--location", s, "--nats", ...nats], `edge ${s}`);
+    edges[s] = await startProc(() => ["edge", "-c", config, "-d", path.join(dir, `edge-${s}`), "--location", s, "--nats", ...nats], `edge ${s}`, opts.edgeEnv);
   }
   const headers = { authorization: `Bearer ${TOKEN}`, "x-api-key": KEY, "x-gw-ims-org-id": ORG, "x-sandbox-name": "prod", "content-type": "application/json" };
   const call = async (method: string, url: string, body?: unknown) => {
