@@ -15,7 +15,7 @@ import type { MembershipWrites } from "../profiles/store.js";
 import { scopeOf, type TenantDirectory } from "../services/tenancy.js";
 import { ensureHubEventsStream, ensureHubFeedStreams, fetchBatch, isNotFound, nanos, type NatsLink } from "./nats.js";
 import { RemoteLocationStore } from "./remote-location.js";
-import { HUB_EVENTS_STREAM, HUB_INGEST_CONSUMER } from "./subjects.js";
+import { HUB_EVENTS_STREAM, HUB_INGEST_CONSUMER, PROJECTION_STREAM, untoken } from "./subjects.js";
 import { decodeEdgeMessage, encode, recordOf } from "./wire.js";
 
 export interface HubIngestDeps {
@@ -68,7 +68,22 @@ export class HubIngest {
         max_ack_pending: 20_000,
       });
     }
+    await this.learnSites();
     this.loop = this.run();
+  }
+
+  /**
+   * The sites and the profiles each was sent a projection of, from the projection stream's
+   * subjects (`segmentd.proj.<site>.<tenant>.<profile>`, last value each): after a restart the
+   * hub keeps projecting their changes without waiting for each site's next event of them.
+   */
+  private async learnSites(): Promise<void> {
+    const info = await this.deps.link.hub.jsm.streams.info(PROJECTION_STREAM, { subjects_filter: "segmentd.proj.>" });
+    for (const subject of Object.keys(info.state.subjects ?? {})) {
+      const [, , site, tk, pid] = subject.split(".");
+      if (site === undefined || tk === undefined || pid === undefined || this.deps.locations.get(site)) continue;
+      this.remote(site).noteProjected(untoken(tk), untoken(pid));
+    }
   }
 
   async stop(): Promise<void> {

@@ -28,6 +28,8 @@ export class RemoteLocationStore implements LocationStore {
   private readonly held = new Map<string, Map<string, string | null>>();
   private size = 0;
   private readonly inFlight = new Set<Promise<void>>();
+  /** Per tenant: hub profile ids the site was sent a projection of. */
+  private readonly projected = new Map<string, Set<string>>();
   /** Projections whose publish failed (reported on the first and every 1,000th). */
   failed = 0;
 
@@ -58,9 +60,21 @@ export class RemoteLocationStore implements LocationStore {
     }
   }
 
-  async holds(tenantKey: string, identities: readonly Identity[]): Promise<boolean> {
+  async holds(tenantKey: string, identities: readonly Identity[], profileId?: string): Promise<boolean> {
+    if (profileId !== undefined && this.projected.get(tenantKey)?.has(profileId) === true) return true;
     const m = this.held.get(tenantKey);
     return m !== undefined && identities.some((i) => m.has(key(i)));
+  }
+
+  /**
+   * A profile the site was sent a projection of (as the projection stream still holds it): it is
+   * held. The hub learns these again from the stream when it starts, so a restart does not stop
+   * the site's profiles from being kept current.
+   */
+  noteProjected(tenantKey: string, profileId: string): void {
+    let set = this.projected.get(tenantKey);
+    if (!set) this.projected.set(tenantKey, (set = new Set()));
+    set.add(profileId);
   }
 
   async project(tenantKey: string, projection: Projection, opts?: { adopt?: boolean }): Promise<void> {
@@ -71,6 +85,7 @@ export class RemoteLocationStore implements LocationStore {
       if (!m.has(key(i))) this.size++;
       m.set(key(i), projection.profileId);
     }
+    this.noteProjected(tenantKey, projection.profileId);
     await this.send(projectionSubject(this.location, tenantKey, projection.profileId), { v: 1, tenantKey, projection, adopt: true });
   }
 
@@ -97,15 +112,15 @@ export class RemoteLocationStore implements LocationStore {
 
   async forget(tenantKey: string, profileIds: ReadonlySet<string>): Promise<number> {
     const m = this.held.get(tenantKey);
-    if (!m) return 0;
     const gone = new Set<string>();
-    for (const [k, pid] of m) {
+    for (const [k, pid] of m ?? []) {
       if (pid !== null && profileIds.has(pid)) {
-        m.delete(k);
+        m!.delete(k);
         this.size--;
         gone.add(pid);
       }
     }
+    for (const pid of profileIds) if (this.projected.get(tenantKey)?.delete(pid) === true) gone.add(pid);
     for (const pid of gone) await this.send(projectionSubject(this.location, tenantKey, pid), { v: 1, tenantKey, forget: pid });
     return gone.size;
   }

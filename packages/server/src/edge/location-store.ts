@@ -112,8 +112,11 @@ export interface LocationStore {
   /** Store an event collected here; creates the profile entry if the location did not hold it. */
   collect(tenantKey: string, identity: Identity, event: EdgeEvent, now: number): Promise<void>;
   setEdgeMemberships(tenantKey: string, identity: Identity, changes: ReadonlyArray<{ definitionId: string; entry: MembershipEntry }>): Promise<void>;
-  /** Whether the location holds a profile with one of these identities (projection targets). */
-  holds(tenantKey: string, identities: readonly Identity[]): Promise<boolean>;
+  /**
+   * Whether the location holds a profile with one of these identities, or (a location that knows
+   * profiles by the hub's id) the hub profile `profileId`: projection targets.
+   */
+  holds(tenantKey: string, identities: readonly Identity[], profileId?: string): Promise<boolean>;
   /** Replace the projected part of a held profile (no-op when the location does not hold it, unless `adopt`). */
   project(tenantKey: string, projection: Projection, opts?: { adopt?: boolean }): Promise<void>;
   /**

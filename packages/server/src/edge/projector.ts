@@ -52,7 +52,7 @@ export class EdgeProjector {
       const identities = await this.hub.graphIdentities(scope, profileId);
       if (identities.length === 0) continue;
       const targets = [];
-      for (const loc of this.locations.all()) if (!skip.has(loc.location) && (await loc.holds(tk, identities))) targets.push(loc);
+      for (const loc of this.locations.all()) if (!skip.has(loc.location) && (await loc.holds(tk, identities, profileId))) targets.push(loc);
       if (targets.length === 0) continue;
       const now = this.clock.now();
       const profile = await this.hub.getProfile(scope, identities[0]!, policy);

@@ -1,8 +1,9 @@
 /**
- * Configuration changes whose publish was lost: a definition deleted at the hub while the hub's
- * NATS was away, the hub then killed before it could publish the deletion. When the hub starts
- * again it publishes every record it has and the deletion of every record it no longer has, so
- * the edge node stops evaluating the deleted definition.
+ * After a hub restart. A definition deleted at the hub while the hub's NATS was away, the hub then
+ * killed before it could publish the deletion: when it starts again it publishes every record it
+ * has and the deletion of every record it no longer has, so the edge node stops evaluating it.
+ * And the hub remembers, from its projection stream, which profiles each site holds: a profile's
+ * change after the restart reaches the site without the site sending an event of it first.
  */
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
@@ -11,7 +12,7 @@ import { killAll } from "../helpers/spawn.js";
 import { interact, startCluster, until, type Cluster } from "../helpers/cluster.js";
 import { defineEdge, ev, SEARCH } from "./scenarios.js";
 
-describe("configuration after a lost publish", { timeout: 300_000 }, () => {
+describe("after a hub restart", { timeout: 300_000 }, () => {
   let c: Cluster;
   let stream: string;
 
@@ -40,5 +41,28 @@ describe("configuration after a lost publish", { timeout: 300_000 }, () => {
     await c.hub.restart();
     await until("the deletion at the node", async () => (!(await qualifies(gone)) ? true : undefined));
     assert.equal(await qualifies(kept), true, "the other definition is untouched");
+  });
+
+  it("a profile a site holds is projected to it when it changes after the hub restarted", async () => {
+    const crm = await c.dataset("CRM", "profile");
+    const gold = await defineEdge(c, "gold at the edge", 'loyalty.tier = "gold"');
+    const edge = () => c.edges["site-r"]!.url;
+    const rita = async () => (await interact(edge(), stream, ev("rita", randomUUID(), "page.view"))).segments.includes(gold);
+    await until("the definition at the node", async () => ((await interact(edge(), stream, ev(randomUUID(), randomUUID(), "page.view"))).status === 200 ? true : undefined));
+    // The node now holds rita, and the hub sent it rita's projection.
+    assert.equal(await rita(), false);
+    await until("rita's projection at the node", async () => {
+      const r = (await (await fetch(`${edge()}/readyz`)).json()) as { feeds: { projections: { seq: number } } };
+      return r.feeds.projections.seq > 0 ? true : undefined;
+    });
+    await c.hub.kill();
+    await c.hub.restart();
+    const r = await c.call("POST", "/collection/crm-inlet?syncValidation=true", {
+      header: { datasetId: crm, schemaRef: { id: "https://ns.adobe.com/xdm/context/profile" } },
+      body: { xdmEntity: { identityMap: { CRMID: [{ id: "rita", primary: true }] }, loyalty: { tier: "gold" } } },
+    });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    // Requests at the node do not make the hub project (it skips the site an event came from).
+    await until("rita's new tier at the node", async () => ((await rita()) ? true : undefined));
   });
 });
