@@ -25,6 +25,8 @@ export interface NatsServerOptions {
   binary?: string;
   /** A command the server runs under, e.g. `["ip", "netns", "exec", "ns1"]` (tests of a cut link). */
   wrap?: string[];
+  /** More lines of server configuration (e.g. subject `mappings`). */
+  extraConfig?: string[];
 }
 
 export interface RunningNatsServer {
@@ -94,6 +96,7 @@ export async function startNatsServer(o: NatsServerOptions): Promise<RunningNats
   ];
   if (leafPort !== null) lines.push(`leafnodes { listen: "${host}:${leafPort}" }`);
   else lines.push(`leafnodes { remotes: [ { url: "${o.hubLeafUrl!}" } ] }`);
+  lines.push(...(o.extraConfig ?? []));
   const configFile = path.join(o.dir, "nats.conf");
   writeFileSync(configFile, lines.join("\n") + "\n");
   const binary = o.binary ?? defaultBinary();

@@ -1,0 +1,103 @@
+/**
+ * Who owns which partition (#25's streaming workers): leases in a NATS KV bucket whose entries
+ * expire after `ttlMs` unless renewed (a bucket-level TTL: nats-server 2.9 ignores per-key ones).
+ * Each worker, every third of the TTL: renews its heartbeat (`w.<id>`) and its partitions
+ * (`p.<n>`, an update at the revision it holds: a lease someone else took is lost, never stolen
+ * back), counts the live workers, gives up what it holds beyond its fair share and claims free
+ * partitions up to it (`create` fails on a key that exists). A worker killed without releasing
+ * stops renewing: its partitions are free to take once the TTL has passed.
+ */
+import type { KV } from "@nats-io/kv";
+
+export interface PartitionLeasesOptions {
+  kv: KV;
+  workerId: string;
+  partitions: number;
+  ttlMs: number;
+  /** After each round that gained or lost partitions. */
+  onChange?: (owned: ReadonlySet<number>, gained: readonly number[], lost: readonly number[]) => void | Promise<void>;
+  onError: (err: unknown) => void;
+}
+
+export const LEASE_BUCKET = "segmentd_partition_leases";
+
+export class PartitionLeases {
+  /** Partition → the revision of our lease entry. */
+  private readonly held = new Map<number, number>();
+  private timer: NodeJS.Timeout | null = null;
+  private round: Promise<void> | null = null;
+  private stopped = false;
+
+  constructor(private readonly o: PartitionLeasesOptions) {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(o.workerId)) throw new RangeError(`worker id '${o.workerId}' must be 1-64 letters, digits, '-' or '_'`);
+  }
+
+  owned(): ReadonlySet<number> {
+    return new Set(this.held.keys());
+  }
+
+  async start(): Promise<void> {
+    await this.tick();
+    this.timer = setInterval(() => void this.tick(), Math.max(100, Math.floor(this.o.ttlMs / 3)));
+    this.timer.unref();
+  }
+
+  /** Stops renewing; `release` gives the partitions up at once (a graceful stop) instead of letting them expire. */
+  async stop(release = true): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.round;
+    if (!release) return;
+    for (const [p, rev] of this.held) await this.o.kv.delete(`p.${p}`, { previousSeq: rev }).catch(() => {});
+    await this.o.kv.delete(`w.${this.o.workerId}`).catch(() => {});
+    this.held.clear();
+  }
+
+  /** One round (also what the timer runs); rounds never overlap. */
+  tick(): Promise<void> {
+    this.round ??= this.run()
+      .catch((err: unknown) => this.o.onError(err))
+      .finally(() => {
+        this.round = null;
+      });
+    return this.round;
+  }
+
+  private async run(): Promise<void> {
+    if (this.stopped) return;
+    const { kv, workerId, partitions } = this.o;
+    const gained: number[] = [];
+    const lost: number[] = [];
+    await kv.put(`w.${workerId}`, workerId);
+    for (const [p, rev] of [...this.held]) {
+      try {
+        this.held.set(p, await kv.update(`p.${p}`, workerId, rev));
+      } catch {
+        // Expired and taken by another worker (or deleted): ours no more.
+        this.held.delete(p);
+        lost.push(p);
+      }
+    }
+    const live = new Set<string>();
+    for await (const k of await kv.keys("w.*")) live.add(k);
+    const share = Math.ceil(partitions / Math.max(1, live.size));
+    const mine = [...this.held.keys()].sort((a, b) => b - a);
+    while (this.held.size > share) {
+      const p = mine.shift()!;
+      await kv.delete(`p.${p}`, { previousSeq: this.held.get(p)! }).catch(() => {});
+      this.held.delete(p);
+      lost.push(p);
+    }
+    for (let p = 0; p < partitions && this.held.size < share; p++) {
+      if (this.held.has(p)) continue;
+      try {
+        this.held.set(p, await kv.create(`p.${p}`, workerId));
+        gained.push(p);
+      } catch {
+        // Held by another worker.
+      }
+    }
+    if ((gained.length > 0 || lost.length > 0) && this.o.onChange) await this.o.onChange(this.owned(), gained, lost);
+  }
+}
