@@ -395,6 +395,39 @@ export interface LifecycleWrites {
   updateFields(scope: TenantScope, update: FieldUpdate): Promise<{ updated: number; profileIds: string[] }>;
 }
 
+/** A partition's position before and after a streaming workers' batch (PartitionWrites). */
+export interface PartitionFence {
+  /** The partition's name (e.g. `pev.17`). */
+  partition: string;
+  /** The position the worker read: the batch applies only if it is still the stored one. */
+  after: number;
+  /** The last stream sequence the batch covers: the new position. */
+  through: number;
+}
+
+export interface PartitionBatchWrite {
+  scope: TenantScope;
+  changes: readonly MembershipChange[];
+}
+
+export interface PartitionBatchResult {
+  /** False: the position was not `after` (redelivered, or another worker moved on); nothing was written. */
+  applied: boolean;
+  /** The stored position now. */
+  position: number;
+  transitions: Array<{ scope: TenantScope; transitions: MembershipTransition[] }>;
+}
+
+/**
+ * The streaming workers' writes (PostgreSQL only: workers are processes sharing its store): a
+ * partition's membership changes over any tenants and its new position, in one transaction,
+ * fenced on the position the worker read.
+ */
+export interface PartitionWrites {
+  applyPartitionBatch(fence: PartitionFence, writes: readonly PartitionBatchWrite[]): Promise<PartitionBatchResult>;
+  partitionPosition(partition: string): Promise<number>;
+}
+
 /** Every role at once: what the embedded and PostgreSQL stores implement. */
 export interface ProfileStore
   extends StoreHealth,

@@ -33,3 +33,6 @@ export interface PgStoreContext {
   /** Notes profiles the running write job changes (change feed). */
   touch(tid: number, pids: Iterable<number>): void;
 }
+
+/** First key of the per-tenant write locks (pg_advisory_xact_lock(7466, tid)): shared with every server version. */
+export const TENANT_LOCK_CLASS = 7466;

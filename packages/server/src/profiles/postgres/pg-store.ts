@@ -30,6 +30,10 @@ import {
   type MembershipSetOptions,
   type ProfileDataTimes,
   type ProfileStore,
+  type PartitionBatchResult,
+  type PartitionBatchWrite,
+  type PartitionFence,
+  type PartitionWrites,
   type ScanOptions,
   type ScannedProfile,
   type StageOptions,
@@ -54,10 +58,11 @@ import type {
   ValidRecord,
 } from "../types.js";
 import { PG_SCHEMA } from "./schema.js";
-import { NO_TENANT, queryRows, type BatchRow, type PgStoreContext, type Q } from "./pg-context.js";
+import { NO_TENANT, queryRows, TENANT_LOCK_CLASS, type BatchRow, type PgStoreContext, type Q } from "./pg-context.js";
 import * as appends from "./pg-append.js";
 import * as reads from "./pg-reads.js";
 import * as memberships from "./pg-memberships.js";
+import * as partitions from "./pg-partitions.js";
 import * as lifecycle from "./pg-lifecycle.js";
 import { sandboxNameKey } from "../../platform/tenant.js";
 
@@ -80,8 +85,7 @@ const types = {
 
 interface DatasetRow { id: string; name: string; description: string | null; schema_class: string; profile_enabled: boolean; identity_fields: Dataset["identityFields"]; created: number; updated: number }
 
-/** First key of the per-tenant write locks (pg_advisory_xact_lock(7466, tid)): shared with every server version. */
-const TENANT_LOCK_CLASS = 7466;
+
 /** Writes per group commit: bounds how long one transaction holds the tenant locks. */
 const MAX_GROUP = 256;
 
@@ -97,7 +101,7 @@ function quoteIdent(name: string): string {
   return `"${name}"`;
 }
 
-export class PostgresProfileStore implements ProfileStore {
+export class PostgresProfileStore implements ProfileStore, PartitionWrites {
   readonly kind = "postgres" as const;
   private readonly pool: pg.Pool;
   private readonly tids = new Map<string, number>();
@@ -534,6 +538,16 @@ export class PostgresProfileStore implements ProfileStore {
 
   applyMembershipSets(scope: TenantScope, sets: readonly MembershipSet[], opts: MembershipSetOptions): Promise<MembershipSetCounts> {
     return memberships.applyMembershipSets(this.ctx, scope, sets, opts);
+  }
+
+  async applyPartitionBatch(fence: PartitionFence, writes: readonly PartitionBatchWrite[]): Promise<PartitionBatchResult> {
+    await this.ready;
+    return partitions.applyPartitionBatch(this.ctx, fence, writes);
+  }
+
+  async partitionPosition(partition: string): Promise<number> {
+    await this.ready;
+    return partitions.partitionPosition(this.ctx, partition);
   }
 
   getMemberships(scope: TenantScope, profileId: string): Promise<Membership[]> {
