@@ -47,8 +47,8 @@ export class ConfigPublisher {
   async start(): Promise<void> {
     const { bus, tenants } = this.deps;
     const on = (kind: ConfigKind, scope: { orgId: string; sandboxId: string }, id: string) => {
-      const tenant = tenants.all().find((t) => t.orgId === scope.orgId && t.sandbox.sandboxId === scope.sandboxId);
-      if (tenant) this.schedule(kind, tenant, id);
+      const tenant = tenants.bySandboxId(scope.sandboxId);
+      if (tenant?.orgId === scope.orgId) this.schedule(kind, tenant, id);
     };
     this.unsubscribe.push(
       bus.subscribe("definition.changed", (e) => on("definition", e.tenant, e.definitionId)),
@@ -99,7 +99,7 @@ export class ConfigPublisher {
       const [, , kind, sandboxToken, idToken] = subject.split(".");
       if (kind !== "definition" && kind !== "mergePolicy" && kind !== "datastream") continue;
       const sandboxId = untoken(sandboxToken ?? "");
-      const tenant = this.deps.tenants.all().find((t) => t.sandbox.sandboxId === sandboxId);
+      const tenant = this.deps.tenants.bySandboxId(sandboxId);
       if (!tenant) continue;
       const id = untoken(idToken ?? "");
       const scope = scopeOf(tenant);

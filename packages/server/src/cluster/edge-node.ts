@@ -210,7 +210,7 @@ function errorReporter(logger: Logger): (what: string) => (err: unknown) => void
 /** The pass's membership writes, sent to the hub through the site's stream. */
 function membershipsViaSite(publisher: EventSender, tenants: TenantDirectory): MembershipWrites {
   const send = async (scope: { orgId: string; sandboxName?: string }, changes: readonly MembershipChange[]) => {
-    const tenant = tenants.all().find((t) => t.orgId === scope.orgId && t.sandbox.sandboxName === scope.sandboxName);
+    const tenant = tenants.resolve(scope.orgId, scope.sandboxName ?? "");
     if (!tenant || changes.length === 0) return;
     await publisher.sendMemberships(tenant.orgId, tenant.sandbox.sandboxName, changes, randomUUID());
   };

@@ -10,13 +10,12 @@
 import type Database from "better-sqlite3";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { ApiError } from "../services/errors.js";
-import { tenantKey } from "../platform/tenant.js";
 import type { ForwardItem } from "../edge/hub-forwarder.js";
 import type { MembershipChange } from "../profiles/store.js";
 import { EdgeErrorCodes } from "../edge/errors.js";
 import { EDGE_RETENTION_MS } from "./nats.js";
 import { directEventsSubject } from "./subjects.js";
-import { encode, eventMessageOf, type EdgeMembershipsMessage } from "./wire.js";
+import { encode, eventMessageId, eventMessageOf, membershipsMessage } from "./wire.js";
 
 export const OUTBOX_MIGRATION = {
   version: 2,
@@ -69,12 +68,11 @@ export class EdgeOutbox {
 
   /** Resolves once the event is in the outbox (committed); sent to the hub later. */
   enqueue(item: ForwardItem): Promise<void> {
-    return this.store(`${tenantKey(item.tenant)}/${item.record.eventId ?? ""}`, encode(eventMessageOf(item)));
+    return this.store(eventMessageId(item), encode(eventMessageOf(item)));
   }
 
   sendMemberships(orgId: string, sandboxName: string, changes: readonly MembershipChange[], msgId: string): Promise<void> {
-    const m: EdgeMembershipsMessage = { v: 1, kind: "memberships", orgId, sandboxName, location: this.o.location, changes: [...changes] };
-    return this.store(msgId, encode(m));
+    return this.store(msgId, encode(membershipsMessage(orgId, sandboxName, this.o.location, changes)));
   }
 
   private store(msgId: string, body: Uint8Array): Promise<void> {

@@ -7,12 +7,11 @@
  */
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { ApiError } from "../services/errors.js";
-import { tenantKey } from "../platform/tenant.js";
 import type { ForwardItem } from "../edge/hub-forwarder.js";
 import type { MembershipChange } from "../profiles/store.js";
 import { EdgeErrorCodes } from "../edge/errors.js";
 import { siteEventsSubject } from "./subjects.js";
-import { encode, eventMessageOf, type EdgeMembershipsMessage } from "./wire.js";
+import { encode, eventMessageId, eventMessageOf, membershipsMessage } from "./wire.js";
 
 export interface EdgePublisherOptions {
   site: string;
@@ -54,14 +53,12 @@ export class EdgePublisher {
 
   /** Resolves once the site's JetStream stored the event; rejects with a 503 ApiError when it could not. */
   async enqueue(item: ForwardItem): Promise<void> {
-    const id = item.record.eventId ?? "";
-    await this.publish(encode(eventMessageOf(item)), `${tenantKey(item.tenant)}/${id}`);
+    await this.publish(encode(eventMessageOf(item)), eventMessageId(item));
   }
 
   /** Membership changes the node decided outside a request (the 24-hourly pass). */
   async sendMemberships(orgId: string, sandboxName: string, changes: readonly MembershipChange[], msgId: string): Promise<void> {
-    const m: EdgeMembershipsMessage = { v: 1, kind: "memberships", orgId, sandboxName, location: this.o.location, changes: [...changes] };
-    await this.publish(encode(m), msgId);
+    await this.publish(encode(membershipsMessage(orgId, sandboxName, this.o.location, changes)), msgId);
   }
 
   private async publish(data: Uint8Array, msgID: string): Promise<void> {

@@ -3,6 +3,7 @@
  * that is not what this version writes is refused (the hub dead-letters it), never half-applied.
  */
 import type { MembershipChange } from "../profiles/store.js";
+import { tenantKey } from "../platform/tenant.js";
 import type { Identity, JsonObject, MembershipStatus, ValidRecord } from "../profiles/types.js";
 import type { ForwardItem } from "../edge/hub-forwarder.js";
 import type { Projection } from "../edge/location-store.js";
@@ -48,6 +49,15 @@ export function eventMessageOf(item: ForwardItem): EdgeEventMessage {
     record: { kind: r.kind, json: r.json, primary: r.primary, identities: r.identities, timestamp: r.timestamp, eventId: r.eventId },
     edgeChanges: item.edgeChanges.map((c) => ({ definitionId: c.definitionId, status: c.status, at: c.at })),
   };
+}
+
+/** The message id of an event (tenant and event id): the same event is stored once. */
+export function eventMessageId(item: ForwardItem): string {
+  return `${tenantKey(item.tenant)}/${item.record.eventId ?? ""}`;
+}
+
+export function membershipsMessage(orgId: string, sandboxName: string, location: string, changes: readonly MembershipChange[]): EdgeMembershipsMessage {
+  return { v: 1, kind: "memberships", orgId, sandboxName, location, changes: [...changes] };
 }
 
 /** The record of an event message, as validation made it at the edge. */

@@ -29,16 +29,19 @@ export function derivedSandboxId(orgId: string, name: string): string {
 
 export class TenantDirectory {
   private readonly orgs = new Map<string, Map<string, TenantContext>>();
+  private readonly bySandbox = new Map<string, TenantContext>();
 
   constructor(config: Pick<Config, "organizations" | "limits">) {
     for (const org of config.organizations) {
       const sandboxes = new Map<string, TenantContext>();
       for (const s of org.sandboxes) {
-        sandboxes.set(s.name, {
+        const t: TenantContext = {
           orgId: org.id,
           sandbox: { sandboxId: s.id ?? derivedSandboxId(org.id, s.name), sandboxName: s.name, type: s.type, default: s.default },
           limits: { ...config.limits, ...(s.limits ?? {}) },
-        });
+        };
+        sandboxes.set(s.name, t);
+        this.bySandbox.set(t.sandbox.sandboxId, t);
       }
       this.orgs.set(org.id, sandboxes);
     }
@@ -50,6 +53,11 @@ export class TenantDirectory {
 
   resolve(orgId: string, sandboxName: string): TenantContext | undefined {
     return this.orgs.get(orgId)?.get(sandboxName);
+  }
+
+  /** The tenant of a sandbox id (what the bus and the metadata stores carry). */
+  bySandboxId(sandboxId: string): TenantContext | undefined {
+    return this.bySandbox.get(sandboxId);
   }
 
   /** The org's default sandbox (used by org-wide APIs that do not take x-sandbox-name). */
