@@ -78,7 +78,7 @@ export class RemoteLocationStore implements LocationStore {
   }
 
   async project(tenantKey: string, projection: Projection, opts?: { adopt?: boolean }): Promise<void> {
-    if (opts?.adopt !== true && !(await this.holds(tenantKey, projection.identities))) return;
+    if (opts?.adopt !== true && !(await this.holds(tenantKey, projection.identities, projection.profileId))) return;
     let m = this.held.get(tenantKey);
     if (!m) this.held.set(tenantKey, (m = new Map()));
     for (const i of projection.identities) {
