@@ -12,6 +12,9 @@
  *      (default 12,000, above the 10,000 target; 0 skips the phase), requests of --batch events due
  *      at even intervals whatever the server does, up to --paced-connections at once: the
  *      event-to-transition latency while that rate is sustained.
+ *   --workers: then the streaming workers as deployed beside the all-in-one process (#25;
+ *   bench/lib/streaming-workers.ts: --workers-events 100000 --workers-profiles 20000
+ *   --workers-offered 2000); --workers-only: just that
  *   --writes-in-flight 4 (membership writes committing at once; 1 = one at a time, for A/B runs)
  *   (--in-process: no HTTP and no client process, the same load driven from this process;
  *    --cpu-profile FILE: a CPU profile of this process during the measured phase only;
@@ -55,6 +58,7 @@ import { cpuDelta, threadCpu } from "./lib/thread-cpu.js";
 import { watchGcPauses } from "./lib/gc-pauses.js";
 import { watchLoopDelay } from "./lib/loop-delay.js";
 import { startHeapProfile } from "./lib/heap-profile.js";
+import { runWorkersBench } from "./lib/streaming-workers.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -91,6 +95,13 @@ const { values: args } = parseArgs({
     "reread-pids": { type: "boolean", default: false },
     // A/B: every event evaluated after its append (two commits per request), as before 2026-11-26.
     "after-append": { type: "boolean", default: false },
+    // #25: after the in-process phases, the streaming workers as deployed beside the all-in-one
+    // process (bench/lib/streaming-workers.ts); --workers-only runs just that.
+    workers: { type: "boolean", default: false },
+    "workers-only": { type: "boolean", default: false },
+    "workers-events": { type: "string", default: "100000" },
+    "workers-profiles": { type: "string", default: "20000" },
+    "workers-offered": { type: "string", default: "2000" },
   },
 });
 
@@ -382,4 +393,9 @@ async function runBench(): Promise<void> {
 }
 
 if (args.client) await runClient();
-else await runBench();
+else {
+  if (!args["workers-only"]) await runBench();
+  if (args.workers || args["workers-only"]) {
+    await runWorkersBench({ profiles: Number(args["workers-profiles"]), events: Number(args["workers-events"]), definitions: 100, offeredEventsPerSecond: Number(args["workers-offered"]) });
+  }
+}

@@ -9,6 +9,8 @@
 //   compat  *.compat.test.ts: checks against ../shared (Adobe's OpenAPI files).
 //   e2e     *.e2e.test.ts: the audience tool in a real browser (Chromium).
 //   cluster *.cluster.test.ts: hub and edge nodes as processes over nats-server (JetStream).
+//   workers *.workers.test.ts: a hub and streaming workers as processes over nats-server and
+//           PostgreSQL, against the all-in-one (#25's equivalence; several minutes).
 import { spawnSync } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
 import path from "node:path";
@@ -36,7 +38,7 @@ function find(dir) {
 }
 
 const all = ["pql", "server", "web"].flatMap((p) => find(path.join(root, "packages", p, "test"))).sort();
-const special = (f) => f.endsWith(".compat.test.ts") || f.endsWith(".e2e.test.ts") || f.endsWith(".cluster.test.ts");
+const special = (f) => f.endsWith(".compat.test.ts") || f.endsWith(".e2e.test.ts") || f.endsWith(".cluster.test.ts") || f.endsWith(".workers.test.ts");
 const env = { ...process.env };
 let files;
 switch (suite) {
@@ -58,8 +60,12 @@ switch (suite) {
   case "cluster":
     files = all.filter((f) => f.endsWith(".cluster.test.ts"));
     break;
+  case "workers":
+    files = all.filter((f) => f.endsWith(".workers.test.ts"));
+    env.SEGMENTD_TEST_DATABASE_URL ??= "postgres://127.0.0.1:5432/test";
+    break;
   default:
-    console.error(`unknown suite ${suite}: use unit, pg, compat, e2e or cluster`);
+    console.error(`unknown suite ${suite}: use unit, pg, compat, e2e, cluster or workers`);
     process.exit(2);
 }
 if (extra.length > 0) files = files.filter((f) => extra.some((e) => f.includes(e)));

@@ -14,7 +14,7 @@ import { randomUUID } from "node:crypto";
 import path from "node:path";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { Config } from "./platform/config.js";
-import type { Clock } from "./platform/clock.js";
+import type { Clock, ManualClock } from "./platform/clock.js";
 import type { EventBus } from "./platform/bus.js";
 import type { Logger } from "./platform/logger.js";
 import { createMetrics, type HttpMetrics } from "./platform/metrics.js";
@@ -39,6 +39,7 @@ import { edgePlugin } from "./edge/plugin.js";
 import { audienceMetricsPlugin } from "./metrics/routes.js";
 import { batchPlugin } from "./batch/http/plugin.js";
 import { clusterHubPlugin } from "./cluster/hub-plugin.js";
+import { partitionFeedPlugin } from "./cluster/partition-feed-plugin.js";
 import { openBatchRepository } from "./batch/store/open.js";
 
 export const SERVICE_VERSION = "0.1.0";
@@ -54,6 +55,8 @@ export interface AppDeps {
   profiles?: ProfileStore;
   /** Data lifecycle (quotas, work orders, dataset expirations), served with the profile data plane when present. */
   hygiene?: HygieneConfig;
+  /** The clock is this one and `POST /admin/clock` moves it (StartOptions.testClock). */
+  testClock?: ManualClock;
 }
 
 export interface Services {
@@ -118,20 +121,43 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
   await app.register(healthRoutes, { store: deps.store, metrics, ...(deps.profiles ? { profiles: deps.profiles } : {}) });
   await app.register(definitionRoutes, { prefix: "/data/core/ups", ...auth, definitions: services.definitions });
   await app.register(mergePolicyRoutes, { prefix: "/data/core/ups", ...auth, mergePolicies: services.mergePolicies });
-  await app.register(adminRoutes, { prefix: "/admin", ...auth, ...(deps.profiles ? { profiles: deps.profiles } : {}) });
+  await app.register(adminRoutes, {
+    prefix: "/admin",
+    ...auth,
+    ...(deps.profiles ? { profiles: deps.profiles } : {}),
+    ...(deps.testClock ? { testClock: { clock: deps.testClock, sweep: async () => app.streaming?.sweep() } } : {}),
+  });
   // The capabilities, each a named plugin that owns its services and hooks and declares the
   // plugins it depends on: registering one before those fails here, naming the missing one.
   if (deps.profiles) {
     const onError = (err: unknown) => deps.logger.error({ err }, "streaming/edge evaluation failed");
-    // Streaming evaluation: the definition catalog and engine; decorates the app with `streaming`.
-    await app.register(streamingPlugin, {
-      meta: deps.store,
-      hub: deps.profiles,
-      clock: deps.clock,
-      bus: deps.bus,
-      ...(deps.config.edge?.streamingMaxProfiles !== undefined ? { maxCachedProfiles: deps.config.edge.streamingMaxProfiles } : {}),
-      onError,
-    });
+    const workers = deps.config.streamingWorkers;
+    if (workers !== undefined && deps.config.natsUrl !== undefined) {
+      // Streaming evaluation by `segmentd worker` processes: the stored changes go to their
+      // partitions (docs/deployment.md); decorates the app with `streaming` all the same.
+      await app.register(partitionFeedPlugin, {
+        natsUrl: deps.config.natsUrl,
+        ...(deps.config.natsHubDomain !== undefined ? { hubDomain: deps.config.natsHubDomain } : {}),
+        partitions: workers.partitions,
+        meta: deps.store,
+        hub: deps.profiles,
+        tenants: services.tenants,
+        clock: deps.clock,
+        bus: deps.bus,
+        metrics: metrics.registry,
+        onError: (err) => deps.logger.error({ err }, "streaming workers' feed failed"),
+      });
+    } else {
+      // Streaming evaluation in process: the definition catalog and engine; decorates the app with `streaming`.
+      await app.register(streamingPlugin, {
+        meta: deps.store,
+        hub: deps.profiles,
+        clock: deps.clock,
+        bus: deps.bus,
+        ...(deps.config.edge?.streamingMaxProfiles !== undefined ? { maxCachedProfiles: deps.config.edge.streamingMaxProfiles } : {}),
+        onError,
+      });
+    }
     // Edge evaluation: locations, datastreams, interact, the hub forwarder; decorates the app with `edge`.
     await app.register(edgePlugin, {
       ...auth,

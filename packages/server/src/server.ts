@@ -7,7 +7,7 @@ import path from "node:path";
 import type { FastifyInstance } from "fastify";
 import { buildApp, createServices, type Services } from "./app.js";
 import { InProcessBus, type EventBus } from "./platform/bus.js";
-import { SystemClock, type Clock } from "./platform/clock.js";
+import { SystemClock, type Clock, type ManualClock } from "./platform/clock.js";
 import type { Config } from "./platform/config.js";
 import { createLogger, type Logger } from "./platform/logger.js";
 import { openMetadataStore } from "./stores/open-store.js";
@@ -20,6 +20,12 @@ import { parseHygieneConfig, type Hygiene } from "./hygiene/index.js";
 
 export interface StartOptions {
   clock?: Clock;
+  /**
+   * A clock that moves only through `POST /admin/clock` (operator token), which also runs the
+   * streaming sweep: scripted runs that must give the same result every time (the workers'
+   * equivalence suite). `segmentd serve` sets it from SEGMENTD_TEST_CLOCK; never for production.
+   */
+  testClock?: ManualClock;
   logger?: Logger;
   /** Use this store instead of opening one from the config (tests). Closed by close(). */
   store?: MetadataStore;
@@ -58,14 +64,14 @@ export async function startServer(baseConfig: Config, options: StartOptions = {}
   // Validate the hygiene section before opening anything, so a bad config file fails fast.
   const hygieneConfig = parseHygieneConfig(config.hygiene);
   const store = options.store ?? (await openMetadataStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl }));
-  const clock = options.clock ?? new SystemClock();
+  const clock = options.testClock ?? options.clock ?? new SystemClock();
   const bus = new InProcessBus((topic, err) => logger.error({ err, topic }, "bus subscriber failed"));
   let profiles: ProfileStore | undefined;
   try {
     profiles = options.profiles ?? openProfileStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, worker: config.profileStore?.worker !== false, onWorkerCrash: (err) => logger.error({ err }, "profile store worker crashed") });
     // Uploads a killed process was receiving (embedded: this process alone owns the data directory).
     if (config.databaseUrl === undefined) await removeStaleSpools(path.join(config.dataDir, "uploads"));
-    const deps = { config, store, clock, bus, logger, profiles, hygiene: hygieneConfig };
+    const deps = { config, store, clock, bus, logger, profiles, hygiene: hygieneConfig, ...(options.testClock ? { testClock: options.testClock } : {}) };
     const services = createServices(deps);
     for (const tenant of services.tenants.all()) await services.mergePolicies.ensureDefault(tenant);
     // Every capability is a plugin of the app: it opens, starts and closes what it owns.

@@ -42,7 +42,7 @@ const ENGINE_SURFACES: Record<string, readonly string[]> = {
   "edge → streaming": ["streaming/engine.ts", "streaming/definition-catalog.ts", "streaming/profile-state.ts", "streaming/reverse-index.ts", "streaming/plugin.ts"],
   "edge → metrics": ["metrics/routes.ts"],
   "cluster → edge": ["edge/plugin.ts", "edge/location-store.ts", "edge/locations.ts", "edge/hub-forwarder.ts", "edge/interact.ts", "edge/datastreams.ts", "edge/disqualification.ts", "edge/routes.ts", "edge/errors.ts"],
-  "cluster → streaming": ["streaming/definition-catalog.ts", "streaming/profile-state.ts"],
+  "cluster → streaming": ["streaming/definition-catalog.ts", "streaming/profile-state.ts", "streaming/engine.ts", "streaming/plugin.ts"],
 };
 
 /** The stores: they import nothing from HTTP or an engine, not even through another file. */
@@ -59,7 +59,7 @@ const isHttpPackage = (spec: string): boolean => spec === "fastify" || spec === 
  * The Fastify plugins and the composition root: the only files that may import HTTP. A module's
  * index.ts counts when it exports the module's plugin (registerHygiene, registerProfileRoutes).
  */
-const PLUGIN_FILES = ["cluster/hub-plugin.ts", "cluster/edge-node.ts", "streaming/plugin.ts", "edge/plugin.ts", "edge/register.ts", "edge/routes.ts", "metrics/routes.ts", "web/routes.ts", "hygiene/index.ts", "profiles/index.ts", "app.ts", "server.ts"];
+const PLUGIN_FILES = ["cluster/hub-plugin.ts", "cluster/partition-feed-plugin.ts", "cluster/edge-node.ts", "streaming/plugin.ts", "edge/plugin.ts", "edge/register.ts", "edge/routes.ts", "metrics/routes.ts", "web/routes.ts", "hygiene/index.ts", "profiles/index.ts", "app.ts", "server.ts"];
 const isPluginFile = (f: string): boolean => isHttpFile(f) || PLUGIN_FILES.includes(f);
 
 /** Circles tolerated in @segmentd/pql, type-only ones only (none now); one fixed but still listed fails. */

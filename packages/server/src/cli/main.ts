@@ -10,12 +10,14 @@ import { registerDemoCommand } from "./demo-command.js";
 import { registerJobsCommands } from "./jobs-command.js";
 import { registerEdgeCommand } from "./edge-command.js";
 import { registerClusterCommand } from "./cluster-command.js";
+import { registerWorkerCommands } from "./worker-command.js";
 
 const program = new Command();
 program.name("segmentd").description("Self-hosted audience segmentation, compatible with AEP's Segmentation Service").version(SERVICE_VERSION);
 registerServeCommand(program);
 registerEdgeCommand(program);
 registerClusterCommand(program);
+registerWorkerCommands(program);
 registerTokenCommand(program);
 registerPqlCommands(program);
 registerDemoCommand(program);

@@ -4,7 +4,8 @@
  */
 import type { Command } from "commander";
 import path from "node:path";
-import { loadConfig, parsePort, type Config } from "../platform/config.js";
+import { DEFAULT_STREAM_PARTITIONS, loadConfig, parsePartitions, parsePort, type Config } from "../platform/config.js";
+import { ManualClock } from "../platform/clock.js";
 import { startServer } from "../server.js";
 import { curlExamples, DEV_CREDENTIALS_FILE } from "../services/dev-bootstrap.js";
 import { loadDemoIfEmpty } from "../profiles/demo-loader.js";
@@ -18,6 +19,8 @@ export interface ServerCliOptions {
   databaseUrl?: string;
   logLevel?: string;
   nats?: string;
+  workers?: boolean;
+  partitions?: string;
   /** commander's --no-demo */
   demo?: boolean;
 }
@@ -32,6 +35,7 @@ export function configFromCli(o: ServerCliOptions): Config {
       ...(o.databaseUrl !== undefined ? { databaseUrl: o.databaseUrl } : {}),
       ...(o.logLevel !== undefined ? { logLevel: o.logLevel } : {}),
       ...(o.nats !== undefined ? { natsUrl: o.nats } : {}),
+      ...(o.workers === true || o.partitions !== undefined ? { streamingWorkers: { partitions: o.partitions === undefined ? DEFAULT_STREAM_PARTITIONS : parsePartitions(o.partitions, "--partitions") } } : {}),
     },
   });
 }
@@ -49,10 +53,12 @@ export function addServerOptions(cmd: Command): Command {
 export function registerServeCommand(program: Command): void {
   addServerOptions(program.command("serve").description("start the segmentd HTTP service"))
     .option("--nats <url>", "NATS server with JetStream: run as the hub of edge nodes (env SEGMENTD_NATS_URL; see docs/deployment.md)")
+    .option("--workers", "with --nats and --database-url: streaming evaluation by `segmentd worker` processes (config streamingWorkers; docs/deployment.md)")
+    .option("--partitions <n>", "with --workers: the profile-keyed partitions (default 64, fixed for a deployment; env SEGMENTD_STREAM_PARTITIONS)")
     .option("--no-demo", "do not load the small demo dataset into an empty development sandbox (env SEGMENTD_DEMO=0)")
     .action(async (o: ServerCliOptions) => {
     const config = configFromCli(o);
-    const server = await startServer(config);
+    const server = await startServer(config, testClockOf(process.env));
     // Before anything else is awaited (the demo load below): a signal during it must shut down cleanly too.
     let stopping = false;
     const stop = (signal: string) => {
@@ -101,4 +107,12 @@ export function registerServeCommand(program: Command): void {
       }
     }
   });
+}
+
+/** SEGMENTD_TEST_CLOCK=<epoch ms>: a clock only `POST /admin/clock` moves (scripted test runs; never production). */
+function testClockOf(env: NodeJS.ProcessEnv): { testClock?: ManualClock } {
+  const v = env.SEGMENTD_TEST_CLOCK;
+  if (v === undefined || v === "") return {};
+  if (!/^\d+$/.test(v)) throw new Error(`SEGMENTD_TEST_CLOCK must be epoch milliseconds, got "${v}"`);
+  return { testClock: new ManualClock(Number(v)) };
 }

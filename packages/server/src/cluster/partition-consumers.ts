@@ -20,6 +20,8 @@ export interface PartitionConsumersOptions {
   /** Applies a batch after `after` through its last sequence; resolves with the stored position then (or rejects). */
   apply(partition: number, msgs: readonly JsMsg[], fence: { after: number; through: number }): Promise<number>;
   onError(err: unknown): void;
+  /** A fetch found nothing after the position: the partition is caught up. */
+  onCaughtUp?(partition: number, position: number): void;
   /** Messages per fetch (default 500). */
   batch?: number;
 }
@@ -53,6 +55,19 @@ export class PartitionConsumers {
     }
   }
 
+  /** Stops the loops of these partitions and waits for their batches in flight. */
+  async release(partitions: readonly number[]): Promise<void> {
+    const stopping: Promise<void>[] = [];
+    for (const p of partitions) {
+      const loop = this.loops.get(p);
+      if (!loop) continue;
+      loop.stopped = true;
+      stopping.push(loop.done);
+      this.loops.delete(p);
+    }
+    await Promise.all(stopping);
+  }
+
   async close(): Promise<void> {
     await this.own(new Set());
   }
@@ -66,6 +81,7 @@ export class PartitionConsumers {
           if (loop.stopped) return;
           const { batch, error } = await fetchBatch(consumer, this.o.batch ?? 500);
           if (error !== undefined) this.o.onError(error);
+          if (batch.length === 0 && error === undefined) this.o.onCaughtUp?.(p, position);
           if (batch.length === 0 || loop.stopped) continue;
           const fresh = batch.filter((m) => m.seq > position);
           this.stats.skipped += batch.length - fresh.length;

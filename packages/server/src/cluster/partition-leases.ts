@@ -14,6 +14,10 @@ export interface PartitionLeasesOptions {
   workerId: string;
   partitions: number;
   ttlMs: number;
+  /** The value written with a partition's lease at each renewal (default the worker id): what others read of it. */
+  describe?: (partition: number) => string;
+  /** Before partitions beyond the fair share are given up: stop using them (their next owner may start at once). */
+  beforeRelease?: (partitions: readonly number[]) => Promise<void>;
   /** After each round that gained or lost partitions. */
   onChange?: (owned: ReadonlySet<number>, gained: readonly number[], lost: readonly number[]) => void | Promise<void>;
   onError: (err: unknown) => void;
@@ -54,6 +58,10 @@ export class PartitionLeases {
     this.held.clear();
   }
 
+  private valueOf(p: number): string {
+    return this.o.describe ? this.o.describe(p) : this.o.workerId;
+  }
+
   /** One round (also what the timer runs); rounds never overlap. */
   tick(): Promise<void> {
     this.round ??= this.run()
@@ -72,7 +80,7 @@ export class PartitionLeases {
     await kv.put(`w.${workerId}`, workerId);
     for (const [p, rev] of [...this.held]) {
       try {
-        this.held.set(p, await kv.update(`p.${p}`, workerId, rev));
+        this.held.set(p, await kv.update(`p.${p}`, this.valueOf(p), rev));
       } catch {
         // Expired and taken by another worker (or deleted): ours no more.
         this.held.delete(p);
@@ -83,8 +91,9 @@ export class PartitionLeases {
     for await (const k of await kv.keys("w.*")) live.add(k);
     const share = Math.ceil(partitions / Math.max(1, live.size));
     const mine = [...this.held.keys()].sort((a, b) => b - a);
-    while (this.held.size > share) {
-      const p = mine.shift()!;
+    const giveUp = mine.slice(0, Math.max(0, this.held.size - share));
+    if (giveUp.length > 0) await this.o.beforeRelease?.(giveUp);
+    for (const p of giveUp) {
       await kv.delete(`p.${p}`, { previousSeq: this.held.get(p)! }).catch(() => {});
       this.held.delete(p);
       lost.push(p);
@@ -92,7 +101,7 @@ export class PartitionLeases {
     for (let p = 0; p < partitions && this.held.size < share; p++) {
       if (this.held.has(p)) continue;
       try {
-        this.held.set(p, await kv.create(`p.${p}`, workerId));
+        this.held.set(p, await kv.create(`p.${p}`, this.valueOf(p)));
         gained.push(p);
       } catch {
         // Held by another worker.

@@ -1,13 +1,13 @@
 // The edge's figures: what requests grow (the soak's memory samples) and the Prometheus metrics
 // of the hub forwarder, the locations and the streaming engine's states.
 import { Counter, Gauge, type Registry } from "prom-client";
-import type { StreamingEngine } from "../streaming/engine.js";
+import type { StreamingFeed } from "../streaming/engine.js";
 import type { HubForwarder } from "./hub-forwarder.js";
 import { InMemoryLocationStore } from "./location-store.js";
 import type { EdgeLocations } from "./locations.js";
 
 /** Sizes of what requests grow (locations, forwarder queue, streaming caches). */
-export function memoryStatsOf(locations: EdgeLocations, forwarder: HubForwarder, streaming: StreamingEngine): Record<string, number> {
+export function memoryStatsOf(locations: EdgeLocations, forwarder: HubForwarder, streaming: StreamingFeed): Record<string, number> {
   const out: Record<string, number> = {};
   for (const loc of locations.all()) {
     if (!(loc instanceof InMemoryLocationStore)) continue;
@@ -29,7 +29,7 @@ export function memoryStatsOf(locations: EdgeLocations, forwarder: HubForwarder,
  * forwarder, its queue, each location's profiles and evictions, the streaming engine's states.
  * Read when scraped; registered once per registry.
  */
-export function registerEdgeMetrics(registry: Registry, rt: { forwarder: HubForwarder; locations: EdgeLocations; streaming: Pick<StreamingEngine, "cachedStates"> }): void {
+export function registerEdgeMetrics(registry: Registry, rt: { forwarder: HubForwarder; locations: EdgeLocations; streaming: Pick<StreamingFeed, "cachedStates"> }): void {
   if (registry.getSingleMetric("segmentd_edge_dead_letters_total") !== undefined) return;
   const { forwarder, locations, streaming } = rt;
   const counterOf = (name: string, help: string, read: () => number) =>

@@ -52,7 +52,7 @@ import type { IdentityGraph, MembershipChange, MembershipWrites, RecordAppends }
 import type { Identity, JsonObject, MembershipStatus, ValidRecord } from "../profiles/types.js";
 import { tenantKey } from "../platform/tenant.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
-import type { StreamingEngine } from "../streaming/engine.js";
+import type { StreamingFeed } from "../streaming/engine.js";
 import type { EdgeProjector } from "./projector.js";
 import { isTransientHubError } from "./hub-write-errors.js";
 
@@ -112,7 +112,7 @@ export interface HubForwarderDeps extends HubForwarderOptions {
   /** The hub's profile store: events appended, identities looked up, edge memberships written. */
   hub: RecordAppends & IdentityGraph & MembershipWrites;
   projector: EdgeProjector;
-  streaming?: StreamingEngine;
+  streaming?: StreamingFeed;
   maxIdentitiesPerGraph?: number;
   now: () => number;
   onError: (err: unknown) => void;

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from "fastify";
 import type { AuthDeps } from "../http/auth.js";
 import type { EventBus } from "../platform/bus.js";
-import type { StreamingEngine } from "../streaming/engine.js";
+import { StreamingEngine } from "../streaming/engine.js";
 import type { DefinitionCatalog } from "../streaming/definition-catalog.js";
 import { streamingPlugin } from "../streaming/plugin.js";
 import { audienceMetricsPlugin } from "../metrics/routes.js";
@@ -40,5 +40,7 @@ export async function registerRealtime(app: FastifyInstance, deps: RealtimeDeps 
   await app.register(audienceMetricsPlugin, { prefix: "/data/core/ups", authenticator: deps.authenticator, tenants: deps.tenants, meta: deps.meta, hub: deps.hub, clock: deps.clock });
   const streaming = app.streaming!;
   const edge = app.edge!;
+  // The plugin registered above evaluates in process (never the workers' feed).
+  if (!(streaming.engine instanceof StreamingEngine)) throw new Error("registerRealtime: the streaming plugin did not evaluate in process");
   return { ...edge, catalog: streaming.catalog, streaming: streaming.engine };
 }

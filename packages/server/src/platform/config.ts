@@ -86,6 +86,21 @@ export interface Config {
    */
   natsUrl?: string;
   natsHubDomain?: string;
+  /**
+   * Streaming evaluation by `segmentd worker` processes (docs/deployment.md): the hub publishes
+   * the stored changes to `partitions` profile-keyed partitions (default 64, fixed for a
+   * deployment) instead of evaluating them. Needs natsUrl and databaseUrl.
+   */
+  streamingWorkers?: { partitions: number };
+}
+
+export const DEFAULT_STREAM_PARTITIONS = 64;
+
+/** The partition count as given (a flag, an env variable, a file): a positive integer up to 1,024. */
+export function parsePartitions(v: unknown, what: string): number {
+  const n = typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v;
+  if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 1 || n > 1024) throw new ConfigError(`${what} must be an integer from 1 to 1024, got ${JSON.stringify(v)}`);
+  return n;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = {
@@ -157,7 +172,7 @@ function limitsFrom(v: Json | undefined, where: string): Partial<SandboxLimits> 
 /** Merge a parsed config file over `base`. Unknown keys are rejected so that typos do not pass silently. */
 export function applyConfigFile(base: Config, raw: unknown, source: string): Config {
   if (!isObject(raw)) throw new ConfigError(`${source}: the top level must be a JSON object`);
-  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene", "edge", "profileStore", "natsUrl", "natsHubDomain"]);
+  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene", "edge", "profileStore", "natsUrl", "natsHubDomain", "streamingWorkers"]);
   for (const k of Object.keys(raw)) if (!known.has(k)) throw new ConfigError(`${source}: unknown key "${k}"`);
   const c: Config = structuredClone(base);
   c.host = str(raw, "host", source) ?? c.host;
@@ -168,6 +183,12 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
   c.natsUrl = str(raw, "natsUrl", source) ?? c.natsUrl;
   c.natsHubDomain = str(raw, "natsHubDomain", source) ?? c.natsHubDomain;
   if (c.natsHubDomain !== undefined && !/^[a-z0-9][a-z0-9-]{0,31}$/.test(c.natsHubDomain)) throw new ConfigError(`${source}: natsHubDomain must be 1-32 lower-case letters, digits or '-'`);
+  const sw = raw.streamingWorkers;
+  if (sw !== undefined) {
+    if (!isObject(sw)) throw new ConfigError(`${source}: streamingWorkers must be an object ({ "partitions": 64 })`);
+    for (const k of Object.keys(sw)) if (k !== "partitions") throw new ConfigError(`${source}: unknown key "streamingWorkers.${k}"`);
+    c.streamingWorkers = { partitions: sw.partitions === undefined ? DEFAULT_STREAM_PARTITIONS : parsePartitions(sw.partitions, `${source}: streamingWorkers.partitions`) };
+  }
   c.bodyLimitBytes = num(raw, "bodyLimitBytes", source) ?? c.bodyLimitBytes;
   c.shutdownTimeoutMs = num(raw, "shutdownTimeoutMs", source) ?? c.shutdownTimeoutMs;
   c.limits = { ...c.limits, ...limitsFrom(raw.limits, `${source}: limits`) };
@@ -263,6 +284,7 @@ export function applyEnv(base: Config, env: NodeJS.ProcessEnv): Config {
   if (env.SEGMENTD_DATABASE_URL) c.databaseUrl = env.SEGMENTD_DATABASE_URL;
   if (env.SEGMENTD_LOG_LEVEL) c.logLevel = env.SEGMENTD_LOG_LEVEL;
   if (env.SEGMENTD_NATS_URL) c.natsUrl = env.SEGMENTD_NATS_URL;
+  if (env.SEGMENTD_STREAM_PARTITIONS) c.streamingWorkers = { partitions: parsePartitions(env.SEGMENTD_STREAM_PARTITIONS, "SEGMENTD_STREAM_PARTITIONS") };
   if (env.SEGMENTD_JWT_HS256_SECRET) c.auth.jwtHs256Secret = env.SEGMENTD_JWT_HS256_SECRET;
   if (env.SEGMENTD_JWT_RS256_PUBLIC_KEY_FILE) {
     c.auth.jwtRs256PublicKey = readFileSync(env.SEGMENTD_JWT_RS256_PUBLIC_KEY_FILE, "utf8");
@@ -288,7 +310,7 @@ export interface LoadConfigOptions {
   env?: NodeJS.ProcessEnv;
   /** Explicit config file; an error when missing (the default file is optional). */
   configFile?: string;
-  overrides?: Partial<Pick<Config, "host" | "port" | "dataDir" | "databaseUrl" | "logLevel" | "natsUrl">>;
+  overrides?: Partial<Pick<Config, "host" | "port" | "dataDir" | "databaseUrl" | "logLevel" | "natsUrl" | "streamingWorkers">>;
 }
 
 export function loadConfig(options: LoadConfigOptions = {}): Config {
@@ -310,9 +332,12 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   }
   c = applyEnv(c, env);
   const o = options.overrides ?? {};
-  for (const key of ["host", "port", "dataDir", "databaseUrl", "logLevel", "natsUrl"] as const) {
+  for (const key of ["host", "port", "dataDir", "databaseUrl", "logLevel", "natsUrl", "streamingWorkers"] as const) {
     if (o[key] !== undefined) (c as unknown as Record<string, unknown>)[key] = o[key];
   }
   c.dataDir = path.resolve(cwd, c.dataDir);
+  if (c.streamingWorkers !== undefined && (c.natsUrl === undefined || c.databaseUrl === undefined)) {
+    throw new ConfigError("streaming workers need NATS and PostgreSQL: give natsUrl (--nats) and databaseUrl (--database-url) as well");
+  }
   return c;
 }

@@ -25,7 +25,7 @@ export const DEMO_DATASETS: Readonly<Record<"profiles" | "events", DatasetInput>
 };
 
 /** mulberry32: small, fast, good enough for test data, and identical everywhere. */
-function rng(seed: number): () => number {
+export function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

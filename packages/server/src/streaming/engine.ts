@@ -37,7 +37,7 @@
 import type { Clock } from "../platform/clock.js";
 import type { AheadDecision } from "../profiles/ingest.js";
 import type { IdentityGraph, MembershipChange, MembershipReads, MembershipWrites, ProfileReads } from "../profiles/store.js";
-import type { Identity, JsonObject, MembershipTransition, ValidRecord } from "../profiles/types.js";
+import type { Identity, JsonObject, MembershipTransition, TenantScope, ValidRecord } from "../profiles/types.js";
 import { tenantKey, type TenantRef } from "../platform/tenant.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { DefinitionCatalog, LiveDefinition, LiveSet, PredicateContext } from "./definition-catalog.js";
@@ -74,6 +74,26 @@ export interface StoredRecord {
 }
 
 
+/**
+ * What the rest of the service hands streaming evaluation: the engine below, or on a hub whose
+ * workers evaluate (cluster/partition-feed.ts) the feed that publishes the changes to them.
+ */
+export interface StreamingFeed {
+  onRecordsStored(tenant: TenantContext, records: readonly StoredRecord[], pids?: Float64Array, ahead?: AheadDecision): Promise<MembershipTransition[]>;
+  decideAhead(tenant: TenantContext, records: readonly ValidRecord[]): Promise<AheadDecision | null>;
+  onProfilesChanged(tenant: TenantContext, profileIds: readonly string[]): Promise<MembershipTransition[]>;
+  idle(): Promise<void>;
+  /** Memberships awaiting a sweep re-check, profile states held (0 where nothing is held). */
+  readonly scheduled: number;
+  readonly cachedStates: number;
+}
+
+/** Where the engine's membership changes are written; resolves with the transitions written. */
+export interface MembershipSink {
+  write(scope: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]>;
+  idle(): Promise<void>;
+}
+
 /** What streaming evaluation reads and writes of the hub's profile store. */
 export type StreamingHub = IdentityGraph & ProfileReads & MembershipReads & MembershipWrites;
 
@@ -93,6 +113,16 @@ export interface StreamingEngineOptions {
   passFrom?: boolean;
   /** Membership writes committing at once (membership-writer.ts; default 4, 1 = one at a time). */
   maxWritesInFlight?: number;
+  /**
+   * Where changes go instead of the hub's group commit: a streaming worker collects them for the
+   * fenced write of its partition's batch (cluster/partition-worker.ts).
+   */
+  sink?: MembershipSink;
+  /**
+   * Load a profile's events only up to the evaluation's time: a worker reads its partition behind
+   * the hub, whose store may already hold the profile's later events.
+   */
+  eventsUpToNow?: boolean;
   onError?: (err: unknown) => void;
 }
 
@@ -121,12 +151,12 @@ function eventsOf(footprint: DefinitionFootprint, state: ProfileState): readonly
   return eventBodiesOfTypes(state, types);
 }
 
-export class StreamingEngine {
+export class StreamingEngine implements StreamingFeed {
   private readonly states: LruMap<ProfileState>;
   /** The profile id each record's primary identity was last stored under (decideAhead's guess; the store checks it). */
   private readonly pids: LruMap<string>;
   private readonly queue = new KeyedQueue();
-  private readonly writer: MembershipWriter;
+  private readonly writer: MembershipSink;
   private readonly schedule = new SweepSchedule();
   private readonly tenants = new Map<string, { tenant: TenantContext; scope: TenantRef }>();
   /** One context object reused for every predicate call (predicates are synchronous and keep nothing). */
@@ -138,7 +168,7 @@ export class StreamingEngine {
     this.passFrom = opts.passFrom ?? true;
     this.states = new LruMap(opts.maxCachedProfiles ?? 200_000);
     this.pids = new LruMap(opts.maxCachedProfiles ?? 200_000);
-    this.writer = new MembershipWriter(opts.hub, opts.maxWritesInFlight);
+    this.writer = opts.sink ?? new MembershipWriter(opts.hub, opts.maxWritesInFlight);
   }
 
   start(): void {
@@ -382,6 +412,16 @@ export class StreamingEngine {
     return out;
   }
 
+  /**
+   * Schedules a re-check of these realized memberships at the next sweep (a worker taking a
+   * partition over: the previous owner's schedule went with it). The sweep loads each profile's
+   * state, writes the exits of those that no longer hold, and schedules the others as usual.
+   */
+  recheck(tenant: TenantContext, memberships: ReadonlyArray<{ profileId: string; definitionId: string }>): void {
+    const tk = this.remember(tenant);
+    for (const m of memberships) this.schedule.schedule(0, tk, m.profileId, m.definitionId);
+  }
+
   /** Records the tenant (for the sweep) and its profile scope; returns its key. */
   private remember(tenant: TenantContext): string {
     const tk = tenantKey(tenant);
@@ -404,7 +444,7 @@ export class StreamingEngine {
     const cached = this.states.get(key);
     if (cached) return cached;
     const now = this.opts.clock.now();
-    const loaded = await loadProfileState(this.opts.hub, this.tenants.get(tk)!.scope, identity, d.policy, now - retentionOf(set));
+    const loaded = await loadProfileState(this.opts.hub, this.tenants.get(tk)!.scope, identity, d.policy, now - retentionOf(set), this.opts.eventsUpToNow === true ? now + 1 : undefined);
     if (loaded) this.states.set(key, loaded);
     return loaded;
   }

@@ -14,7 +14,7 @@ import type { EventBus } from "../platform/bus.js";
 import type { Clock } from "../platform/clock.js";
 import type { MetadataStore } from "../stores/types.js";
 import { DefinitionCatalog } from "./definition-catalog.js";
-import { StreamingEngine, type StreamingHub } from "./engine.js";
+import { StreamingEngine, type StreamingFeed, type StreamingHub } from "./engine.js";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -39,17 +39,24 @@ export interface StreamingDeps {
   onError?: (err: unknown) => void;
 }
 
+/**
+ * The streaming capability as the other plugins see it. On a hub whose streaming workers evaluate
+ * (cluster/partition-feed-plugin.ts, registered under the same name), `engine` is the feed that
+ * publishes the stored changes to them.
+ */
 export interface Streaming {
   catalog: DefinitionCatalog;
-  engine: StreamingEngine;
+  engine: StreamingFeed;
   /** Starts the sweep timer. */
   start(): void;
+  /** Closes the windows due by now (the sweep the timer runs; on a hub with workers, a tick to every partition). */
+  sweep(): Promise<void>;
   /** Waits for the evaluations and membership writes in flight. */
   idle(): Promise<void>;
   close(): Promise<void>;
 }
 
-export function createStreaming(deps: StreamingDeps): Streaming {
+export function createStreaming(deps: StreamingDeps): Streaming & { engine: StreamingEngine } {
   const catalog = new DefinitionCatalog(deps.meta, deps.bus);
   const engine = new StreamingEngine({
     catalog,
@@ -63,6 +70,9 @@ export function createStreaming(deps: StreamingDeps): Streaming {
     catalog,
     engine,
     start: () => engine.start(),
+    async sweep() {
+      await engine.sweep();
+    },
     idle: () => engine.idle(),
     async close() {
       try {

@@ -4,6 +4,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import { quarantinePageSchema } from "../../profiles/http/quarantine-routes.js";
+import type { ManualClock } from "../../platform/clock.js";
 import type { StoreHealth } from "../../profiles/store.js";
 import { ApiError, ErrorCodes } from "../../services/errors.js";
 import { registerOperatorHooks, type AuthDeps } from "../auth.js";
@@ -12,12 +13,28 @@ import { sandboxSchema } from "../schemas.js";
 export interface AdminRoutesOptions extends AuthDeps {
   /** The profile store, when the profile plane runs: GET /admin/quarantine lists what it quarantined. */
   profiles?: StoreHealth;
+  /** A test clock (StartOptions.testClock): `POST /admin/clock` moves it, then runs the streaming sweep. */
+  testClock?: { clock: ManualClock; sweep(): Promise<void> };
 }
 
 interface QuarantineQuerystring { orgId?: string; sandboxName?: string; limit?: number; after?: number }
 
 export async function adminRoutes(app: FastifyInstance, opts: AdminRoutesOptions): Promise<void> {
   registerOperatorHooks(app, opts);
+  const test = opts.testClock;
+  if (test) {
+    app.post<{ Body: { advanceMs: number } }>("/clock", {
+      schema: {
+        tags: ["Operator"],
+        summary: "Move the test clock forward, then close the streaming windows due (only with SEGMENTD_TEST_CLOCK)",
+        body: { type: "object", properties: { advanceMs: { type: "integer", minimum: 0, maximum: 366 * 24 * 3600 * 1000 } }, required: ["advanceMs"], additionalProperties: false },
+      },
+    }, async (request) => {
+      test.clock.advance(request.body.advanceMs);
+      await test.sweep();
+      return { now: test.clock.now() };
+    });
+  }
   app.get("/tenants", {
     schema: {
       tags: ["Operator"],

@@ -64,8 +64,12 @@ async function ingestMessages(opts: ProfileRoutesOptions<IngestStore>, request: 
         ...(decideAhead === undefined ? {} : { decideAhead: (records: readonly ValidRecord[]) => decideAhead(tenantOf(request), records) }),
       });
       if (opts.onStored && r.stored.length > 0) {
-        // The records are durable: evaluation trouble is logged, not reported as a failed ingestion.
-        await opts.onStored(tenantOf(request), r).catch((err: unknown) => request.log.error({ err }, "streaming evaluation after ingestion failed"));
+        // The records are durable: evaluation trouble is logged, not reported as a failed ingestion,
+        // except a 503 (the streaming workers' feed did not take them): the client sends them again.
+        await opts.onStored(tenantOf(request), r).catch((err: unknown) => {
+          if (err instanceof ApiError && err.status === 503) throw err;
+          request.log.error({ err }, "streaming evaluation after ingestion failed");
+        });
       }
       const byIndex = new Map<number, RecordError[]>();
       for (const e of r.failed) byIndex.set(e.index, [...(byIndex.get(e.index) ?? []), e]);
@@ -94,7 +98,7 @@ export async function streamingRoutes(app: FastifyInstance, opts: ProfileRoutesO
     const o = outcome!;
     const base = { inletId: request.params.connectionId, xactionId: o.xactionId, receivedTimeMs };
     if (o.status === undefined) return { ...base, syncValidation: { skipped: request.query.syncValidation !== true } };
-    if (o.status >= 500) throw new ApiError(o.status, "SEGMENTD-INTERNAL-500", o.message ?? "internal error");
+    if (o.status >= 500) throw new ApiError(o.status, o.status === 503 ? "SEGMENTD-STREAMING-503" : "SEGMENTD-INTERNAL-500", o.message ?? "internal error");
     if (o.errors === undefined || request.query.syncValidation === true) {
       reply.code(o.status);
       return { type: "http://ns.adobe.com/aep/errors/XDM-1000-400", status: o.status, title: o.message, report: { message: o.message, errors: o.errors ?? [] } };

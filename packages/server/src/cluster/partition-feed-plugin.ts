@@ -1,0 +1,87 @@
+/**
+ * Streaming evaluation on a hub whose workers evaluate (`segmentd serve --nats URL --workers`):
+ * registered in the streaming plugin's place and under its name, it decorates the app with
+ * `streaming` whose engine is the partitioned feed (partition-feed.ts). The other plugins feed it
+ * as they feed the in-process engine; the definition catalog stays here for the edge plugin.
+ */
+import type { FastifyInstance } from "fastify";
+import fp from "fastify-plugin";
+import type { KV } from "@nats-io/kv";
+import type { Registry } from "prom-client";
+import type { EventBus } from "../platform/bus.js";
+import type { Clock } from "../platform/clock.js";
+import type { IdentityGraph } from "../profiles/store.js";
+import type { TenantDirectory } from "../services/tenancy.js";
+import type { MetadataStore } from "../stores/types.js";
+import { DefinitionCatalog } from "../streaming/definition-catalog.js";
+import { STREAMING_PLUGIN } from "../streaming/plugin.js";
+import { connectNats } from "./nats.js";
+import { ensurePartitionStream, PartitionFeed } from "./partition-feed.js";
+import { registerPartitionMetrics } from "./partition-reports.js";
+import { HUB_DOMAIN } from "./subjects.js";
+import { leaseBucket } from "./worker-process.js";
+
+export interface PartitionFeedPluginOptions {
+  natsUrl: string;
+  hubDomain?: string;
+  partitions: number;
+  meta: MetadataStore;
+  hub: Pick<IdentityGraph, "findProfileIds">;
+  tenants: TenantDirectory;
+  clock: Clock;
+  bus: EventBus;
+  /** The hub's /metrics: the partitions' owners and lag (partition-reports.ts). */
+  metrics?: Registry;
+  /** Tick period (default 30 s). */
+  tickIntervalMs?: number;
+  onError(err: unknown): void;
+}
+
+export const partitionFeedPlugin = fp(
+  async (app: FastifyInstance, o: PartitionFeedPluginOptions) => {
+    const domain = o.hubDomain ?? HUB_DOMAIN;
+    const link = await connectNats({ url: o.natsUrl, name: "segmentd-hub-partitions", localDomain: domain, hubDomain: domain });
+    try {
+      await ensurePartitionStream(link.local.jsm, o.partitions);
+    } catch (err) {
+      await link.close();
+      throw err;
+    }
+    const catalog = new DefinitionCatalog(o.meta, o.bus);
+    const feed = new PartitionFeed({ js: link.local.js, partitions: o.partitions, hub: o.hub, clock: o.clock, onError: o.onError, ...(o.tickIntervalMs === undefined ? {} : { tickIntervalMs: o.tickIntervalMs }) });
+    // Definition and merge-policy changes reach every partition in stream order.
+    const changed = (e: { tenant: { orgId: string; sandboxId: string } }) => {
+      const t = o.tenants.bySandboxId(e.tenant.sandboxId);
+      if (t) feed.definitionsChanged({ orgId: t.orgId, sandboxName: t.sandbox.sandboxName }).catch(o.onError);
+    };
+    const unsubscribe = [o.bus.subscribe("definition.changed", changed), o.bus.subscribe("mergePolicy.changed", changed)];
+    app.decorate("streaming", {
+      catalog,
+      engine: feed,
+      start: () => feed.start(),
+      sweep: () => feed.tick(),
+      idle: () => feed.idle(),
+      async close() {
+        feed.stop();
+        for (const u of unsubscribe) u();
+        await feed.idle();
+        catalog.close();
+        await link.close();
+      },
+    });
+    feed.start();
+    if (o.metrics) {
+      let bucket: Promise<KV> | null = null;
+      const kv = () => {
+        bucket ??= leaseBucket(link);
+        bucket.catch(() => (bucket = null));
+        return bucket;
+      };
+      registerPartitionMetrics(o.metrics, kv, o.partitions, feed);
+    }
+    app.addHook("onClose", async () => {
+      await app.streaming!.close();
+    });
+  },
+  { name: STREAMING_PLUGIN, fastify: "5.x" },
+);
