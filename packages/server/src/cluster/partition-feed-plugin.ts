@@ -10,7 +10,7 @@ import type { KV } from "@nats-io/kv";
 import type { Registry } from "prom-client";
 import type { EventBus } from "../platform/bus.js";
 import type { Clock } from "../platform/clock.js";
-import type { IdentityGraph } from "../profiles/store.js";
+import type { IdentityGraph, ProfileReads } from "../profiles/store.js";
 import type { TenantDirectory } from "../services/tenancy.js";
 import type { MetadataStore } from "../stores/types.js";
 import { DefinitionCatalog } from "../streaming/definition-catalog.js";
@@ -19,14 +19,14 @@ import { connectNats } from "./nats.js";
 import { ensurePartitionStream, PartitionFeed } from "./partition-feed.js";
 import { registerPartitionMetrics } from "./partition-reports.js";
 import { HUB_DOMAIN } from "./subjects.js";
-import { leaseBucket } from "./worker-process.js";
+import { leaseBucket } from "./partition-leases.js";
 
 export interface PartitionFeedPluginOptions {
   natsUrl: string;
   hubDomain?: string;
   partitions: number;
   meta: MetadataStore;
-  hub: Pick<IdentityGraph, "findProfileIds">;
+  hub: Pick<IdentityGraph, "findProfileIds"> & Pick<ProfileReads, "eventsStoredThrough">;
   tenants: TenantDirectory;
   clock: Clock;
   bus: EventBus;
@@ -73,7 +73,7 @@ export const partitionFeedPlugin = fp(
     if (o.metrics) {
       let bucket: Promise<KV> | null = null;
       const kv = () => {
-        bucket ??= leaseBucket(link);
+        bucket ??= leaseBucket(link.local.js);
         bucket.catch(() => (bucket = null));
         return bucket;
       };

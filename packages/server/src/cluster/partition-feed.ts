@@ -14,13 +14,13 @@ import { randomUUID } from "node:crypto";
 import { DiscardPolicy, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { Clock } from "../platform/clock.js";
 import type { AheadDecision } from "../profiles/ingest.js";
-import type { IdentityGraph } from "../profiles/store.js";
+import type { IdentityGraph, ProfileReads } from "../profiles/store.js";
 import type { MembershipTransition } from "../profiles/types.js";
 import { ApiError } from "../services/errors.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { StoredRecord, StreamingFeed } from "../streaming/engine.js";
 import { ensureStream, nanos } from "./nats.js";
-import { encodePartitionMessage, PARTITION_STREAM, PARTITION_SUBJECTS, PARTITION_WIDE, PARTITIONS_METADATA, type PartitionMessage } from "./partition-wire.js";
+import { encodePartitionMessage, PARTITION_STREAM, PARTITION_SUBJECTS, PARTITION_WIDE, PARTITIONS_DESCRIPTION, type PartitionMessage } from "./partition-wire.js";
 import { partitionOfToken, partitionSubject, profileToken } from "./partitions.js";
 
 /** How long a partition keeps what no worker has read (with no worker running, events queue). */
@@ -40,7 +40,7 @@ export async function ensurePartitionStream(jsm: JetStreamManager, partitions: n
     duplicate_window: nanos(2 * 60 * 1000),
     discard: DiscardPolicy.Old,
     // The count in the description (nats-server 2.9 keeps no stream metadata).
-    description: `${PARTITIONS_METADATA}=${partitions}`,
+    description: `${PARTITIONS_DESCRIPTION}=${partitions}`,
   });
   const existing = await partitionCountOf(jsm);
   if (existing !== partitions) {
@@ -51,17 +51,17 @@ export async function ensurePartitionStream(jsm: JetStreamManager, partitions: n
 /** The partition count the stream was created with (what workers read). */
 export async function partitionCountOf(jsm: JetStreamManager): Promise<number> {
   const info = await jsm.streams.info(PARTITION_STREAM);
-  const m = new RegExp(`${PARTITIONS_METADATA}=(\\d+)`).exec(info.config.description ?? "");
+  const m = new RegExp(`${PARTITIONS_DESCRIPTION}=(\\d+)`).exec(info.config.description ?? "");
   const n = m ? Number(m[1]) : NaN;
-  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`the stream ${PARTITION_STREAM} does not record its partition count (description '${PARTITIONS_METADATA}=N')`);
+  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`the stream ${PARTITION_STREAM} does not record its partition count (description '${PARTITIONS_DESCRIPTION}=N')`);
   return n;
 }
 
 export interface PartitionFeedOptions {
   js: JetStreamClient;
   partitions: number;
-  /** Profile ids of records whose caller did not give them (the edge forwarder). */
-  hub: Pick<IdentityGraph, "findProfileIds">;
+  /** Profile ids of records whose caller did not give them (the edge forwarder); the mark of the events stored. */
+  hub: Pick<IdentityGraph, "findProfileIds"> & Pick<ProfileReads, "eventsStoredThrough">;
   clock: Clock;
   /** Tick period (default 30 s): how soon after a window closes the workers write the exit. */
   tickIntervalMs?: number;
@@ -71,7 +71,8 @@ export interface PartitionFeedOptions {
 }
 
 export class PartitionFeed implements StreamingFeed {
-  readonly stats = { published: 0, failed: 0, ticks: 0 };
+  /** Changes JetStream stored, and publishes that failed (each retried until the attempts run out). */
+  readonly stats = { published: 0, failed: 0 };
   readonly scheduled = 0;
   readonly cachedStates = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -105,12 +106,13 @@ export class PartitionFeed implements StreamingFeed {
     const known = pids !== undefined && pids.length === records.length;
     const ids: ReadonlyArray<string | null> = known ? Array.from(pids, String) : await this.o.hub.findProfileIds(scopeOf(tenant), records.map((r) => r.primary));
     const at = this.o.clock.now();
+    const w = await this.o.hub.eventsStoredThrough();
     const call = randomUUID();
     const out: Array<{ subject: string; msg: PartitionMessage; id: string }> = [];
     records.forEach((r, i) => {
       const p = ids[i];
       if (p === null || p === undefined) return;
-      const msg: PartitionMessage = { k: "r", o: tenant.orgId, n: tenant.sandbox.sandboxName, at, p, kind: r.kind, ns: r.primary.namespace, id: r.primary.id, ts: r.timestamp, eid: r.eventId, body: r.json ?? JSON.stringify(r.body) };
+      const msg: PartitionMessage = { k: "r", o: tenant.orgId, n: tenant.sandbox.sandboxName, at, w, p, kind: r.kind, ns: r.primary.namespace, id: r.primary.id, ts: r.timestamp, eid: r.eventId, body: r.json ?? JSON.stringify(r.body) };
       // An event by its id (a client's retry of it is published once); anything else once per call.
       out.push({ subject: this.subjectOf(tenant, p), msg, id: r.eventId !== null ? `e:${tenant.sandbox.sandboxId}:${r.eventId}` : `r:${call}:${i}` });
     });
@@ -120,8 +122,9 @@ export class PartitionFeed implements StreamingFeed {
 
   async onProfilesChanged(tenant: TenantContext, profileIds: readonly string[]): Promise<MembershipTransition[]> {
     const at = this.o.clock.now();
+    const w = await this.o.hub.eventsStoredThrough();
     const call = randomUUID();
-    await this.publishAll(profileIds.map((p, i) => ({ subject: this.subjectOf(tenant, p), msg: { k: "c", o: tenant.orgId, n: tenant.sandbox.sandboxName, at, p }, id: `c:${call}:${i}` })));
+    await this.publishAll(profileIds.map((p, i) => ({ subject: this.subjectOf(tenant, p), msg: { k: "c", o: tenant.orgId, n: tenant.sandbox.sandboxName, at, w, p }, id: `c:${call}:${i}` })));
     return [];
   }
 
@@ -134,8 +137,8 @@ export class PartitionFeed implements StreamingFeed {
 
   /** The hub's time to every partition: the workers close the windows due by then. Two ticks at one time count once. */
   async tick(at: number = this.o.clock.now()): Promise<void> {
-    await this.publishAll(this.everyPartition((p) => ({ subject: partitionSubject(p, PARTITION_WIDE), msg: { k: "t", at }, id: `t:${p}:${at}` })));
-    this.stats.ticks++;
+    const w = await this.o.hub.eventsStoredThrough();
+    await this.publishAll(this.everyPartition((p) => ({ subject: partitionSubject(p, PARTITION_WIDE), msg: { k: "t", at, w }, id: `t:${p}:${at}` })));
   }
 
   private everyPartition<T>(f: (p: number) => T): T[] {

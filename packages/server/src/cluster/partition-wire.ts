@@ -7,16 +7,18 @@
  *   d  the sandbox's definitions or merge policies changed (to every partition)
  *   t  a tick of the hub's clock (to every partition): the sweep closes the windows due by then
  *
- * Every message carries `at`, the hub's time when it stored the change: a worker evaluates at
- * that time, not its own, so its result does not depend on how far behind it reads, and a
- * partition replayed after a crash is evaluated exactly as the first time.
+ * Every message carries `at`, the hub's time when it stored the change, and (but `d`) `w`, the
+ * mark of the events its store held then (ProfileReads.eventsStoredThrough): a worker evaluates
+ * at that time and loads a profile's events as they were at that mark, not as they are when it
+ * reads (the hub has usually stored later ones). So its result does not depend on how far behind
+ * it reads, and a partition read again after a crash is evaluated exactly as the first time.
  */
 import type { StoredRecord } from "../streaming/engine.js";
 
 export const PARTITION_STREAM = "SEGMENTD_PEV";
 export const PARTITION_SUBJECTS = "segmentd.pev.>";
 /** How the stream's description records the partition count (fixed for a deployment). */
-export const PARTITIONS_METADATA = "segmentd_partitions";
+export const PARTITIONS_DESCRIPTION = "segmentd_partitions";
 /** The subject token of messages to a whole partition (a profile's token always holds `~2f`). */
 export const PARTITION_WIDE = "_all";
 
@@ -37,10 +39,10 @@ interface Tenanted {
 }
 
 export type PartitionMessage =
-  | (Tenanted & { k: "r"; p: string; kind: StoredRecord["kind"]; ns: string; id: string; ts: number | null; eid: string | null; body: string })
-  | (Tenanted & { k: "c"; p: string })
+  | (Tenanted & { k: "r"; w: number; p: string; kind: StoredRecord["kind"]; ns: string; id: string; ts: number | null; eid: string | null; body: string })
+  | (Tenanted & { k: "c"; w: number; p: string })
   | (Tenanted & { k: "d" })
-  | { k: "t"; at: number };
+  | { k: "t"; w: number; at: number };
 
 export function encodePartitionMessage(m: PartitionMessage): Uint8Array {
   return Buffer.from(JSON.stringify(m), "utf8");
@@ -57,6 +59,7 @@ export function decodePartitionMessage(data: Uint8Array): PartitionMessage | nul
   if (typeof m !== "object" || m === null) return null;
   const x = m as Record<string, unknown>;
   if (typeof x["at"] !== "number") return null;
+  if (x["k"] !== "d" && typeof x["w"] !== "number") return null;
   if (x["k"] === "t") return m as PartitionMessage;
   if (typeof x["o"] !== "string" || typeof x["n"] !== "string") return null;
   if (x["k"] === "d") return m as PartitionMessage;

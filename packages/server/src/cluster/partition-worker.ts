@@ -5,9 +5,10 @@
  * same engine as the all-in-one, with the partition's profile states, reverse index and sweep.
  *
  * Time is the stream's: each message is evaluated at the hub's time in it (`at`), and the sweep
- * runs on the hub's ticks, in stream order. The engine loads a profile's events only up to that
- * time (the hub has usually stored later ones). So a partition read again after a crash, or by
- * another worker, is evaluated exactly as the first time.
+ * runs on the hub's ticks, in stream order. The engine loads a profile's events as the hub's store
+ * held them when the message was published (its mark `w`; the hub has usually stored later ones
+ * by now). So a partition read again after a crash, or by another worker, is evaluated exactly as
+ * the first time.
  *
  * The engine's membership changes are not written one by one: a collecting sink keeps a batch's
  * changes (and answers the engine's reads of those memberships from them), and the batch is
@@ -27,6 +28,12 @@ import { PartitionConsumers } from "./partition-consumers.js";
 import { PartitionLeases } from "./partition-leases.js";
 import { decodePartitionMessage, PARTITION_STREAM, partitionFilter, partitionName, storedRecordOf, type PartitionMessage } from "./partition-wire.js";
 import { partitionOf } from "./partitions.js";
+
+interface RealizedSnapshot {
+  before: Map<string, number>;
+  byPartition: Map<number, Array<{ tenant: TenantContext; profileId: string; definitionId: string }>>;
+  after: Map<string, number>;
+}
 
 export type WorkerStore = StreamingHub & PartitionWrites & Pick<MembershipReads, "listMemberIds">;
 
@@ -60,9 +67,10 @@ export interface PartitionReport {
   at: number;
 }
 
-/** The stream clock of a partition: the time of the message being evaluated. */
+/** The stream clock of a partition: the time of the message being evaluated, and its mark of the events stored. */
 class StreamClock {
   t = 0;
+  w: number | undefined = undefined;
   now(): number {
     return this.t;
   }
@@ -87,9 +95,8 @@ class CollectingSink implements MembershipSink {
       const key = `${tk}\u0000${c.profileId}`;
       let m = this.overlay.get(key);
       if (!m) this.overlay.set(key, (m = new Map()));
-      const prev = m.get(c.definitionId);
-      const at = new Date(c.at).toISOString();
-      m.set(c.definitionId, { profileId: c.profileId, definitionId: c.definitionId, status: c.status, lastQualificationTime: c.status === "realized" ? at : (prev?.lastQualificationTime ?? at) });
+      // As the store will hold it: the change's time, for an exit too.
+      m.set(c.definitionId, { profileId: c.profileId, definitionId: c.definitionId, status: c.status, lastQualificationTime: new Date(c.at).toISOString() });
     }
     // The transitions are the fenced write's; the engine needs none back.
     return Promise.resolve([]);
@@ -112,11 +119,7 @@ class CollectingSink implements MembershipSink {
     const m = this.overlay.get(`${scopeKey(scope)}\u0000${profileId}`);
     if (!m) return stored;
     const out = new Map(stored.map((x) => [x.definitionId, x]));
-    for (const [def, x] of m) {
-      const old = out.get(def);
-      // An exit keeps the stored qualification time (as the store's upsert of an exit would not: it is read back the same way).
-      out.set(def, x.status === "exited" && old ? { ...x, lastQualificationTime: old.lastQualificationTime } : x);
-    }
+    for (const [def, x] of m) out.set(def, x);
     return [...out.values()].sort((a, b) => (a.definitionId < b.definitionId ? -1 : a.definitionId > b.definitionId ? 1 : 0));
   }
 }
@@ -125,8 +128,8 @@ interface PartitionRun {
   clock: StreamClock;
   sink: CollectingSink;
   engine: StreamingEngine;
-  /** The re-check of the memberships the previous owner would have swept. */
-  restored: Promise<void>;
+  /** The re-check of the memberships the previous owner would have swept; false when its read is older than the position the partition is read from. */
+  restored: Promise<boolean>;
 }
 
 export class PartitionWorker {
@@ -136,7 +139,7 @@ export class PartitionWorker {
   readonly stats = { messages: 0, batches: 0, stale: 0, failed: 0, crossPartition: 0 };
   private readonly runs = new Map<number, PartitionRun>();
   private readonly reports = new Map<number, PartitionReport>();
-  private realizedCache: { byPartition: Promise<Map<number, Array<{ tenant: TenantContext; profileId: string; definitionId: string }>>> } | null = null;
+  private realized: Promise<RealizedSnapshot> | null = null;
 
   constructor(private readonly o: PartitionWorkerOptions) {
     this.catalog = new DefinitionCatalog(o.meta);
@@ -167,7 +170,7 @@ export class PartitionWorker {
       onChange: async (owned, gained, lost) => {
         // What a gained partition's previous owner committed last is in the store now (it wrote and
         // stopped before releasing, or it is dead): the re-check reads it afresh.
-        if (gained.length > 0) this.realizedCache = null;
+        if (gained.length > 0) this.realized = null;
         for (const p of lost) {
           this.runs.delete(p);
           this.reports.delete(p);
@@ -205,7 +208,7 @@ export class PartitionWorker {
     return n;
   }
 
-  private runFor(p: number): PartitionRun {
+  private runFor(p: number, position: number): PartitionRun {
     let run = this.runs.get(p);
     if (run) return run;
     const clock = new StreamClock();
@@ -220,61 +223,75 @@ export class PartitionWorker {
       },
     });
     const perPartition = Math.max(1_000, Math.ceil(((this.o.maxCachedProfiles ?? 200_000) / this.o.partitions) * 2));
-    const engine = new StreamingEngine({ catalog: this.catalog, hub, clock, sink, eventsUpToNow: true, maxCachedProfiles: perPartition, onError: this.o.onError });
-    run = { clock, sink, engine, restored: Promise.resolve() };
+    const engine = new StreamingEngine({ catalog: this.catalog, hub, clock, sink, storedThrough: () => clock.w, maxCachedProfiles: perPartition, onError: this.o.onError });
+    run = { clock, sink, engine, restored: Promise.resolve(true) };
     const r = run;
-    run.restored = this.restore(p, r);
+    run.restored = this.restore(p, r, position);
     this.runs.set(p, run);
     return run;
   }
 
   /**
    * The realized memberships of windowed definitions in this partition, re-checked at its next
-   * tick: the schedule of their exits was the previous owner's, in its memory.
+   * tick: the schedule of their exits was the previous owner's, in its memory. The read is shared
+   * by the partitions gained together, so it is used only if the partition's position did not
+   * move while it was read and is the one the partition is read from (else a lease that expired
+   * under a live owner could have let that owner commit after the read: false, read again).
    */
-  private async restore(p: number, run: PartitionRun): Promise<void> {
-    const byPartition = await this.realizedByPartition();
-    const mine = byPartition.get(p) ?? [];
+  private async restore(p: number, run: PartitionRun, position: number): Promise<boolean> {
+    const snap = await this.realizedSnapshot();
+    const name = partitionName(p);
+    if ((snap.before.get(name) ?? 0) !== position || (snap.after.get(name) ?? 0) !== position) {
+      this.realized = null;
+      return false;
+    }
     const byTenant = new Map<TenantContext, Array<{ profileId: string; definitionId: string }>>();
-    for (const m of mine) {
+    for (const m of snap.byPartition.get(p) ?? []) {
       const list = byTenant.get(m.tenant);
       if (list) list.push(m);
       else byTenant.set(m.tenant, [m]);
     }
     for (const [tenant, list] of byTenant) run.engine.recheck(tenant, list);
+    return true;
   }
 
-  /** One read for the partitions gained in one lease round, bucketed by partition. */
-  private realizedByPartition(): Promise<Map<number, Array<{ tenant: TenantContext; profileId: string; definitionId: string }>>> {
-    if (this.realizedCache) return this.realizedCache.byPartition;
-    const byPartition = (async () => {
-      const out = new Map<number, Array<{ tenant: TenantContext; profileId: string; definitionId: string }>>();
+  /** One read of the realized windowed memberships, bucketed by partition, between two reads of the positions. */
+  private realizedSnapshot(): Promise<RealizedSnapshot> {
+    if (this.realized) return this.realized;
+    const snap = (async (): Promise<RealizedSnapshot> => {
+      const before = await this.o.store.partitionPositions();
+      const byPartition = new Map<number, Array<{ tenant: TenantContext; profileId: string; definitionId: string }>>();
       for (const tenant of this.o.tenants.all()) {
         const set = await this.catalog.get(tenant, "continuous");
         for (const d of set.definitions) {
           if (d.windowMs === null) continue;
           for (const profileId of await this.o.store.listMemberIds(scopeOf(tenant), d.id, "realized")) {
             const p = partitionOf(tenant.sandbox.sandboxId, profileId, this.o.partitions);
-            const list = out.get(p);
+            const list = byPartition.get(p);
             const entry = { tenant, profileId, definitionId: d.id };
             if (list) list.push(entry);
-            else out.set(p, [entry]);
+            else byPartition.set(p, [entry]);
           }
         }
       }
-      return out;
+      return { before, byPartition, after: await this.o.store.partitionPositions() };
     })();
-    byPartition.catch(() => {
-      this.realizedCache = null;
+    snap.catch(() => {
+      this.realized = null;
     });
-    this.realizedCache = { byPartition };
-    return byPartition;
+    this.realized = snap;
+    return snap;
   }
 
   private async apply(p: number, msgs: readonly JsMsg[], fence: { after: number; through: number }): Promise<number> {
-    const run = this.runFor(p);
+    const run = this.runFor(p, fence.after);
     try {
-      await run.restored;
+      if (!(await run.restored)) {
+        // Read again from the stored position, with a fresh re-check.
+        this.runs.delete(p);
+        this.stats.stale++;
+        return fence.after;
+      }
       await this.evaluate(p, run, msgs);
       await run.engine.idle();
     } catch (err) {
@@ -294,7 +311,7 @@ export class PartitionWorker {
       // Another worker moved the partition on (a handover): what this engine holds is not what was written,
       // and the realized memberships read for the re-check may predate that worker's last batch.
       this.runs.delete(p);
-      this.realizedCache = null;
+      this.realized = null;
       this.stats.stale++;
       return result.position;
     }
@@ -318,6 +335,7 @@ export class PartitionWorker {
         continue;
       }
       run.clock.t = m.at;
+      run.clock.w = m.k === "d" ? undefined : m.w;
       if (m.k === "t") {
         await run.engine.sweep(m.at);
         i++;
@@ -330,7 +348,7 @@ export class PartitionWorker {
         let j = i;
         for (; j < decoded.length; j++) {
           const n = decoded[j];
-          if (n === null || n === undefined || n.k !== "r" || n.at !== m.at || n.o !== m.o || n.n !== m.n) break;
+          if (n === null || n === undefined || n.k !== "r" || n.at !== m.at || n.w !== m.w || n.o !== m.o || n.n !== m.n) break;
           this.checkPartition(p, tenant, n);
           records.push(storedRecordOf(n));
           pids.push(Number(n.p));

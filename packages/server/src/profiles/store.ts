@@ -73,6 +73,8 @@ export interface EventQuery {
   order?: "asc" | "desc";
   /** Opaque cursor from a previous page's `next`. */
   cursor?: string;
+  /** Only events the store held at this mark (`eventsStoredThrough`): what was stored later is left out. */
+  storedThrough?: number;
 }
 
 export interface EventPage {
@@ -327,6 +329,12 @@ export interface ProfileReads {
   scanProfiles(scope: TenantScope, policy: MergePolicySpec, opts?: ScanOptions): AsyncIterable<ScannedProfile[]>;
   countProfiles(scope: TenantScope): Promise<number>;
   /**
+   * A mark of the events stored so far (the newest one's store sequence, over every tenant):
+   * `EventQuery.storedThrough` then reads the events as they were at this point. A streaming
+   * worker reads behind the hub; the hub marks each change it publishes with this.
+   */
+  eventsStoredThrough(): Promise<number>;
+  /**
    * The sandbox's profile (graph) ids in ascending order, `limit` (default 1,000) after
    * `afterProfileId`: one per identity graph, nothing merged or read but the id.
    */
@@ -426,6 +434,8 @@ export interface PartitionBatchResult {
 export interface PartitionWrites {
   applyPartitionBatch(fence: PartitionFence, writes: readonly PartitionBatchWrite[]): Promise<PartitionBatchResult>;
   partitionPosition(partition: string): Promise<number>;
+  /** Every partition's position (those never written are absent: 0). */
+  partitionPositions(): Promise<Map<string, number>>;
 }
 
 /** Every role at once: what the embedded and PostgreSQL stores implement. */

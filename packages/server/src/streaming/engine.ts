@@ -119,10 +119,11 @@ export interface StreamingEngineOptions {
    */
   sink?: MembershipSink;
   /**
-   * Load a profile's events only up to the evaluation's time: a worker reads its partition behind
-   * the hub, whose store may already hold the profile's later events.
+   * Load a profile's events only as the store held them at this mark (eventsStoredThrough): a
+   * worker reads its partition behind the hub, whose store already holds later events; each
+   * change it reads carries the hub's mark from when it was published.
    */
-  eventsUpToNow?: boolean;
+  storedThrough?: () => number | undefined;
   onError?: (err: unknown) => void;
 }
 
@@ -444,7 +445,7 @@ export class StreamingEngine implements StreamingFeed {
     const cached = this.states.get(key);
     if (cached) return cached;
     const now = this.opts.clock.now();
-    const loaded = await loadProfileState(this.opts.hub, this.tenants.get(tk)!.scope, identity, d.policy, now - retentionOf(set), this.opts.eventsUpToNow === true ? now + 1 : undefined);
+    const loaded = await loadProfileState(this.opts.hub, this.tenants.get(tk)!.scope, identity, d.policy, now - retentionOf(set), this.opts.storedThrough?.());
     if (loaded) this.states.set(key, loaded);
     return loaded;
   }

@@ -61,13 +61,13 @@ export async function loadProfileState(
   identity: Identity,
   policy: MergePolicySpec,
   since: number,
-  /** Exclusive: events from this time on are left out (default: none). */
-  until?: number,
+  /** Only the events the store held at this mark (EventQuery.storedThrough; default: all). */
+  storedThrough?: number,
 ): Promise<ProfileState | null> {
   const profile = await hub.getProfile(scope, identity, policy);
   if (!profile) return null;
   const [page, memberships] = await Promise.all([
-    hub.getEvents(scope, identity, policy, { startTime: since, ...(until === undefined ? {} : { endTime: until }), order: "asc", limit: MAX_LOADED_EVENTS }),
+    hub.getEvents(scope, identity, policy, { startTime: since, ...(storedThrough === undefined ? {} : { storedThrough }), order: "asc", limit: MAX_LOADED_EVENTS }),
     hub.getMemberships(scope, profile.profileId),
   ]);
   const events = page.events.map((e): StateEvent => ({ ts: e.timestamp, id: e.eventId, body: e.body }));

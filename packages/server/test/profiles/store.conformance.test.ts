@@ -125,6 +125,20 @@ describe(`profile store conformance (${STORE_KIND})`, () => {
         (e: unknown) => e instanceof StoreError && e.code === "INVALID_CURSOR");
     });
 
+    it("reads events as they were at a mark of the events stored (eventsStoredThrough)", async () => {
+      await ingestRecords(store, A, ev, rec(pageView("mk-1", "E-mark", T0 + 10)), { now: T0 + 7000 });
+      const mark = await store.eventsStoredThrough();
+      assert.ok(mark > 0);
+      // Stored after the mark, backdated before the other: left out at the mark, there after it.
+      await ingestRecords(store, A, ev, rec(pageView("mk-0", "E-mark", T0 + 5)), { now: T0 + 7001 });
+      const later = await store.eventsStoredThrough();
+      assert.ok(later > mark, `${later} > ${mark}`);
+      assert.deepEqual((await store.getEvents(A, ecid("E-mark"), pdgTs, { storedThrough: mark })).events.map((e) => e.eventId), ["mk-1"]);
+      assert.deepEqual((await store.getEvents(A, ecid("E-mark"), pdgTs, { storedThrough: later })).events.map((e) => e.eventId), ["mk-0", "mk-1"]);
+      assert.deepEqual((await store.getEvents(A, ecid("E-mark"), pdgTs)).events.map((e) => e.eventId), ["mk-0", "mk-1"]);
+      assert.equal(await store.eventsStoredThrough(), later, "reads do not move it");
+    });
+
     it("a retried event is stored once", async () => {
       const r = await ingestRecords(store, A, ev, rec(pageView("pv-1", "E-ann", T0 + 10)), { now: T0 + 6000 });
       assert.equal(r.duplicates, 1);

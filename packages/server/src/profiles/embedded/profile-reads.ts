@@ -94,6 +94,10 @@ export async function getEvents(s: StoreCtx, scope: TenantScope, identity: Ident
     where.push("e.ns = ?", "e.idv = ?");
     params.push(identity.namespace, identity.id);
   }
+  if (query.storedThrough !== undefined) {
+    where.push("i.seq <= ?");
+    params.push(query.storedThrough);
+  }
   if (query.cursor !== undefined) {
     const c = decodeCursor(query.cursor);
     where.push(desc ? "(i.ts < ? OR (i.ts = ? AND i.seq < ?))" : "(i.ts > ? OR (i.ts = ? AND i.seq > ?))");
@@ -105,6 +109,11 @@ export async function getEvents(s: StoreCtx, scope: TenantScope, identity: Ident
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
   return { events: s.eventsFrom(scope, page).map((e) => e.event), next: rows.length > limit && last !== undefined ? encodeCursor(last.ts, last.seq) : null };
+}
+
+export async function eventsStoredThrough(s: StoreCtx): Promise<number> {
+  const row = s.stmt("SELECT max(seq) AS n FROM events").get() as { n: number | null };
+  return row.n ?? 0;
 }
 
 export async function* scanProfiles(s: StoreCtx, scope: TenantScope, policy: MergePolicySpec, opts: ScanOptions = {}): AsyncIterable<ScannedProfile[]> {

@@ -33,7 +33,7 @@ import { sandboxNameKey } from "../../platform/tenant.js";
 import { type EventRow, type QueuedWrite, NO_TENANT, WAL_CATCH_UP_BYTES, SCAN_CACHE_KIB, type QuarantineRow, quarantineEntry, type StoreCtx } from "./store-context.js";
 import { createDataset, getDataset, listDatasets, deleteDataset, deleteByIdentities, deleteDatasetRecords, updateFields } from "./lifecycle-writes.js";
 import { append, appendDecided, createBatch, getBatch, listBatches, setBatchStatus, stageBatchRecords, completeBatch, abortBatch } from "./append-batches.js";
-import { findProfileId, findProfileIds, graphIdentities, getProfile, getEvents, scanProfiles, countProfiles, listProfileIds, profileDataTimes, listLakeRecords } from "./profile-reads.js";
+import { findProfileId, findProfileIds, graphIdentities, getProfile, getEvents, eventsStoredThrough, scanProfiles, countProfiles, listProfileIds, profileDataTimes, listLakeRecords } from "./profile-reads.js";
 import { applyMembershipChanges, writeMembershipChanges, applyMembershipSets, getMemberships, listMembers, listMemberIds, listMemberPids, countMembers, listTransitions } from "./membership-store.js";
 
 export interface EmbeddedStoreOptions {
@@ -575,6 +575,10 @@ export class EmbeddedProfileStore implements ProfileStore {
   scanProfiles(scope: TenantScope, policy: MergePolicySpec, opts: ScanOptions = {}): AsyncIterable<ScannedProfile[]> {
     return scanProfiles(this.ctx, scope, policy, opts);
   }
+  eventsStoredThrough(): Promise<number> {
+    return eventsStoredThrough(this.ctx);
+  }
+
   countProfiles(scope: TenantScope): Promise<number> {
     return countProfiles(this.ctx, scope);
   }

@@ -569,6 +569,10 @@ export class WorkerProfileStore implements ProfileStore {
   getEvents(scope: TenantScope, identity: Identity, policy: MergePolicySpec, query?: EventQuery): Promise<EventPage> {
     return this.call("getEvents", [scope, identity, policy, query]);
   }
+  eventsStoredThrough(): Promise<number> {
+    return this.call("eventsStoredThrough", []);
+  }
+
   countProfiles(scope: TenantScope): Promise<number> {
     return this.call("countProfiles", [scope]);
   }

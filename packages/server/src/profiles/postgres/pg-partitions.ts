@@ -33,3 +33,9 @@ export async function partitionPosition(ctx: PgStoreContext, partition: string):
   const r = await ctx.pool.query<{ seq: string }>("SELECT seq FROM partition_positions WHERE part = $1", [partition]);
   return r.rows.length === 0 ? 0 : Number(r.rows[0]!.seq);
 }
+
+/** Every partition's position, in one read. */
+export async function partitionPositions(ctx: PgStoreContext): Promise<Map<string, number>> {
+  const r = await ctx.pool.query<{ part: string; seq: string }>("SELECT part, seq FROM partition_positions");
+  return new Map(r.rows.map((x) => [x.part, Number(x.seq)]));
+}

@@ -103,6 +103,10 @@ export async function getEvents(ctx: PgStoreContext, scope: TenantScope, identit
     params.push(identity.namespace, identity.id);
     where.push(`ns = $${params.length - 1}`, `idv = $${params.length}`);
   }
+  if (query.storedThrough !== undefined) {
+    params.push(query.storedThrough);
+    where.push(`seq <= $${params.length}`);
+  }
   if (query.cursor !== undefined) {
     const cur = decodeCursor(query.cursor);
     params.push(cur.ts, cur.seq);
@@ -131,6 +135,11 @@ export async function* scanProfiles(ctx: PgStoreContext, scope: TenantScope, pol
     after = hi;
     yield out;
   }
+}
+
+export async function eventsStoredThrough(ctx: PgStoreContext): Promise<number> {
+  const rows = await queryRows<{ n: string | null }>(ctx.pool, "SELECT max(seq) AS n FROM events");
+  return Number(rows[0]!.n ?? 0);
 }
 
 export async function countProfiles(ctx: PgStoreContext, scope: TenantScope): Promise<number> {

@@ -510,6 +510,11 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
     return reads.scanProfiles(this.ctx, scope, policy, opts);
   }
 
+  async eventsStoredThrough(): Promise<number> {
+    await this.ready;
+    return reads.eventsStoredThrough(this.ctx);
+  }
+
   countProfiles(scope: TenantScope): Promise<number> {
     return reads.countProfiles(this.ctx, scope);
   }
@@ -548,6 +553,11 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
   async partitionPosition(partition: string): Promise<number> {
     await this.ready;
     return partitions.partitionPosition(this.ctx, partition);
+  }
+
+  async partitionPositions(): Promise<Map<string, number>> {
+    await this.ready;
+    return partitions.partitionPositions(this.ctx);
   }
 
   getMemberships(scope: TenantScope, profileId: string): Promise<Membership[]> {
