@@ -131,13 +131,14 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
   // plugins it depends on: registering one before those fails here, naming the missing one.
   if (deps.profiles) {
     const onError = (err: unknown) => deps.logger.error({ err }, "streaming/edge evaluation failed");
+    // The hub's NATS (docs/deployment.md), when it has one.
+    const nats = deps.config.natsUrl === undefined ? undefined : { natsUrl: deps.config.natsUrl, ...(deps.config.natsHubDomain !== undefined ? { hubDomain: deps.config.natsHubDomain } : {}) };
     const workers = deps.config.streamingWorkers;
-    if (workers !== undefined && deps.config.natsUrl !== undefined) {
+    if (workers !== undefined && nats !== undefined) {
       // Streaming evaluation by `segmentd worker` processes: the stored changes go to their
       // partitions (docs/deployment.md); decorates the app with `streaming` all the same.
       await app.register(partitionFeedPlugin, {
-        natsUrl: deps.config.natsUrl,
-        ...(deps.config.natsHubDomain !== undefined ? { hubDomain: deps.config.natsHubDomain } : {}),
+        ...nats,
         partitions: workers.partitions,
         meta: deps.store,
         hub: deps.profiles,
@@ -214,10 +215,9 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
       });
     }
     // The hub of edge nodes over NATS JetStream (docs/deployment.md); closed before the edge.
-    if (deps.config.natsUrl !== undefined) {
+    if (nats !== undefined) {
       await app.register(clusterHubPlugin, {
-        natsUrl: deps.config.natsUrl,
-        ...(deps.config.natsHubDomain !== undefined ? { hubDomain: deps.config.natsHubDomain } : {}),
+        ...nats,
         tenants: services.tenants,
         meta: deps.store,
         hub: deps.profiles,

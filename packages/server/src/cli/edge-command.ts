@@ -5,6 +5,7 @@
 import type { Command } from "commander";
 import { startEdgeNode } from "../cluster/edge-node.js";
 import { ConfigError } from "../platform/config.js";
+import { exitOnSignals } from "./shutdown.js";
 import { addServerOptions, configFromCli, type ServerCliOptions } from "./serve-command.js";
 
 interface EdgeCliOptions extends ServerCliOptions {
@@ -26,20 +27,11 @@ export function registerEdgeCommand(program: Command): void {
       const every = process.env["SEGMENTD_EDGE_DISQUALIFY_MS"];
       if (every !== undefined && !(Number.isSafeInteger(Number(every)) && Number(every) >= 1000)) throw new ConfigError(`SEGMENTD_EDGE_DISQUALIFY_MS must be an integer of at least 1000 (ms), got "${every}"`);
       const node = await startEdgeNode({ config, location: o.location, natsUrl: config.natsUrl, outbox: o.outbox === true, ...(every !== undefined ? { disqualifyIntervalMs: Number(every) } : {}), ...(o.hubDomain !== undefined ? { hubDomain: o.hubDomain } : {}) });
-      let stopping = false;
-      const stop = (signal: string) => {
-        if (stopping) return;
-        stopping = true;
-        node.app.log.info({ signal }, "edge node shutting down");
-        const force = setTimeout(() => process.exit(1), config.shutdownTimeoutMs);
-        force.unref();
-        node.close().then(
-          () => process.exit(0),
-          () => process.exit(1),
-        );
-      };
-      process.on("SIGTERM", () => stop("SIGTERM"));
-      process.on("SIGINT", () => stop("SIGINT"));
+      exitOnSignals({
+        timeoutMs: config.shutdownTimeoutMs,
+        close: () => node.close(),
+        log: { info: (signal) => node.app.log.info({ signal }, "edge node shutting down"), error: (what, err) => node.app.log.error({ err }, what) },
+      });
       process.stdout.write(`segmentd edge node '${node.location}' listening on ${node.url} (data dir ${config.dataDir}, NATS ${config.natsUrl})\n`);
       process.stdout.write(`interact: ${node.url}/ee/v2/interact  ${node.url}/ee/${node.location}/v2/interact  ready: ${node.url}/readyz\n`);
     });

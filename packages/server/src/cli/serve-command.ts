@@ -6,6 +6,7 @@ import type { Command } from "commander";
 import path from "node:path";
 import { DEFAULT_STREAM_PARTITIONS, loadConfig, parsePartitions, parsePort, type Config } from "../platform/config.js";
 import { ManualClock } from "../platform/clock.js";
+import { exitOnSignals } from "./shutdown.js";
 import { startServer } from "../server.js";
 import { curlExamples, DEV_CREDENTIALS_FILE } from "../services/dev-bootstrap.js";
 import { loadDemoIfEmpty } from "../profiles/demo-loader.js";
@@ -60,26 +61,11 @@ export function registerServeCommand(program: Command): void {
     const config = configFromCli(o);
     const server = await startServer(config, testClockOf(process.env));
     // Before anything else is awaited (the demo load below): a signal during it must shut down cleanly too.
-    let stopping = false;
-    const stop = (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      server.app.log.info({ signal }, "shutting down: finishing in-flight requests");
-      const force = setTimeout(() => {
-        server.app.log.error("shutdown timed out; exiting");
-        process.exit(1);
-      }, config.shutdownTimeoutMs);
-      force.unref();
-      server.close().then(
-        () => process.exit(0),
-        (err: unknown) => {
-          server.app.log.error({ err }, "shutdown failed");
-          process.exit(1);
-        },
-      );
-    };
-    process.on("SIGTERM", () => stop("SIGTERM"));
-    process.on("SIGINT", () => stop("SIGINT"));
+    exitOnSignals({
+      timeoutMs: config.shutdownTimeoutMs,
+      close: () => server.close(),
+      log: { info: (signal) => server.app.log.info({ signal }, "shutting down: finishing in-flight requests"), error: (what, err) => server.app.log.error({ err }, what) },
+    });
     const out = (line: string) => process.stdout.write(line + "\n");
     out(`segmentd listening on ${server.url} (store: ${server.store.kind}${server.store.kind === "embedded" ? `, data dir ${config.dataDir}` : ""})`);
     out(`OpenAPI: ${server.url}/openapi.json  docs: ${server.url}/docs  health: ${server.url}/healthz`);

@@ -7,9 +7,11 @@ import { connectNats } from "../cluster/nats.js";
 import { readPartitionReports, type PartitionView } from "../cluster/partition-reports.js";
 import { partitionName } from "../cluster/partition-wire.js";
 import { HUB_DOMAIN } from "../cluster/subjects.js";
-import { leaseBucket, startWorker, waitForPartitionCount } from "../cluster/worker-process.js";
+import { leaseBucket } from "../cluster/partition-leases.js";
+import { startWorker, waitForPartitionCount } from "../cluster/worker-process.js";
 import { ConfigError, loadConfig, type Config } from "../platform/config.js";
 import { moduleSchema } from "../platform/pg-url.js";
+import { exitOnSignals } from "./shutdown.js";
 import { PostgresProfileStore } from "../profiles/postgres/pg-store.js";
 
 interface WorkerCliOptions {
@@ -47,20 +49,16 @@ export function registerWorkerCommands(program: Command): void {
       if (batch !== undefined && !(Number.isSafeInteger(batch) && batch >= 1 && batch <= 10_000)) throw new ConfigError(`--batch must be an integer from 1 to 10000, got "${o.batch}"`);
       const log = (line: string) => process.stdout.write(line + "\n");
       const running = await startWorker({ config, ...(o.id === undefined ? {} : { id: o.id }), ...(batch === undefined ? {} : { batch }), log, onError: (err) => process.stderr.write(`worker: ${String((err as Error)?.stack ?? err)}\n`) });
-      let stopping = false;
-      const stop = () => {
-        if (stopping) return;
-        stopping = true;
-        const force = setTimeout(() => process.exit(1), config.shutdownTimeoutMs);
-        force.unref();
-        running.close().then(() => {
+      exitOnSignals({
+        timeoutMs: config.shutdownTimeoutMs,
+        async close() {
+          await running.close();
           const st = running.worker.stats;
           log(`segmentd worker ${running.id} stopped: ${st.messages} messages applied in ${st.batches} batches, ${st.crossPartition} of another partition, ${st.stale} stale batches`);
-          process.exit(0);
-        }, () => process.exit(1));
-      };
-      process.on("SIGTERM", stop);
-      process.on("SIGINT", stop);
+        },
+        log: { info: (signal) => log(`segmentd worker ${running.id}: ${signal}, stopping`), error: (what, err) => process.stderr.write(`worker: ${what} ${String(err ?? "")}
+`) },
+      });
       log(`segmentd worker ${running.id} started: ${running.partitions} partitions, owns ${running.worker.owned().size} (NATS ${config.natsUrl})`);
     });
 
@@ -73,9 +71,9 @@ export function registerWorkerCommands(program: Command): void {
       const store = new PostgresProfileStore({ connectionString: config.databaseUrl, schema: moduleSchema(config.databaseUrl, "profiles") });
       try {
         const partitions = await waitForPartitionCount(link, () => {}, 0);
-        const view = await readPartitionReports(await leaseBucket(link), partitions);
-        const rows = [];
-        for (const v of view.partitions) rows.push({ ...v, stored: await store.partitionPosition(partitionName(v.partition)) });
+        const view = await readPartitionReports(await leaseBucket(link.local.js), partitions);
+        const positions = await store.partitionPositions();
+        const rows = view.partitions.map((v) => ({ ...v, stored: positions.get(partitionName(v.partition)) ?? 0 }));
         if (o.json === true) {
           process.stdout.write(JSON.stringify({ workers: view.workers, partitions: rows }, null, 2) + "\n");
           return;

@@ -7,7 +7,8 @@
  * partitions up to it (`create` fails on a key that exists). A worker killed without releasing
  * stops renewing: its partitions are free to take once the TTL has passed.
  */
-import type { KV } from "@nats-io/kv";
+import type { JetStreamClient } from "@nats-io/jetstream";
+import { Kvm, type KV } from "@nats-io/kv";
 
 export interface PartitionLeasesOptions {
   kv: KV;
@@ -24,6 +25,13 @@ export interface PartitionLeasesOptions {
 }
 
 export const LEASE_BUCKET = "segmentd_partition_leases";
+/** The lease bucket's TTL: a worker that stops renewing loses its partitions after this. */
+export const LEASE_TTL_MS = 6_000;
+
+/** The lease bucket (created with its TTL by whoever comes first: a worker, the hub's /metrics, `segmentd workers`). */
+export async function leaseBucket(js: JetStreamClient): Promise<KV> {
+  return new Kvm(js).create(LEASE_BUCKET, { ttl: LEASE_TTL_MS, history: 1 });
+}
 
 export class PartitionLeases {
   /** Partition → the revision of our lease entry. */

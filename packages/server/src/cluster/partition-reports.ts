@@ -47,7 +47,7 @@ export async function readPartitionReports(kv: KV, partitions: number): Promise<
  * The hub's /metrics of the partitions, read from the lease bucket at each scrape: per partition
  * whether a worker owns it, and the owner's last report (applied sequence, pending messages, lag).
  */
-export function registerPartitionMetrics(registry: Registry, kv: () => Promise<KV>, partitions: number, feed: { stats: { published: number; failed: number; ticks: number } }): void {
+export function registerPartitionMetrics(registry: Registry, kv: () => Promise<KV>, partitions: number, feed: { stats: { published: number; failed: number } }): void {
   if (registry.getSingleMetric("segmentd_stream_partition_owned") !== undefined) return;
   let last: Promise<Awaited<ReturnType<typeof readPartitionReports>>> | null = null;
   let lastAt = 0;
@@ -81,4 +81,5 @@ export function registerPartitionMetrics(registry: Registry, kv: () => Promise<K
   perPartition("segmentd_stream_partition_lag_seconds", "Age of the last applied message when it was applied, while more were pending (0 when caught up)", (v) => (v.report ? v.report.lagMs / 1000 : null));
   new Gauge({ name: "segmentd_stream_workers", help: "Streaming workers alive (heartbeats in the lease bucket)", registers: [registry], async collect() { this.set((await read()).workers.length); } });
   new Gauge({ name: "segmentd_stream_feed_published", help: "Changes the hub published to the partitions since it started", registers: [registry], collect() { this.set(feed.stats.published); } });
+  new Gauge({ name: "segmentd_stream_feed_publish_failures", help: "Publishes to the partitions that failed since the hub started (retried; a change not taken after the retries fails its request with 503)", registers: [registry], collect() { this.set(feed.stats.failed); } });
 }

@@ -4,7 +4,6 @@
  * lease bucket, and a PartitionWorker over them.
  */
 import os from "node:os";
-import { Kvm, type KV } from "@nats-io/kv";
 import type { Config } from "../platform/config.js";
 import { moduleSchema } from "../platform/pg-url.js";
 import { PostgresProfileStore } from "../profiles/postgres/pg-store.js";
@@ -13,12 +12,10 @@ import { openMetadataStore } from "../stores/open-store.js";
 import type { MetadataStore } from "../stores/types.js";
 import { connectNats, isNotFound, type NatsLink } from "./nats.js";
 import { partitionCountOf } from "./partition-feed.js";
-import { LEASE_BUCKET } from "./partition-leases.js";
+import { LEASE_TTL_MS, leaseBucket } from "./partition-leases.js";
 import { PartitionWorker } from "./partition-worker.js";
 import { HUB_DOMAIN } from "./subjects.js";
 
-/** The lease bucket's TTL: a worker that stops renewing loses its partitions after this. */
-export const LEASE_TTL_MS = 6_000;
 
 export interface RunningWorker {
   id: string;
@@ -31,11 +28,6 @@ export interface RunningWorker {
 /** A worker id from the host name and process id (letters, digits, '-' and '_' only). */
 export function defaultWorkerId(): string {
   return `${os.hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 64);
-}
-
-/** The lease bucket (created with its TTL by whoever comes first). */
-export async function leaseBucket(link: NatsLink): Promise<KV> {
-  return new Kvm(link.local.js).create(LEASE_BUCKET, { ttl: LEASE_TTL_MS, history: 1 });
 }
 
 /** The partition count of the hub's stream, waiting for the hub to create it (a worker may start first). */
@@ -67,7 +59,7 @@ export async function startWorker(o: { config: Config; id?: string; batch?: numb
     store = new PostgresProfileStore({ connectionString: config.databaseUrl, schema: moduleSchema(config.databaseUrl, "profiles") });
     link = await connectNats({ url: config.natsUrl, name: `segmentd-worker-${id}`, localDomain: domain, hubDomain: domain });
     const partitions = await waitForPartitionCount(link, o.log);
-    const kv = await leaseBucket(link);
+    const kv = await leaseBucket(link.local.js);
     const worker = new PartitionWorker({
       js: link.local.js,
       kv,

@@ -33,6 +33,8 @@ function declaredClass(m: Message): SchemaClass | undefined {
 }
 
 interface Outcome { xactionId: string; status?: number; message?: string; errors?: RecordError[] }
+/** An outcome's error code (the single-record route reports it; the batch's items have none). */
+const codes = new WeakMap<Outcome, string>();
 
 function envelopeError(i: number): string | null {
   return `message ${i} must be {header: {datasetId, schemaRef}, body: {xdmEntity}}`;
@@ -65,9 +67,10 @@ async function ingestMessages(opts: ProfileRoutesOptions<IngestStore>, request: 
       });
       if (opts.onStored && r.stored.length > 0) {
         // The records are durable: evaluation trouble is logged, not reported as a failed ingestion,
-        // except a 503 (the streaming workers' feed did not take them): the client sends them again.
+        // unless it is the client's to act on (an ApiError: the streaming workers' feed did not take
+        // them, 503, and the client sends them again).
         await opts.onStored(tenantOf(request), r).catch((err: unknown) => {
-          if (err instanceof ApiError && err.status === 503) throw err;
+          if (err instanceof ApiError) throw err;
           request.log.error({ err }, "streaming evaluation after ingestion failed");
         });
       }
@@ -78,7 +81,10 @@ async function ingestMessages(opts: ProfileRoutesOptions<IngestStore>, request: 
       const api = toApiError(err);
       const status = api instanceof ApiError ? api.status : 500;
       const message = api instanceof ApiError ? api.message : "internal error";
-      for (const item of g.items) Object.assign(outcomes[item.index]!, { status, message });
+      for (const item of g.items) {
+        Object.assign(outcomes[item.index]!, { status, message });
+        if (api instanceof ApiError) codes.set(outcomes[item.index]!, api.code);
+      }
       if (!(api instanceof ApiError)) throw err;
     }
   }
@@ -98,7 +104,7 @@ export async function streamingRoutes(app: FastifyInstance, opts: ProfileRoutesO
     const o = outcome!;
     const base = { inletId: request.params.connectionId, xactionId: o.xactionId, receivedTimeMs };
     if (o.status === undefined) return { ...base, syncValidation: { skipped: request.query.syncValidation !== true } };
-    if (o.status >= 500) throw new ApiError(o.status, o.status === 503 ? "SEGMENTD-STREAMING-503" : "SEGMENTD-INTERNAL-500", o.message ?? "internal error");
+    if (o.status >= 500) throw new ApiError(o.status, codes.get(o) ?? "SEGMENTD-INTERNAL-500", o.message ?? "internal error");
     if (o.errors === undefined || request.query.syncValidation === true) {
       reply.code(o.status);
       return { type: "http://ns.adobe.com/aep/errors/XDM-1000-400", status: o.status, title: o.message, report: { message: o.message, errors: o.errors ?? [] } };
