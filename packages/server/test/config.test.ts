@@ -54,3 +54,26 @@ test("edge memory bounds come from the file; names default to one location; bad 
     assert.throws(() => loadConfig({ cwd: dir, env: {}, configFile: f }), (e: unknown) => e instanceof ConfigError && message.test(e.message));
   }
 });
+
+test("streaming workers: partitions from the file or the environment, default 64; NATS and PostgreSQL required; bad values are ConfigErrors", () => {
+  const f = path.join(dir, "workers.json");
+  const both = { natsUrl: "nats://127.0.0.1:4222", databaseUrl: "postgres://127.0.0.1:5432/test" };
+  writeFileSync(f, JSON.stringify({ ...both, streamingWorkers: {} }));
+  assert.deepEqual(loadConfig({ cwd: dir, env: {}, configFile: f }).streamingWorkers, { partitions: 64 });
+  writeFileSync(f, JSON.stringify({ ...both, streamingWorkers: { partitions: 8 } }));
+  assert.deepEqual(loadConfig({ cwd: dir, env: {}, configFile: f }).streamingWorkers, { partitions: 8 });
+  assert.deepEqual(loadConfig({ cwd: dir, env: { SEGMENTD_STREAM_PARTITIONS: "16" }, configFile: f }).streamingWorkers, { partitions: 16 });
+  assert.equal(loadConfig({ cwd: dir, env: {}, overrides: both }).streamingWorkers, undefined, "off unless asked for");
+  for (const [raw, message] of [
+    [{ ...both, streamingWorkers: { partitions: 0 } }, /streamingWorkers\.partitions must be an integer from 1 to 1024, got 0$/],
+    [{ ...both, streamingWorkers: { partitions: 2000 } }, /streamingWorkers\.partitions must be an integer from 1 to 1024, got 2000$/],
+    [{ ...both, streamingWorkers: { partition: 8 } }, /unknown key "streamingWorkers\.partition"/],
+    [{ ...both, streamingWorkers: true }, /streamingWorkers must be an object/],
+    [{ natsUrl: both.natsUrl, streamingWorkers: {} }, /^streaming workers need NATS and PostgreSQL: give natsUrl \(--nats\) and databaseUrl \(--database-url\) as well$/],
+    [{ databaseUrl: both.databaseUrl, streamingWorkers: {} }, /^streaming workers need NATS and PostgreSQL/],
+  ] as const) {
+    writeFileSync(f, JSON.stringify(raw));
+    assert.throws(() => loadConfig({ cwd: dir, env: {}, configFile: f }), (e: unknown) => e instanceof ConfigError && message.test(e.message), JSON.stringify(raw));
+  }
+  assert.throws(() => loadConfig({ cwd: dir, env: { SEGMENTD_STREAM_PARTITIONS: "many" }, overrides: both }), /SEGMENTD_STREAM_PARTITIONS must be an integer from 1 to 1024, got "many"/);
+});
