@@ -49,6 +49,8 @@ export interface PartitionWorkerOptions {
   leaseTtlMs?: number;
   /** Messages per fetch (default 500). */
   batch?: number;
+  /** Partitions' batches evaluated at once (default 4). */
+  batchesInFlight?: number;
   /** Profile states kept in memory over all partitions owned (default 200,000). */
   maxCachedProfiles?: number;
   onError(err: unknown): void;
@@ -138,6 +140,8 @@ export class PartitionWorker {
   readonly consumers: PartitionConsumers;
   readonly stats = { messages: 0, batches: 0, stale: 0, failed: 0, crossPartition: 0 };
   private readonly runs = new Map<number, PartitionRun>();
+  private applying = 0;
+  private readonly waiters: Array<() => void> = [];
   private readonly reports = new Map<number, PartitionReport>();
   private realized: Promise<RealizedSnapshot> | null = null;
 
@@ -284,6 +288,20 @@ export class PartitionWorker {
   }
 
   private async apply(p: number, msgs: readonly JsMsg[], fence: { after: number; through: number }): Promise<number> {
+    // A few partitions' batches at once: with every owned partition's at once, their state loads
+    // queued thousands of queries behind the pool's 8 connections (pg-pool's queue then costs 13 %
+    // of the worker's CPU) and draining took 15 % longer (docs/performance.md).
+    while (this.applying >= (this.o.batchesInFlight ?? 4)) await new Promise<void>((r) => this.waiters.push(r));
+    this.applying++;
+    try {
+      return await this.applyNow(p, msgs, fence);
+    } finally {
+      this.applying--;
+      this.waiters.shift()?.();
+    }
+  }
+
+  private async applyNow(p: number, msgs: readonly JsMsg[], fence: { after: number; through: number }): Promise<number> {
     const run = this.runFor(p, fence.after);
     try {
       if (!(await run.restored)) {
