@@ -204,6 +204,8 @@ export interface CompletedBatch {
   batch: IngestBatch;
   /** Identity links refused by the per-graph guardrail (the first MAX_BATCH_ERRORS). */
   refusedLinks: RefusedLinkReport[];
+  /** The profiles the batch's records were written to, each once (streaming evaluation and the edge locations follow them). */
+  profileIds: string[];
 }
 
 /**

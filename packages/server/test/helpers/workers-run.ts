@@ -227,7 +227,10 @@ export interface DriveHooks {
   stepEveryMs?: number;
 }
 
-/** Creates the datasets and definitions, sends the profiles and the steps; ends with an hour of ticks (the windows close). */
+/**
+ * Creates the datasets and definitions, sends the profiles and the steps (the middle one as a
+ * completed batch, the others streamed); ends with an hour of ticks (the windows close).
+ */
 export async function drive(d: Deployment, script: Script, hooks: DriveHooks = {}): Promise<{ sentMs: number }> {
   const dataset = async (name: string, schema: string) => {
     const r = await d.call("POST", "/data/foundation/catalog/dataSets", {
@@ -257,6 +260,16 @@ export async function drive(d: Deployment, script: Script, hooks: DriveHooks = {
       assert.deepEqual(bad, [], `${what}: records refused`);
       return true;
     });
+  const sendBatch = async (datasetId: string, records: Array<Record<string, unknown>>, what: string) => {
+    const b = await d.call("POST", "/data/foundation/import/batches", { datasetId, inputFormat: { format: "json" } });
+    assert.equal(b.status, 201, `${what}: ${JSON.stringify(b.json)}`);
+    const id = (b.json as { id: string }).id;
+    const up = await d.call("PUT", `/data/foundation/import/batches/${id}/datasets/${datasetId}/files/step.json`, records);
+    assert.equal(up.status, 200, `${what}: ${JSON.stringify(up.json)}`);
+    const done = await d.call("POST", `/data/foundation/import/batches/${id}?action=COMPLETE`);
+    assert.equal(done.status, 200, `${what}: ${JSON.stringify(done.json)}`);
+    assert.equal((done.json as { status: string }).status, "success", what);
+  };
   const advance = (ms: number) =>
     retrying("the clock", () => d.call("POST", "/admin/clock", { advanceMs: ms }, true), (r) => (r.status === 200 ? true : undefined)).then(() => {
       d.now += ms;
@@ -268,7 +281,9 @@ export async function drive(d: Deployment, script: Script, hooks: DriveHooks = {
     if (Date.now() < due) await new Promise((r) => setTimeout(r, due - Date.now()));
     await hooks.beforeStep?.(i);
     await advance(STEP_MS);
-    await send(eventDs, script.steps[i]!, `step ${i}`);
+    // The middle step comes as a batch (the batch API, completed): its profiles are evaluated when it completes.
+    if (i === Math.floor(script.steps.length / 2)) await sendBatch(eventDs, script.steps[i]!, `step ${i} (a batch)`);
+    else await send(eventDs, script.steps[i]!, `step ${i}`);
   }
   // An hour more, a tick a minute: the windows (< 1 h) close.
   for (let m = 0; m < 60; m++) await advance(60_000);

@@ -82,6 +82,8 @@ describe(`batch staging on the store (${STORE_KIND})`, () => {
     const done = await store.completeBatch(A, b.id, { ingestedAt: T0 + 2, maxIdentitiesPerGraph: 50 });
     assert.deepEqual([done.batch.status, done.batch.recordsRead, done.batch.recordsWritten, done.batch.recordsFailed, done.batch.completed], ["success", 4, 3, 1, T0 + 2]);
     assert.deepEqual(done.refusedLinks, []);
+    // The profiles written to, each once (streaming evaluation follows them).
+    assert.deepEqual([...done.profileIds].sort(), [await store.findProfileId(A, ecid("S-new")), await store.findProfileId(A, ecid("S-old"))].sort());
     // The retried old-1 and the repeated s-1 are duplicates: counted as written, stored once.
     assert.deepEqual((await store.getEvents(A, ecid("S-new"), pdg)).events.map((e) => e.eventId), ["s-1"]);
     assert.deepEqual((await store.getEvents(A, ecid("S-old"), pdg)).events.map((e) => e.eventId), ["old-1", "old-2"]);

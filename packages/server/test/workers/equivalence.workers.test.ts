@@ -1,7 +1,8 @@
 /**
  * #25's acceptance, on real processes (PostgreSQL, nats-server, the hub, workers): one scripted
- * stream — 200,000 events over 20,000 profiles, 100 continuous definitions whose windows open and
- * close under the hub's test clock — gives exactly the same memberships and transitions
+ * stream — 200,000 events over 20,000 profiles (streamed, but one request's worth in a batch), 100
+ * continuous definitions whose windows open and close under the hub's test clock — gives exactly
+ * the same memberships and transitions
  *   1. evaluated in process by the all-in-one, by one worker, and by three workers;
  *   2. while one of the three workers is killed (kill -9) twice and the hub once (kill -9, restart);
  *   3. while a fourth worker joins mid-stream and takes its share; every partition's lag is back

@@ -335,6 +335,7 @@ export function completeBatch(s: StoreCtx, scope: TenantScope, batchId: string, 
     const dataset = requireDataset(s, tid, scope, row.ds);
     const appendOpts: AppendOptions = { ingestedAt: opts.ingestedAt, maxIdentitiesPerGraph: opts.maxIdentitiesPerGraph };
     const refusedLinks: CompletedBatch["refusedLinks"] = [];
+    const profileIds = new Set<string>();
     let written = 0;
     let after = 0;
     // One transaction for the whole batch (all or nothing), applied chunk by chunk.
@@ -349,13 +350,14 @@ export function completeBatch(s: StoreCtx, scope: TenantScope, batchId: string, 
       else appendProfile(s, scope, tid, row.ds, records, appendOpts, result);
       written += result.fragments + result.events + result.lakeOnly + result.duplicates;
       for (const l of result.refusedLinks) if (refusedLinks.length < MAX_BATCH_ERRORS) refusedLinks.push(l);
+      for (const p of result.profileIds) profileIds.add(p);
     }
     s.stmt("DELETE FROM batch_records WHERE tid = ? AND batch = ?").run(tid, batchId);
     // Partial ingestion: the batch succeeds when any record was written or none failed.
     const status: IngestBatchStatus = row.records_written + written > 0 || row.records_failed === 0 ? "success" : "failed";
     s.stmt("UPDATE batches SET status = ?, records_written = records_written + ?, updated = ?, completed = ? WHERE tid = ? AND id = ?")
       .run(status, written, opts.ingestedAt, opts.ingestedAt, tid, batchId);
-    return { batch: batchFromRow(s, s.stmt("SELECT * FROM batches WHERE tid = ? AND id = ?").get(tid, batchId) as BatchRow), refusedLinks };
+    return { batch: batchFromRow(s, s.stmt("SELECT * FROM batches WHERE tid = ? AND id = ?").get(tid, batchId) as BatchRow), refusedLinks, profileIds: [...profileIds] };
   });
 }
 

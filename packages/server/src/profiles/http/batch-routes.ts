@@ -12,6 +12,7 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
 import type { Readable } from "node:stream";
 import { registerTenantHooks } from "../../http/auth.js";
+import { tenantOf } from "../../http/request-context.js";
 import { ApiError, badRequest, ErrorCodes, notFound } from "../../services/errors.js";
 import { isRecordDataError } from "../batch-staging.js";
 import { stageRecordStream, type StagingStore, type StreamStageResult } from "../ingest.js";
@@ -117,6 +118,9 @@ export async function batchRoutes(app: FastifyInstance, opts: BatchRouteOptions)
       const done = await mapStoreErrors(() => opts.profiles.completeBatch(scope, b.id, {
         ingestedAt: opts.clock.now(), maxIdentitiesPerGraph: opts.limits?.maxIdentitiesPerGraph ?? DEFAULT_LIMITS.maxIdentitiesPerGraph,
       }));
+      if (opts.onBatchCompleted && done.profileIds.length > 0) {
+        await opts.onBatchCompleted(tenantOf(request), done.profileIds).catch((err: unknown) => request.log.error({ err, batchId: b.id }, "streaming evaluation after a batch failed"));
+      }
       return { ...renderBatch(done.batch, scope.orgId), refusedIdentityLinks: done.refusedLinks };
     } catch (err) {
       if (err instanceof ApiError || !isRecordDataError(err)) throw err;

@@ -30,9 +30,16 @@ export interface ProfileRoutesOptions<S = ProfileRoutesStore> extends AuthDeps {
   /**
    * Called after records from the streaming collection endpoint are durable,
    * before the response: streaming evaluation and edge projection. A failure is
-   * logged, never reported as an ingestion failure (the records are stored).
+   * logged, not reported as an ingestion failure (the records are stored), unless it
+   * is an ApiError (the streaming workers' feed did not take them: 503, send again).
    */
   onStored?: (tenant: TenantContext, result: IngestResult) => Promise<void>;
+  /**
+   * Called after a batch completed, before the response, with the profiles its records were
+   * written to: streaming evaluation and edge projection follow them as they follow streamed
+   * records. A failure is logged (the batch is complete; it cannot be sent again).
+   */
+  onBatchCompleted?: (tenant: TenantContext, profileIds: readonly string[]) => Promise<void>;
   /**
    * Membership changes decided for the valid records of a streaming request before they are
    * stored, written with them in one transaction (IngestOptions.decideAhead; the streaming

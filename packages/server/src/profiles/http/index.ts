@@ -22,7 +22,7 @@ export async function registerProfileRoutes(app: FastifyInstance, opts: ProfileR
 }
 
 /** Options of `profilesPlugin`: the routes' own, without the hooks it takes from `app.streaming` and `app.edge`. */
-export type ProfilesPluginOptions = Omit<ProfileRoutesOptions, "onStored" | "decideAhead"> & { uploadSpoolDir?: string };
+export type ProfilesPluginOptions = Omit<ProfileRoutesOptions, "onStored" | "decideAhead" | "onBatchCompleted"> & { uploadSpoolDir?: string };
 
 /**
  * The profiles capability. Depends on the streaming and edge plugins (by name, checked at
@@ -42,6 +42,11 @@ export const profilesPlugin = fp(
       },
       // Known profiles' events are evaluated before their append: one commit for both.
       decideAhead: (tenant, records) => engine.decideAhead(tenant, records),
+      // A completed batch's profiles are evaluated again (their records are not replayed one by one).
+      onBatchCompleted: async (tenant, profileIds) => {
+        await engine.onProfilesChanged(tenant, profileIds);
+        await edge.projector.project(tenant, profileIds);
+      },
     });
   },
   { name: "segmentd-profiles", fastify: "5.x", dependencies: ["segmentd-streaming", "segmentd-edge"] },

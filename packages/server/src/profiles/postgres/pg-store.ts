@@ -439,6 +439,7 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
       const dataset = await this.requireDataset(c, tid, scope, row.ds);
       const appendOpts: AppendOptions = { ingestedAt: opts.ingestedAt, maxIdentitiesPerGraph: opts.maxIdentitiesPerGraph };
       const refusedLinks: CompletedBatch["refusedLinks"] = [];
+      const profileIds = new Set<string>();
       let written = 0;
       let after = 0;
       const refused: RecordError[] = [];
@@ -460,6 +461,7 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
         for (const result of applied.results) {
           written += result.fragments + result.events + result.lakeOnly + result.duplicates;
           for (const l of result.refusedLinks) if (refusedLinks.length < MAX_BATCH_ERRORS) refusedLinks.push(l);
+          for (const p of result.profileIds) profileIds.add(p);
         }
         refused.push(...applied.refused);
       }
@@ -471,7 +473,7 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
       const status: IngestBatchStatus = row.records_written + written > 0 || failed === 0 ? "success" : "failed";
       const done = await queryRows<BatchRow>(c, `UPDATE batches SET status = $1, records_written = records_written + $2, records_failed = $6, errors = $7,
         updated = $3, completed = $3 WHERE tid = $4 AND id = $5 RETURNING *`, [status, written, opts.ingestedAt, tid, batchId, failed, JSON.stringify(errors)]);
-      return { batch: this.batchFromRow(done[0]!), refusedLinks };
+      return { batch: this.batchFromRow(done[0]!), refusedLinks, profileIds: [...profileIds] };
     });
   }
 
