@@ -8,18 +8,23 @@
  *   the hub on PostgreSQL (throw-away schema): --hub-url postgres://127.0.0.1:5432/test
  *   in-process profile of the handler (no HTTP, no load client):
  *     node --cpu-prof --conditions=source --import tsx bench/edge.ts --inprocess 60000
- *   CPU profiles of the server during the runs: --profile-out edge.cpuprofile --profile-bare-out bare.cpuprofile
+ *   a CPU profile of the server (this process) during the edge run: --profile-out edge.cpuprofile;
+ *   of the edge node during its open-loop phase: --node-profile /tmp/node (→ /tmp/node.<n>.cpuprofile)
  *   sampled heap profile of the server during the edge run: --heap-profile edge.heapprofile
  *   the machine's ceiling for the ratio: --spin-us 10,20,40 also measures the bare endpoint made
  *   N µs slower per request (a busy loop in its handler), with the same client, after the edge run
+ *   cost per request (#26): --rate 2000 --open-seconds 10 (0 skips): an open loop at a fixed rate
+ *   below capacity against the bare endpoint, the all-in-one and the edge node, each a process
+ *   measured alone: CPU of all its threads and bytes allocated per request, p50/p99; the #26
+ *   targets printed as `target … met|MISSED`
  *   upper bounds of the interact path on this machine: --ceilings also measures, after the edge run,
  *   the same requests with the hub forwarding dropped, then also without evaluation (a datastream
  *   with edge segmentation off): parts of the work removed, not configurations to run
  *
  * The bench process starts the service (edge interact on the embedded stores,
  * 150 edge definitions of every query type, 100,000 profiles in the hub,
- * projected to the edge location) and, on another port, a bare Fastify JSON
- * endpoint. The load comes from a separate process (this file with --client):
+ * projected to the edge location) and, in a process of its own, a bare Fastify
+ * JSON endpoint. The load comes from a separate process (this file with --client):
  * autocannon with a random known profile and event type per request. Both
  * endpoints are measured in the same run with the same client settings; the
  * ratio edge/bare is printed with the figures, with the load average, the
@@ -33,7 +38,8 @@ import { rmSync, writeFileSync } from "node:fs";
 import inspector from "node:inspector";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
-import { postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
+import { pacedLoad, postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
+import { COST_HEADER, costProbe, costRow, formatBytes, measurePhase, selfMeter, startBareServer, target, type PhaseCost } from "./lib/cost.js";
 import { cpuDelta, threadCpu } from "./lib/thread-cpu.js";
 import { watchGcPauses } from "./lib/gc-pauses.js";
 import { watchLoopDelay } from "./lib/loop-delay.js";
@@ -50,12 +56,15 @@ const { values: args } = parseArgs({
     definitions: { type: "string", default: "150" },
     connections: { type: "string", default: "32" },
     seconds: { type: "string", default: "10" },
+    // The open-loop cost phase (#26): requests per second offered, and for how long (0 = skip).
+    rate: { type: "string", default: "2000" },
+    "open-seconds": { type: "string", default: "10" },
     inprocess: { type: "string", default: "0" },
     "profile-out": { type: "string", default: "" },
+    // A CPU profile of the edge node during its open-loop phase only, written to <this>.<n>.cpuprofile.
+    "node-profile": { type: "string", default: "" },
     // A sampled heap profile of the server process during the edge run (bench/lib/heap-profile.ts).
     "heap-profile": { type: "string", default: "" },
-    // A CPU profile of the server during the bare run (to compare per-request costs such as writev).
-    "profile-bare-out": { type: "string", default: "" },
     "hub-url": { type: "string", default: "" },
     // The embedded hub on the main thread instead of its worker thread (the server's default).
     "direct-store": { type: "boolean", default: false },
@@ -83,7 +92,8 @@ const EVENT_TYPES = 30;
 
 // ---------------------------------------------------------------- load client
 async function runClient(): Promise<void> {
-  await postLoad({
+  const rate = Number(args.rate);
+  await (rate > 0 ? (o: Parameters<typeof postLoad>[0]) => pacedLoad({ ...o, rate }) : postLoad)({
     url: args.url!,
     connections: Number(args.connections),
     seconds: Number(args.seconds),
@@ -120,8 +130,14 @@ function loadAverage(): string {
   return os.loadavg().map((l) => l.toFixed(2)).join(", ");
 }
 
+/** The closed loop (saturation: figures of the machine as much as of the server). */
 function load(url: string): Promise<ClientResult> {
-  return runLoadClient<ClientResult>(fileURLToPath(import.meta.url), ["--url", url, "--profiles", String(PROFILES), "--connections", args.connections!, "--seconds", args.seconds!]);
+  return runLoadClient<ClientResult>(fileURLToPath(import.meta.url), ["--url", url, "--profiles", String(PROFILES), "--connections", args.connections!, "--seconds", args.seconds!, "--rate", "0"]);
+}
+
+/** The open loop at --rate requests/s (#26's cost phase), up to 64 connections. */
+function openLoad(url: string): Promise<ClientResult> {
+  return runLoadClient<ClientResult>(fileURLToPath(import.meta.url), ["--url", url, "--profiles", String(PROFILES), "--connections", "64", "--seconds", args["open-seconds"]!, "--rate", args.rate!]);
 }
 
 // ---------------------------------------------------------------- server side
@@ -221,16 +237,9 @@ async function runBench(): Promise<void> {
     const edgeUrl = await app.listen({ host: "127.0.0.1", port: 0 });
     let node: Awaited<ReturnType<typeof startEdgeNodeProcess>> | null = null;
 
-    const bare = Fastify({ logger: false });
-    const bareSchema = { response: { 200: { type: "object", properties: { requestId: { type: "string" }, ok: { type: "boolean" } } } } };
-    bare.post("/bare", { schema: bareSchema }, async () => ({ requestId: "r", ok: true }));
-    // The calibration endpoint: the bare one, made `us` µs slower by a busy loop (?us=N).
-    bare.post<{ Querystring: { us?: string } }>("/spin", { schema: bareSchema }, async (request) => {
-      const end = performance.now() + Number(request.query.us ?? 0) / 1000;
-      while (performance.now() < end);
-      return { requestId: "r", ok: true };
-    });
-    const bareUrl = await bare.listen({ host: "127.0.0.1", port: 0 });
+    // The reference: a bare Fastify JSON endpoint in a process of its own (bench/lib/bare-server.ts).
+    const bare = await startBareServer();
+    const bareUrl = bare.url;
 
     const eventBody = (who: number, type: string) => ({ event: { xdm: { identityMap: { CRMID: [{ id: `c${who}`, primary: true }] }, eventType: type, timestamp: new Date(Date.now() - 50).toISOString() } } });
     const inprocess = Number(args.inprocess);
@@ -281,9 +290,16 @@ async function runBench(): Promise<void> {
     await rt.flush();
 
     console.log(`load average before the runs: ${loadAverage()} (${os.cpus().length} cores); hub: ${hubUrl ? "PostgreSQL" : args["direct-store"] === true ? "embedded SQLite (main thread)" : "embedded SQLite (worker thread)"}; hub queue: flush every ${args["flush-ms"]} ms or ${args["max-batch"]} items, at most ${args["max-queue"]} waiting, handed to the store ${args["turn-budget-ms"]} ms per turn at most`);
-    const bareProfiler = await startProfiler(args["profile-bare-out"]);
     const bareResult = await load(`${bareUrl}/bare`);
-    await bareProfiler.stop("the server during the bare run");
+    // #26: cost per request at a fixed rate below capacity, the bare endpoint and the all-in-one
+    // first (the edge node after it is set up), each process alone under load.
+    const openRate = Number(args.rate);
+    const costs: PhaseCost[] = [];
+    if (openRate > 0 && Number(args["open-seconds"]) > 0) {
+      costs.push(await measurePhase("bare Fastify JSON (own process)", bare.meter, () => openLoad(`${bareUrl}/bare`)));
+      costs.push(await measurePhase("all-in-one edge interact (bench process, hub writes included)", selfMeter(), () => openLoad(`${edgeUrl}/ee/v2/interact?dataStreamId=${ds.id}`)));
+      await rt.flush();
+    }
     const statsBefore = { ...rt.forwarder.stats };
     let peakQueue = 0;
     const sampler = setInterval(() => {
@@ -335,14 +351,24 @@ async function runBench(): Promise<void> {
 
     // The edge node as deployed: the same client against its own process; its event stored in the
     // site's JetStream before each 200; the hub (this process) ingests them through the source.
+    const nodeProbe = costProbe();
+    let plainDs: { id: string } | null = null;
+    let siteNatsOpenUs = 0;
+    let hubDrain: { ms: number; us: number; natsUs: number } | null = null;
     let nodeRun: { result: ClientResult; nodeUs: number; siteNatsUs: number; hubNatsUs: number; hubUs: number; ingestMs: number } | null = null;
     if (nats) {
       // Set up after the all-in-one run: from here on the hub also projects what changes to the
       // site, which holds every profile (a cost of the deployment, not of the all-in-one).
+      // A hub of edge nodes serves no interact itself: its own location forgets what the
+      // all-in-one run put there, or the hub would project every node event back to it.
+      const own = rt.locations.get(rt.locations.defaultLocation)!;
+      const tk = (await own.tenantKeys())[0];
+      if (tk !== undefined) await own.forget(tk, new Set((await own.profiles(tk)).map((p) => p.profileId).filter((id): id is string => id !== null)));
       app.clusterHub!.ingest.remote(SITE);
       const t3 = performance.now();
+      plainDs = await rt.datastreams.create(tenant, { name: "bench, edge segmentation off (floor)", eventDatasetId: "edge-events", edgeSegmentation: false });
       const sent = await rt.projector.projectAll(tenant, SITE);
-      node = await startEdgeNodeProcess({ dir, org: ORG, natsUrl: nats.site.url });
+      node = await startEdgeNodeProcess({ dir, org: ORG, natsUrl: nats.site.url, nodeArgs: nodeProbe.nodeArgs, env: { ...nodeProbe.env, ...(args["node-profile"] ? { SEGMENTD_COST_PROBE_PROFILE: args["node-profile"] } : {}) } });
       await waitCaughtUp(node.url, sent);
       console.log(`edge node: ${sent} projections published to site '${SITE}' and applied by its node (own process) in ${((performance.now() - t3) / 1000).toFixed(1)} s`);
     }
@@ -372,6 +398,31 @@ async function runBench(): Promise<void> {
         hubUs: per((self.user + self.system) / 1e6),
         ingestMs,
       };
+      if (openRate > 0 && Number(args["open-seconds"]) > 0) {
+        // The hub's ingestion paused meanwhile (its events wait in the hub's stream): on a
+        // deployment the hub runs elsewhere; here it would take the node's cores. Measured
+        // after, draining what the node collected.
+        await ingest.stop();
+        const base = ingest.stats.ingested;
+        const siteBefore = processCpuSeconds(pids.site);
+        const c = await measurePhase("edge node as deployed (own process; the hub's ingestion paused)", nodeProbe.meter(node.child), () => openLoad(nodeUrl));
+        costs.push(c);
+        siteNatsOpenUs = ((processCpuSeconds(pids.site) - siteBefore) * 1e6) / Math.max(1, c.client.requests);
+        const drainStart = performance.now();
+        const selfBefore = process.cpuUsage();
+        const hubNatsBefore = processCpuSeconds(pids.hub);
+        await ingest.start();
+        await settle(base + c.client.requests);
+        const used = process.cpuUsage(selfBefore);
+        hubDrain = { ms: performance.now() - drainStart, us: (used.user + used.system) / Math.max(1, c.client.requests), natsUs: ((processCpuSeconds(pids.hub) - hubNatsBefore) * 1e6) / Math.max(1, c.client.requests) };
+        // The floor: the same node and requests with edge segmentation off for the datastream (no
+        // definition evaluated) — HTTP, validation, the location's store and the acknowledged publish.
+        await ingest.stop();
+        const floorBase = ingest.stats.ingested;
+        costs.push(await measurePhase("floor: the edge node without evaluation (edge segmentation off)", nodeProbe.meter(node.child), () => openLoad(`${node!.url}/ee/v2/interact?dataStreamId=${plainDs!.id}`)));
+        await ingest.start();
+        await settle(floorBase + costs[costs.length - 1]!.client.requests);
+      }
     }
 
     const spins: Array<{ us: number; result: ClientResult }> = [];
@@ -392,6 +443,22 @@ async function runBench(): Promise<void> {
     if (ceilings.length > 0) console.log(`upper bounds: ratio to bare ${ceilings.map(({ what, result }) => `${what} ${toBare(result)}`).join("; ")} (work removed that the service must do: bounds, not results)`);
     if (spins.length > 0) console.log(`calibration: ratio to bare ${spins.map(({ us, result }) => `${us} µs → ${toBare(result)}`).join(", ")} (what a request that much costlier than the bare one reaches on this machine, the client on the same cores)`);
     console.log(`ratio edge/bare: ${toBare(edgeResult)} (target >= 0.4); edge: ${edgeResult.rps >= 5000 ? "meets" : "MISSES"} 5,000 req/s, p99 ${edgeResult.p99 <= 10 ? "meets" : "MISSES"} 10 ms`);
+    if (costs.length > 0) {
+      console.log("");
+      console.log(`cost per request, open loop at ${openRate} req/s for ${args["open-seconds"]} s (every thread of the process; V8 heap bytes):`);
+      console.log(COST_HEADER);
+      for (const c of costs) console.log(costRow(c));
+      const ref = costs[0]!;
+      const nodeCost = costs.find((c) => c.label.startsWith("edge node"));
+      const floor = costs.find((c) => c.label.startsWith("floor"));
+      if (nodeCost) {
+        const floorNote = floor ? `, the node without evaluation ${floor.cpuUs.toFixed(1)} µs` : "";
+        console.log(target("edge node CPU per request ≤ 3× the bare endpoint's", `${nodeCost.cpuUs.toFixed(1)} µs = ${(nodeCost.cpuUs / ref.cpuUs).toFixed(2)}×`, nodeCost.cpuUs <= 3 * ref.cpuUs, `bare ${ref.cpuUs.toFixed(1)} µs${floorNote}, same run`));
+        console.log(target("edge node allocation ≤ 8 KB per request", formatBytes(nodeCost.bytes), nodeCost.bytes <= 8 * 1024, `bare ${formatBytes(ref.bytes)}${floor ? `, the node without evaluation ${formatBytes(floor.bytes)}` : ""}`));
+        console.log(target(`edge node p99 ≤ 5 ms at ${openRate} req/s open loop`, `${nodeCost.client.p99} ms`, nodeCost.client.p99 <= 5, `bare ${ref.client.p99} ms`));
+        console.log(`beside the edge node, per request: its site's nats-server ${siteNatsOpenUs.toFixed(0)} µs (storing the event); then the hub drained the ${nodeCost.units} events in ${((hubDrain?.ms ?? 0) / 1000).toFixed(1)} s: hub process ${hubDrain?.us.toFixed(0)} µs and hub nats-server ${hubDrain?.natsUs.toFixed(0)} µs per event (sourcing, ingestion, memberships)`);
+      }
+    }
     if (nodeRun) {
       console.log(`ratio edge node/bare: ${toBare(nodeRun.result)}; edge node/all-in-one: ${(nodeRun.result.rps / edgeResult.rps).toFixed(2)}`);
       console.log(`CPU per edge-node request: edge node process ${nodeRun.nodeUs.toFixed(0)} µs, site nats-server ${nodeRun.siteNatsUs.toFixed(0)} µs, hub nats-server ${nodeRun.hubNatsUs.toFixed(0)} µs, hub (this process, ingesting) ${nodeRun.hubUs.toFixed(0)} µs; the hub held every event ${nodeRun.ingestMs.toFixed(0)} ms after the load ended`);

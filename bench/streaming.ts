@@ -9,9 +9,12 @@
  *      events in flight: the sustained events/s, and the latency at saturation (which grows with
  *      the connections: Little's law);
  *   2. latency: an open loop (bench/lib/load-client.ts pacedLoad) at a steady --paced events/s
- *      (default 12,000, above the 10,000 target; 0 skips the phase), requests of --batch events due
- *      at even intervals whatever the server does, up to --paced-connections at once: the
- *      event-to-transition latency while that rate is sustained.
+ *      (default 10,000, #26's rate; 0 skips the phase), requests of --batch events due at even
+ *      intervals whatever the server does, up to --paced-connections at once: the
+ *      event-to-transition latency while that rate is sustained, and (#26) the cost per event —
+ *      CPU of all the bench process's threads and bytes allocated — beside a bare Fastify JSON
+ *      endpoint in a process of its own given the same requests at the same rate; the #26
+ *      targets printed as `target … met|MISSED`.
  *   --workers: then the streaming workers as deployed beside the all-in-one process (#25;
  *   bench/lib/streaming-workers.ts: --workers-events 100000 --workers-profiles 20000
  *   --workers-offered 2000); --workers-only: just that
@@ -53,6 +56,7 @@ import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { pacedLoad, percentile, postLoad, runLoadClient, type ClientResult } from "./lib/load-client.js";
+import { COST_HEADER, costRow, measurePhase, selfMeter, startBareServer, target, type PhaseCost } from "./lib/cost.js";
 import type { ValidRecord } from "../packages/server/src/profiles/types.js";
 import { cpuDelta, threadCpu } from "./lib/thread-cpu.js";
 import { watchGcPauses } from "./lib/gc-pauses.js";
@@ -71,7 +75,7 @@ const { values: args } = parseArgs({
     connections: { type: "string", default: "8" },
     seconds: { type: "string", default: "10" },
     /** Events per second of the open-loop latency phase (0: no such phase). */
-    paced: { type: "string", default: "12000" },
+    paced: { type: "string", default: "10000" },
     /** Most connections the open-loop client opens (a request due while all are busy waits, timed from when it was due). */
     "paced-connections": { type: "string", default: "32" },
     /** Client mode only: requests per second of an open loop (0: closed loop at --connections). */
@@ -343,7 +347,14 @@ async function runBench(): Promise<void> {
         const written = await ingest(request.body.messages, phase, arrivals.get(request) ?? performance.now());
         return { accepted: request.body.messages.length, transitions: written };
       });
-      const url = `${await app.listen({ host: "127.0.0.1", port: 0 })}/collection/batch/bench`;
+      // The floor (#26): what the request costs without the streaming engine — HTTP, validation
+      // and the durable append — the part of the cost per event no evaluation can remove.
+      app.post<{ Body: { messages: unknown[] } }>("/collection/batch/floor", async (request) => {
+        const r = await ingestRecords(hub, scope, "stream-events", request.body.messages.map((value, index) => ({ index, value })), { now: clock.now() });
+        return { accepted: r.stored.length, transitions: 0 };
+      });
+      const base = await app.listen({ host: "127.0.0.1", port: 0 });
+      const url = `${base}/collection/batch/bench`;
       if (Number(args.warmup) > 0) {
         phase = new Phase();
         await load(url, args.warmup!);
@@ -351,20 +362,26 @@ async function runBench(): Promise<void> {
         phase.report(`warm-up (not counted), ${args.warmup} s`, Number(args.warmup), null);
       }
       /** One measured phase: its load, with the bench process's CPU, GC pauses and event-loop delay meanwhile. */
-      const measure = async (name: string, label: string, eventsPerSecond: number): Promise<{ eps: number; p99: number }> => {
+      const measure = async (name: string, label: string, eventsPerSecond: number, cost?: PhaseCost[]): Promise<{ eps: number; p99: number }> => {
         phase = new Phase();
         const cpuBefore = threadCpu();
         const gc = watchGcPauses();
         const loop = watchLoopDelay();
-        const client = await load(url, args.seconds!, eventsPerSecond);
-        await engine.idle();
+        let client: ClientResult | undefined;
+        const run = async () => {
+          client = await load(url, args.seconds!, eventsPerSecond);
+          await engine.idle();
+          return client;
+        };
+        if (cost) cost.push(await measurePhase("in-process engine (bench process: HTTP, append, evaluation, writes)", selfMeter(), run, "event", BATCH));
+        else await run();
         const gcSummary = gc.stop();
         const loopSummary = loop.stop();
         console.log("");
         console.log(`bench process CPU by thread during the ${name} phase: ${cpuDelta(cpuBefore, threadCpu())}`);
         console.log(`GC pauses on the main thread during the ${name} phase: ${gcSummary}`);
         console.log(`event-loop delay during the ${name} phase: ${loopSummary}`);
-        return phase.report(label, Number(args.seconds), client);
+        return phase.report(label, Number(args.seconds), client!);
       };
       // 1. Throughput: the closed loop (the CPU and heap profiles, when asked for, cover this phase).
       const stopProfile = await startProfile();
@@ -372,9 +389,30 @@ async function runBench(): Promise<void> {
       await stopProfile();
       // 2. Latency at a steady rate: the open loop.
       const pacedRate = Number(args.paced);
+      const costs: PhaseCost[] = [];
+      if (pacedRate > 0) {
+        // The reference, same client, same requests and rate: a bare Fastify endpoint of its own.
+        const bare = await startBareServer();
+        try {
+          costs.push(await measurePhase("bare Fastify JSON (own process)", bare.meter, () => load(`${bare.url}/bare`, args.seconds!, pacedRate), "event", BATCH));
+        } finally {
+          await bare.close();
+        }
+      }
       const paced = pacedRate > 0
-        ? await measure("paced", `measured (latency), open loop: ${pacedRate} events/s offered (${(pacedRate / BATCH).toFixed(0)} requests/s of ${BATCH}, due at even intervals, up to ${args["paced-connections"]} connections)`, pacedRate)
+        ? await measure("paced", `measured (latency), open loop: ${pacedRate} events/s offered (${(pacedRate / BATCH).toFixed(0)} requests/s of ${BATCH}, due at even intervals, up to ${args["paced-connections"]} connections)`, pacedRate, costs)
         : null;
+      // After the engine's phase: the engine never sees these events (its states would be behind).
+      if (pacedRate > 0) costs.push(await measurePhase("floor: the same process without the engine (HTTP, validation, durable append)", selfMeter(), () => load(`${base}/collection/batch/floor`, args.seconds!, pacedRate), "event", BATCH));
+      if (costs.length === 3) {
+        console.log("");
+        console.log(`cost per event, open loop at ${pacedRate} events/s (${BATCH} a request; every thread of the process; V8 heap bytes):`);
+        console.log(COST_HEADER);
+        for (const c of costs) console.log(costRow(c));
+        const [ref, engineCost, floor] = costs as [PhaseCost, PhaseCost, PhaseCost];
+        console.log(target(`in-process engine CPU per event ≤ 40 µs at ${nDefinitions} definitions`, `${engineCost.cpuUs.toFixed(1)} µs`, engineCost.cpuUs <= 40, `bare endpoint ${ref.cpuUs.toFixed(1)} µs per event, floor without the engine ${floor.cpuUs.toFixed(1)} µs, same run`));
+        console.log(target(`p99 event-to-transition ≤ 20 ms at ${pacedRate} events/s open loop`, `${paced!.p99.toFixed(1)} ms`, paced!.p99 <= 20, `client p99 per request: bare ${ref.client.p99} ms, engine ${engineCost.client.p99} ms`));
+      }
       console.log("");
       console.log(`targets: sustained events/s ${saturated.eps.toFixed(0)} (closed loop) ${saturated.eps >= 10_000 ? "meets" : "MISSES"} 10,000; ` +
         (paced === null

@@ -48,10 +48,10 @@ export interface DeployedEdgeNode {
 }
 
 /** Starts `segmentd edge` for SITE against the site's server; resolves once it listens. */
-export async function startEdgeNodeProcess(o: { dir: string; org: string; natsUrl: string }): Promise<DeployedEdgeNode> {
+export async function startEdgeNodeProcess(o: { dir: string; org: string; natsUrl: string; nodeArgs?: string[]; env?: Record<string, string> }): Promise<DeployedEdgeNode> {
   const config = path.join(o.dir, "edge-node.config.json");
   writeFileSync(config, JSON.stringify({ logLevel: "warn", organizations: [{ id: o.org, sandboxes: [{ name: "prod", type: "production", default: true }] }] }));
-  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", CLI, "edge", "-c", config, "-d", path.join(o.dir, "edge-node"), "-p", "0", "--location", SITE, "--nats", o.natsUrl], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", ...(o.nodeArgs ?? []), CLI, "edge", "-c", config, "-d", path.join(o.dir, "edge-node"), "-p", "0", "--location", SITE, "--nats", o.natsUrl], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...o.env } });
   let out = "";
   child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr!.on("data", (d: Buffer) => process.stderr.write(`[edge node] ${d.toString()}`));

@@ -105,7 +105,7 @@ export async function startEdgeNode(o: EdgeNodeOptions): Promise<RunningEdgeNode
     closers.push(() => catalog.close());
     const datastreams = new DatastreamService(meta.datastreams, db, clock, { onError: (err) => logger.error({ err }, "edge node: datastreams") });
     await datastreams.load();
-    const publisher: EventSender = outbox ?? new EdgePublisher(link.local.js, { site: location, location });
+    const publisher: EventSender = outbox ?? new EdgePublisher(link.nc, { site: location, location });
     closers.push(() => publisher.close());
     outbox?.start();
     const interact = new EdgeInteractService({ datastreams, tenants, catalog, definitions: meta.definitions, locations, forwarder: publisher, hub: db, clock });

@@ -5,11 +5,12 @@
  * exactly once). The message id is the tenant and event id: a retried request, or a publish
  * retried after a lost ack, is stored once.
  */
-import type { JetStreamClient } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { ApiError } from "../services/errors.js";
 import type { ForwardItem } from "../edge/hub-forwarder.js";
 import type { MembershipChange } from "../profiles/store.js";
 import { EdgeErrorCodes } from "../edge/errors.js";
+import { PublishAcks } from "./publish-acks.js";
 import { siteEventsSubject } from "./subjects.js";
 import { encode, eventMessageId, eventMessageOf, membershipsMessage } from "./wire.js";
 
@@ -29,13 +30,15 @@ export class EdgePublisher {
   private readonly maxInFlight: number;
   private readonly timeoutMs: number;
   private idleWaiters: Array<() => void> = [];
+  private readonly acks: PublishAcks;
 
   constructor(
-    private readonly js: JetStreamClient,
+    nc: NatsConnection,
     private readonly o: EdgePublisherOptions,
   ) {
     this.maxInFlight = o.maxInFlight ?? 4096;
     this.timeoutMs = o.timeoutMs ?? 5000;
+    this.acks = new PublishAcks(nc, this.timeoutMs);
   }
 
   get pending(): number {
@@ -64,7 +67,7 @@ export class EdgePublisher {
   private async publish(data: Uint8Array, msgID: string): Promise<void> {
     this.inFlight++;
     try {
-      await this.js.publish(siteEventsSubject(this.o.site), data, { msgID, timeout: this.timeoutMs });
+      await this.acks.publish(siteEventsSubject(this.o.site), data, msgID);
       this.stats.published++;
     } catch (err) {
       this.stats.failed++;
@@ -88,5 +91,6 @@ export class EdgePublisher {
   async close(): Promise<void> {
     this.closed = true;
     await this.idle();
+    this.acks.close();
   }
 }

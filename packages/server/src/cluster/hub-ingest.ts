@@ -52,7 +52,9 @@ export class HubIngest {
     return store;
   }
 
+  /** Starts ingesting (again, after `stop`: the durable consumer resumes where it was acknowledged). */
   async start(): Promise<void> {
+    this.stopped = false;
     const { jsm } = this.deps.link.hub;
     await ensureHubEventsStream(jsm);
     await ensureHubFeedStreams(jsm);

@@ -100,6 +100,25 @@ describe("edge nodes over NATS JetStream", { timeout: 600_000 }, () => {
     const r = await survivesKills({ c, site: "site-a", stream, prefix: "kill" });
     console.log(`kill -9 ×5: ${r.acked} events answered 200, all at the hub once (${r.stored} stored, the rest sent but never answered)`);
   });
+
+  it("with its site's nats-server down, a node answers 503 SEGMENTD-EDGE-BUSY-503 within the publish timeout; the event sent again once the server is back is at the hub once", async () => {
+    await c.siteNats["site-b"]!.stop();
+    try {
+      const t0 = Date.now();
+      const r = await interact(at("site-b"), stream, ev("erin", "e-down-1", "page.view"));
+      const took = Date.now() - t0;
+      assert.equal(r.status, 503, JSON.stringify(r.json));
+      assert.match(JSON.stringify(r.json), /SEGMENTD-EDGE-BUSY-503/);
+      assert.match(JSON.stringify(r.json), /The edge site's event store did not take the event \(no acknowledgement within 5000 ms\); retry shortly/);
+      assert.ok(took >= 4_500 && took < 8_000, `answered after ${took} ms`);
+    } finally {
+      await c.siteNats["site-b"]!.restart();
+    }
+    await until("site-b takes the event again", async () => ((await interact(at("site-b"), stream, ev("erin", "e-down-1", "page.view"))).status === 200 ? true : undefined));
+    await until("the event at the hub", async () => ((await events("erin")).includes("e-down-1") ? true : undefined));
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.deepEqual(await events("erin"), ["e-down-1"], "stored once, though it was sent twice or more");
+  });
 });
 
 describe("an edge node with an outbox (no JetStream at its site)", { timeout: 600_000 }, () => {
