@@ -61,8 +61,10 @@ const { values: args } = parseArgs({
     "open-seconds": { type: "string", default: "10" },
     inprocess: { type: "string", default: "0" },
     "profile-out": { type: "string", default: "" },
-    // A CPU profile of the edge node during its open-loop phase only, written to <this>.<n>.cpuprofile.
+    // A CPU profile of the edge node during its open-loop phase only, written to <this>.<n>.cpuprofile
+    // (--node-profile-kind heap: a sampled profile of every allocation, <this>.<n>.heapprofile).
     "node-profile": { type: "string", default: "" },
+    "node-profile-kind": { type: "string", default: "cpu" },
     // A sampled heap profile of the server process during the edge run (bench/lib/heap-profile.ts).
     "heap-profile": { type: "string", default: "" },
     "hub-url": { type: "string", default: "" },
@@ -368,7 +370,7 @@ async function runBench(): Promise<void> {
       const t3 = performance.now();
       plainDs = await rt.datastreams.create(tenant, { name: "bench, edge segmentation off (floor)", eventDatasetId: "edge-events", edgeSegmentation: false });
       const sent = await rt.projector.projectAll(tenant, SITE);
-      node = await startEdgeNodeProcess({ dir, org: ORG, natsUrl: nats.site.url, nodeArgs: nodeProbe.nodeArgs, env: { ...nodeProbe.env, ...(args["node-profile"] ? { SEGMENTD_COST_PROBE_PROFILE: args["node-profile"] } : {}) } });
+      node = await startEdgeNodeProcess({ dir, org: ORG, natsUrl: nats.site.url, nodeArgs: nodeProbe.nodeArgs, env: { ...nodeProbe.env, ...(args["node-profile"] ? { SEGMENTD_COST_PROBE_PROFILE: args["node-profile"], SEGMENTD_COST_PROBE_KIND: args["node-profile-kind"]! } : {}) } });
       await waitCaughtUp(node.url, sent);
       console.log(`edge node: ${sent} projections published to site '${SITE}' and applied by its node (own process) in ${((performance.now() - t3) / 1000).toFixed(1)} s`);
     }

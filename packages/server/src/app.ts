@@ -13,7 +13,7 @@
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
-import type { Config } from "./platform/config.js";
+import { batchSnapshotDir, type Config } from "./platform/config.js";
 import type { Clock, ManualClock } from "./platform/clock.js";
 import type { EventBus } from "./platform/bus.js";
 import type { Logger } from "./platform/logger.js";
@@ -182,6 +182,7 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
       repo: openBatchRepository(deps.config),
       clock: deps.clock,
       logger: deps.logger,
+      ...snapshotFiles(deps.config, deps.logger),
     });
     // Datasets, ingestion and profile access; stored records feed the realtime engines.
     await app.register(profilesPlugin, {
@@ -230,4 +231,23 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
   // The audience tool (packages/web, built into packages/server/static) at `/`.
   await app.register(webPlugin, { config: deps.config });
   openApiRoute(app);
+}
+
+/** Batch snapshot files: their directory, and the profile store they belong to (its file, or its database without credentials). */
+function snapshotFiles(config: Config, logger: Logger): { snapshotFiles?: { dir: string; storeIdentity: string; onWarning: (message: string, err?: unknown) => void } } {
+  const dir = batchSnapshotDir(config);
+  if (dir === null) return {};
+  let store = `embedded:${path.join(config.dataDir, "profiles.db")}`;
+  if (config.databaseUrl !== undefined) {
+    store = `postgres:${config.databaseUrl}`;
+    try {
+      const u = new URL(config.databaseUrl);
+      u.username = "";
+      u.password = "";
+      store = `postgres:${u.toString()}`;
+    } catch {
+      // Not a URL: the cache keeps only a hash of it anyway.
+    }
+  }
+  return { snapshotFiles: { dir, storeIdentity: store, onWarning: (message, err) => logger.warn({ err }, message) } };
 }

@@ -92,6 +92,17 @@ export interface Config {
    * deployment) instead of evaluating them. Needs natsUrl and databaseUrl.
    */
   streamingWorkers?: { partitions: number };
+  /**
+   * Batch snapshots kept on disk so the first job after a restart need not scan every profile
+   * (docs/batch.md): `persist` (default true), `dir` (default `<dataDir>/snapshots`).
+   */
+  batchSnapshots?: { persist: boolean; dir?: string };
+}
+
+/** Where batch snapshot files go, or null when they are not kept. */
+export function batchSnapshotDir(c: Config): string | null {
+  if (c.batchSnapshots?.persist === false) return null;
+  return c.batchSnapshots?.dir ?? path.join(c.dataDir, "snapshots");
 }
 
 export const DEFAULT_STREAM_PARTITIONS = 64;
@@ -172,7 +183,7 @@ function limitsFrom(v: Json | undefined, where: string): Partial<SandboxLimits> 
 /** Merge a parsed config file over `base`. Unknown keys are rejected so that typos do not pass silently. */
 export function applyConfigFile(base: Config, raw: unknown, source: string): Config {
   if (!isObject(raw)) throw new ConfigError(`${source}: the top level must be a JSON object`);
-  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene", "edge", "profileStore", "natsUrl", "natsHubDomain", "streamingWorkers"]);
+  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene", "edge", "profileStore", "natsUrl", "natsHubDomain", "streamingWorkers", "batchSnapshots"]);
   for (const k of Object.keys(raw)) if (!known.has(k)) throw new ConfigError(`${source}: unknown key "${k}"`);
   const c: Config = structuredClone(base);
   c.host = str(raw, "host", source) ?? c.host;
@@ -241,6 +252,16 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
     if (ps.worker !== undefined && typeof ps.worker !== "boolean") throw new ConfigError(`${source}: profileStore.worker must be a boolean`);
     if (typeof ps.worker === "boolean") c.profileStore = { worker: ps.worker };
   }
+  const bs = raw.batchSnapshots;
+  if (bs !== undefined) {
+    if (!isObject(bs)) throw new ConfigError(`${source}: batchSnapshots must be an object ({ "persist": true, "dir": "…" })`);
+    for (const k of Object.keys(bs)) if (k !== "persist" && k !== "dir") throw new ConfigError(`${source}: unknown key "batchSnapshots.${k}"`);
+    if (bs.persist !== undefined && typeof bs.persist !== "boolean") throw new ConfigError(`${source}: batchSnapshots.persist must be a boolean`);
+    if (bs.dir === "") throw new ConfigError(`${source}: batchSnapshots.dir must not be empty`);
+    const persist = typeof bs.persist === "boolean" ? bs.persist : (c.batchSnapshots?.persist ?? true);
+    const dir = str(bs, "dir", `${source}: batchSnapshots`) ?? c.batchSnapshots?.dir;
+    c.batchSnapshots = dir === undefined ? { persist } : { persist, dir };
+  }
   const orgs = raw.organizations;
   if (orgs !== undefined) {
     if (!Array.isArray(orgs)) throw new ConfigError(`${source}: organizations must be an array`);
@@ -296,6 +317,12 @@ export function applyEnv(base: Config, env: NodeJS.ProcessEnv): Config {
     else if (worker === "0" || worker === "false") c.profileStore = { worker: false };
     else throw new ConfigError(`SEGMENTD_PROFILE_STORE_WORKER must be 1, 0, true or false, got "${worker}"`);
   }
+  const persist = env.SEGMENTD_BATCH_SNAPSHOTS_PERSIST;
+  if (persist) {
+    if (persist !== "1" && persist !== "true" && persist !== "0" && persist !== "false") throw new ConfigError(`SEGMENTD_BATCH_SNAPSHOTS_PERSIST must be 1, 0, true or false, got "${persist}"`);
+    c.batchSnapshots = { ...c.batchSnapshots, persist: persist === "1" || persist === "true" };
+  }
+  if (env.SEGMENTD_BATCH_SNAPSHOT_DIR) c.batchSnapshots = { persist: c.batchSnapshots?.persist ?? true, dir: env.SEGMENTD_BATCH_SNAPSHOT_DIR };
   return c;
 }
 
@@ -336,6 +363,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
     if (o[key] !== undefined) (c as unknown as Record<string, unknown>)[key] = o[key];
   }
   c.dataDir = path.resolve(cwd, c.dataDir);
+  if (c.batchSnapshots?.dir !== undefined) c.batchSnapshots.dir = path.resolve(cwd, c.batchSnapshots.dir);
   if (c.streamingWorkers !== undefined && (c.natsUrl === undefined || c.databaseUrl === undefined)) {
     throw new ConfigError("streaming workers need NATS and PostgreSQL: give natsUrl (--nats) and databaseUrl (--database-url) as well");
   }

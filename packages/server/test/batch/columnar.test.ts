@@ -12,7 +12,7 @@ import fc from "fast-check";
 import { rowColumnarData, type Column, type ColumnarTable } from "@segmentd/pql";
 import { SnapshotCache } from "../../src/batch/columnar/cache.js";
 import { PackedStrings } from "../../src/batch/columnar/table.js";
-import { buildSnapshot, PartBuilder, SNAPSHOT_SCAN_CHUNK, type Snapshot } from "../../src/batch/columnar/snapshot.js";
+import { buildSnapshot, PartBuilder, SNAPSHOT_SCAN_CHUNK } from "../../src/batch/columnar/snapshot.js";
 import { evaluateJob } from "../../src/batch/engine/evaluate-job.js";
 import { membershipChangesOf } from "../../src/batch/engine/membership-output.js";
 import { DEMO_DATASETS, demoEvents, demoProfiles } from "../../src/profiles/demo.js";
@@ -22,6 +22,7 @@ import { NO_MERGE_POLICY, type JsonObject, type MergePolicySpec } from "../../sr
 import { openTestStore, type TestStore } from "../profiles/test-store.js";
 import { NOW, eventArb, profileArb } from "./pql-gen.js";
 import { PDG, SCOPE, definition, populate, referenceMembers, type Population } from "./fixtures.js";
+import { columnValues, dumpSnapshot } from "../helpers/snapshot-dump.js";
 
 function entry(profileId: string, entity: JsonObject, events: JsonObject[] = [], extra: Partial<ScannedProfile> = {}): ScannedProfile {
   return {
@@ -37,18 +38,7 @@ function entry(profileId: string, entity: JsonObject, events: JsonObject[] = [],
   };
 }
 
-/** A column's values as PQL reads them (null for no value). */
-function values(col: Column | undefined, length: number): unknown[] {
-  const out: unknown[] = [];
-  for (let r = 0; r < length; r++) {
-    if (col === undefined) out.push(undefined);
-    else if (col.kind === "number") out.push(Number.isNaN(col.values[r]!) ? null : col.values[r]);
-    else if (col.kind === "string") out.push(col.codes[r] === -1 ? null : col.dict[col.codes[r]!]);
-    else if (col.kind === "boolean") out.push(col.values[r] === -1 ? null : col.values[r] === 1);
-    else out.push(plain(col.values[r] ?? null));
-  }
-  return out;
-}
+const values = (col: Column | undefined, length: number): unknown[] => columnValues(col, length, (v) => plain(v ?? null));
 
 /** A JSON value with plain prototypes (generated objects may have none). */
 function plain(v: unknown): unknown {
@@ -179,24 +169,7 @@ describe("columnar snapshot builder", () => {
   });
 });
 
-/** Every live profile of a snapshot: its rows as objects, events, opt-out flags and identities. */
-function dump(snap: Snapshot): Map<string, unknown> {
-  const out = new Map<string, unknown>();
-  for (const { part, masked } of snap.parts()) {
-    const data = part.data();
-    for (let o = 0; o < part.ordinals; o++) {
-      if (masked !== null && masked[o] === 1) continue;
-      const rows = [];
-      for (let r = part.ordinalStart[o]!; r < part.ordinalStart[o + 1]!; r++) {
-        const events = [];
-        for (let e = data.eventStart[r]!; e < data.eventStart[r + 1]!; e++) events.push({ body: data.event(e), t: data.eventTime[e] });
-        rows.push({ profile: data.profile(r), events, optedOut: part.optedOut[r], identities: part.identitiesOf(r).sort() });
-      }
-      out.set(part.profileIds[o]!, rows);
-    }
-  }
-  return out;
-}
+const dump = dumpSnapshot;
 
 describe("snapshot lookups and caching", () => {
   it("locates numeric profile ids through the dense index, exactly (no other spelling of a number)", () => {

@@ -233,6 +233,12 @@ export class SnapshotPart {
     this.identityText = a.identityText;
   }
 
+  /** Every array of the part (snapshot-file.ts writes them). */
+  arrays(): PartArrays {
+    const { profiles, events, eventStart, eventTime, rowOrdinal, ordinalStart, profileIds, optedOut, nsStart, nsCodes, namespaces, identityText } = this;
+    return { profiles, events, eventStart, eventTime, rowOrdinal, ordinalStart, profileIds, optedOut, nsStart, nsCodes, namespaces, identityText };
+  }
+
   /** The identities of row r, as "namespace:id". */
   identitiesOf(r: number): string[] {
     const t = this.identityText[r]!;

@@ -31,8 +31,8 @@ const RAW_STRINGS_AFTER = 1 << 18;
  * character above U+00FF are kept aside as they are.
  */
 export class PackedStrings {
-  private bytes = new Uint8Array(1 << 16);
-  private ends = new Uint32Array(1024);
+  private bytes: Uint8Array = new Uint8Array(1 << 16);
+  private ends: Uint32Array = new Uint32Array(1024);
   private used = 0;
   private readonly wide = new Map<number, string>();
   private view: Buffer | null = null;
@@ -77,6 +77,22 @@ export class PackedStrings {
     const end = this.ends[i]!;
     if (this.view === null) this.view = Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.used);
     return this.view.toString("latin1", start, end);
+  }
+
+  /** What the snapshot file keeps (snapshot-file.ts): the used bytes, the ends, the wide strings. */
+  contents(): { bytes: Uint8Array; ends: Uint32Array; length: number; wide: ReadonlyMap<number, string> } {
+    return { bytes: this.bytes.subarray(0, this.used), ends: this.ends.subarray(0, Math.max(1, this.length)), length: this.length, wide: this.wide };
+  }
+
+  /** A list read back from a snapshot file (views on its buffer, not copied). */
+  static from(c: { bytes: Uint8Array; ends: Uint32Array; length: number; wide: ReadonlyMap<number, string> }): PackedStrings {
+    const p = new PackedStrings();
+    p.bytes = c.bytes;
+    p.ends = c.ends;
+    p.used = c.bytes.length;
+    p.length = c.length;
+    for (const [i, s] of c.wide) p.wide.set(i, s);
+    return p;
   }
 
   /** Drops the spare capacity (no more pushes expected; they still work). */
@@ -454,6 +470,16 @@ export class TableBuilder {
   }
 }
 
+/** Rows (ascending) per path: number[] when built, Uint32Array when read from a snapshot file. */
+export type RowLists = ReadonlyMap<string, ArrayLike<number>>;
+
+/** What rebuilding exact row objects needs besides the columns (sparse). */
+export interface TableExtra {
+  empty: RowLists;
+  nulls: RowLists;
+  odd: ReadonlyMap<number, ReadonlyArray<readonly [string, string, string]>>;
+}
+
 /** A finished table: columns by path, JSON columns materialised on first use. */
 export class StoredTable implements ColumnarTable {
   private readonly materialized = new Map<string, Column>();
@@ -464,18 +490,18 @@ export class StoredTable implements ColumnarTable {
     readonly length: number,
     private readonly cols: ReadonlyMap<string, StoredColumn>,
     private readonly objects: ReadonlySet<string>,
-    /** What rebuilding exact row objects needs besides the columns (sparse). */
-    private readonly extra: {
-      empty: ReadonlyMap<string, readonly number[]>;
-      nulls: ReadonlyMap<string, readonly number[]>;
-      odd: ReadonlyMap<number, ReadonlyArray<readonly [string, string, string]>>;
-    },
+    private readonly extra: TableExtra,
     /** Instants of rows whose `timestamp` is derived (canonical ISO text of the instant). */
     private readonly derivedTime: Float64Array | null,
   ) {
     for (const p of objects) this.prefixes.add(p);
     for (const p of cols.keys()) this.parts.set(p, p.split("."));
     if (derivedTime !== null) this.parts.set("timestamp", ["timestamp"]);
+  }
+
+  /** Everything the table was built with (snapshot-file.ts writes it). */
+  contents(): { cols: ReadonlyMap<string, StoredColumn>; objects: ReadonlySet<string>; extra: TableExtra; derivedTime: Float64Array | null } {
+    return { cols: this.cols, objects: this.objects, extra: this.extra, derivedTime: this.derivedTime };
   }
 
   /** Paths with a column. */
@@ -607,7 +633,7 @@ export class StoredTable implements ColumnarTable {
   }
 }
 
-function binaryHas(sorted: readonly number[], x: number): boolean {
+function binaryHas(sorted: ArrayLike<number>, x: number): boolean {
   let lo = 0;
   let hi = sorted.length - 1;
   while (lo <= hi) {

@@ -11,7 +11,7 @@
 import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
 import type { AuthDeps } from "../../http/auth.js";
-import { SnapshotCache } from "../columnar/cache.js";
+import { SnapshotCache, type SnapshotCacheOptions } from "../columnar/cache.js";
 import { JobRunner, type JobRunnerOptions, type JobRunnerStore } from "../jobs/job-runner.js";
 import { JobService } from "../jobs/job-service.js";
 import { ScheduleService } from "../schedules/schedule-service.js";
@@ -32,6 +32,8 @@ export interface BatchPluginOptions
   profiles: BatchProfileStore;
   /** How often the scheduler looks for due schedules (ms). Default 60 000; 0 disables the timer. */
   scheduleTickMs?: number;
+  /** Keeps snapshots on disk (`dir`, `storeIdentity`, `onWarning`): the first job after a restart loads one instead of scanning. */
+  snapshotFiles?: Pick<SnapshotCacheOptions, "dir" | "storeIdentity" | "onWarning">;
   /** Receives the area's services (tests and the CLI wait on `runner.idle()`, tick the scheduler). */
   expose?: (handles: BatchHandles) => void;
 }
@@ -47,7 +49,7 @@ export interface BatchHandles {
 async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promise<void> {
   const { metadata, profiles, repo, clock, logger, backend, chunkSize } = opts;
   // Resident columnar snapshots shared by jobs and previews (kept between jobs, refreshed from the change feed).
-  const snapshots = new SnapshotCache();
+  const snapshots = new SnapshotCache(opts.snapshotFiles ?? {});
   const runner = new JobRunner({ metadata, profiles, repo, clock, logger, backend, chunkSize, snapshots });
   const jobs = new JobService(opts.metadata, opts.repo, runner, opts.clock);
   const schedules = new ScheduleService(opts.repo, jobs, opts.clock, opts.logger);
@@ -77,7 +79,8 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
     await exports.close();
     await runner.stop();
     await previews.idle();
-    snapshots.clear();
+    // A snapshot file being written is finished (it is renamed into place only when complete).
+    await snapshots.close();
     await opts.repo.close();
   });
 }
