@@ -43,11 +43,12 @@ let probes = 0;
 export function costProbe(): { nodeArgs: string[]; env: Record<string, string>; meter(child: ChildProcess): CostMeter } {
   const file = path.join(os.tmpdir(), `segmentd-cost-${process.pid}-${++probes}.json`);
   rmSync(file, { force: true });
+  // The last reading taken, whichever meter took it: a reading is new only when its number is higher.
+  let seq = 0;
   return {
     nodeArgs: ["--import", path.join(HERE, "cost-probe.ts")],
     env: { SEGMENTD_COST_PROBE_FILE: file },
     meter(child) {
-      let seq = 0;
       return {
         async read() {
           child.kill("SIGUSR2");
