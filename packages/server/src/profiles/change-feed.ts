@@ -1,13 +1,16 @@
-// In-memory change feed of a profile store (ProfileStore.changesSince): which
-// profiles' data changed after a version. Both stores feed it from their write
-// paths, after the commit of the write, so a reader that sees a version also
-// sees the data written up to it.
+// Change feed of a profile store (ProfileStore.changesSince): which profiles'
+// data changed after a version. Both stores feed it from their write paths,
+// after the commit of the write, so a reader that sees a version also sees the
+// data written up to it.
 //
-// Versions are numbers unique across restarts of this process: the counter
-// starts at (open time in ms) × 1024, so a version handed out before a restart
-// (or by another store instance) is older than anything kept here and answers
-// null ("cannot tell, re-read everything"). History is capped per tenant; a
-// `since` older than the oldest change still kept also answers null.
+// Both stores also persist it: every write that changes profiles adds a row to
+// a change log table in its own transaction, under the version it is recorded
+// with here (embedded/change-log.ts, postgres/pg-change-log.ts), and a reopened
+// store primes its feed from that log (FeedHistory), so versions handed out
+// before a restart are still answered. Without a history (a new feed) the
+// counter starts at (open time in ms) × 1024, above any unpersisted version of
+// an earlier process. History is capped per tenant; a `since` older than the
+// oldest change still kept answers null ("cannot tell, re-read everything").
 
 export const DEFAULT_FEED_CAPACITY = 2_000_000;
 
@@ -20,46 +23,100 @@ interface TenantLog {
   floor: number;
 }
 
+/** A feed's whole state: what a store reads back from its change log, and what the worker store's mirror starts from. */
+export interface FeedHistory {
+  /** A `since` from this version on is answered for a tenant without floor of its own. */
+  base: number;
+  /** The newest version (no change is recorded at or below it again). */
+  current: number;
+  /** Per tenant: a `since` below it cannot be answered (history trimmed before it). */
+  floors: Array<[tenant: string, floor: number]>;
+  /** The kept changes, in version order. */
+  entries: Array<[version: number, tenant: string, pids: string[]]>;
+}
+
 export class ChangeFeed {
   private version: number;
   private readonly base: number;
   private readonly tenants = new Map<string, TenantLog>();
+  /** Tenants whose floor moved (history evicted) since takeEvicted: their log rows can go. */
+  private evicted = new Map<string, number>();
 
-  constructor(private readonly capacity = DEFAULT_FEED_CAPACITY, now = Date.now()) {
-    this.base = now * 1024;
+  constructor(private readonly capacity = DEFAULT_FEED_CAPACITY, now = Date.now(), history?: FeedHistory) {
+    this.base = history?.base ?? now * 1024;
     this.version = this.base;
+    if (history === undefined) return;
+    for (const [tenant, floor] of history.floors) this.logOf(tenant).floor = Math.max(floor, this.base);
+    for (const [version, tenant, pids] of history.entries) {
+      this.add(tenant, version, pids);
+      this.version = Math.max(this.version, version);
+    }
+    this.version = Math.max(this.version, history.current);
   }
 
   get current(): number {
     return this.version;
   }
 
-  /** Records one committed write: advances the version once for all tenants touched by it. */
-  record(changes: ReadonlyMap<string, ReadonlySet<string>>): void {
+  /**
+   * Records one committed write: advances the version once for all tenants touched by it, to
+   * `version` when given (the number its change log row was written with; above `current`).
+   */
+  record(changes: ReadonlyMap<string, ReadonlySet<string>>, version?: number): void {
     let any = false;
     for (const pids of changes.values()) if (pids.size > 0) any = true;
     if (!any) return;
-    const v = ++this.version;
-    for (const [tenant, pids] of changes) {
-      if (pids.size === 0) continue;
-      let log = this.tenants.get(tenant);
-      if (log === undefined) {
-        log = { entries: [], head: 0, size: 0, floor: this.base };
-        this.tenants.set(tenant, log);
-      }
-      log.entries.push({ version: v, pids: [...pids] });
-      log.size += pids.size;
-      while (log.size > this.capacity && log.head < log.entries.length) {
-        const old = log.entries[log.head]!;
-        log.head++;
-        log.size -= old.pids.length;
-        log.floor = old.version;
-      }
-      if (log.head > 1024 && log.head * 2 > log.entries.length) {
-        log.entries = log.entries.slice(log.head);
-        log.head = 0;
-      }
+    // A version not above the current one (never expected) is recorded as the next: later than it was, so re-read, never missed.
+    const v = version !== undefined && version > this.version ? version : this.version + 1;
+    this.version = v;
+    for (const [tenant, pids] of changes) if (pids.size > 0) this.add(tenant, v, [...pids]);
+  }
+
+  private logOf(tenant: string): TenantLog {
+    let log = this.tenants.get(tenant);
+    if (log === undefined) {
+      log = { entries: [], head: 0, size: 0, floor: this.base };
+      this.tenants.set(tenant, log);
     }
+    return log;
+  }
+
+  private add(tenant: string, v: number, pids: string[]): void {
+    const log = this.logOf(tenant);
+    log.entries.push({ version: v, pids });
+    log.size += pids.length;
+    let moved = false;
+    while (log.size > this.capacity && log.head < log.entries.length) {
+      const old = log.entries[log.head]!;
+      log.head++;
+      log.size -= old.pids.length;
+      log.floor = old.version;
+      moved = true;
+    }
+    if (moved) this.evicted.set(tenant, log.floor);
+    if (log.head > 1024 && log.head * 2 > log.entries.length) {
+      log.entries = log.entries.slice(log.head);
+      log.head = 0;
+    }
+  }
+
+  /** Tenants whose floor moved since the last call, with their floor: their log rows up to it can be deleted. */
+  takeEvicted(): Map<string, number> {
+    const out = this.evicted;
+    this.evicted = new Map();
+    return out;
+  }
+
+  /** Everything kept, for a mirror of this feed (worker-store.ts). */
+  history(): FeedHistory {
+    const floors: FeedHistory["floors"] = [];
+    const entries: FeedHistory["entries"] = [];
+    for (const [tenant, log] of this.tenants) {
+      if (log.floor !== this.base) floors.push([tenant, log.floor]);
+      for (let i = log.head; i < log.entries.length; i++) entries.push([log.entries[i]!.version, tenant, log.entries[i]!.pids]);
+    }
+    entries.sort((a, b) => a[0] - b[0]);
+    return { base: this.base, current: this.version, floors, entries };
   }
 
   changesSince(tenant: string, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
@@ -93,16 +150,17 @@ export function touchProfiles(touching: Map<number, Set<number>> | null, tid: nu
   for (const p of pids) set.add(p);
 }
 
-/** Records committed changes (per tenant id) in the feed under each tenant's key. */
-export function recordTouched(feed: ChangeFeed, touched: ReadonlyMap<number, ReadonlySet<number>>, keyOf: (tid: number) => string | undefined): void {
-  if (touched.size === 0) return;
+/** Records committed changes (per tenant id) in the feed under each tenant's key (at `version`, their change log rows'); returns them by key. */
+export function recordTouched(feed: ChangeFeed, touched: ReadonlyMap<number, ReadonlySet<number>>, keyOf: (tid: number) => string | undefined, version?: number): Map<string, Set<string>> {
   const byTenant = new Map<string, Set<string>>();
+  if (touched.size === 0) return byTenant;
   for (const [tid, pids] of touched) {
     const key = keyOf(tid);
     if (key === undefined) continue;
     byTenant.set(key, new Set([...pids].map(String)));
   }
-  feed.record(byTenant);
+  feed.record(byTenant, version);
+  return byTenant;
 }
 
 /** Adds one job's touched profiles (per tenant id) to the group's, once the job's savepoint held. */

@@ -389,10 +389,12 @@ export interface MembershipReads {
   listMemberPids(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<Float64Array>;
 }
 
-/** The change feed (in memory; the batch engine's resident snapshot). */
+/** The change feed (the batch engine's resident snapshot and its files): in memory, primed from the store's change log when it opens. */
 export interface ProfileChanges {
-  /** Profiles whose data (identities, fragments, events) changed since `since` (a version from an earlier call), including removed ones (graphs merged away, deleted). profileIds null = cannot tell (since is null, older than what is kept, or from before a restart): the caller re-reads everything. Membership writes do not count. */
+  /** Profiles whose data (identities, fragments, events) changed since `since` (a version from an earlier call, also one from before the store was reopened), including removed ones (graphs merged away, deleted). profileIds null = cannot tell (since is null, or older than what is kept): the caller re-reads everything. Membership writes do not count. */
   changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null };
+  /** Resolves once changesSince answers for versions from before the open (a store that reads its change log back asynchronously). */
+  changesReady?(): Promise<void>;
 }
 
 /** Data lifecycle (hygiene): record deletes and field updates. */

@@ -5,13 +5,14 @@
  * refreshes it through the change feed, giving the same snapshot and the same
  * job results as a fresh build; files that are truncated, of another format or
  * key, or that the feed cannot answer for are ignored with one warning and
- * rewritten. Runs on the embedded store (unit) and PostgreSQL (pg).
+ * rewritten; after the store is reopened its change log still answers for the file's version. Runs on the embedded store (unit) and PostgreSQL (pg).
  */
 import assert from "node:assert/strict";
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, it } from "node:test";
+import { crc32 } from "node:zlib";
 import type { Column } from "@segmentd/pql";
 import { SnapshotCache, type SnapshotCacheOptions } from "../../src/batch/columnar/cache.js";
 import { buildSnapshot, PartBuilder, type SnapshotPart } from "../../src/batch/columnar/snapshot.js";
@@ -215,14 +216,7 @@ describe("snapshot cache with a directory", () => {
   it("profiles changed, added and deleted between the write and the restart are re-read (changed = their count), equal to a fresh build", async () => {
     const { ts, pop, dir, done } = await setUp();
     try {
-      const first = cacheWith(dir, { maxOverlayShare: 1 });
-      for (const policy of [PDG, NONE]) await first.cache.get(ts.store, SCOPE, policy, { events: true });
-      await first.cache.close();
-      const t = NOW - 500;
-      await ingestRecords(ts.store, SCOPE, pop.crm, [
-        { index: 0, value: { identityMap: { ECID: [{ id: "P4", primary: true }] }, tier: "changed", _repo: { modifyDate: new Date(t).toISOString() } } },
-        { index: 1, value: { identityMap: { ECID: [{ id: "ADDED", primary: true }] }, added: true, person: { age: 77 }, _repo: { modifyDate: new Date(t).toISOString() } } },
-      ], { now: t });
+      const { t } = await writeFilesThenChange(ts.store, pop, dir);
       await ingestRecords(ts.store, SCOPE, pop.web, [
         { index: 0, value: { _id: "after-write", timestamp: new Date(NOW - 3_600_000).toISOString(), eventType: "purchase", value: 1, identityMap: { ECID: [{ id: "P9", primary: true }] } } },
       ], { now: t });
@@ -286,23 +280,68 @@ describe("snapshot cache with a directory", () => {
     }
   });
 
-  it("a store reopened since the write: its change feed cannot answer for the file's version, so one warning and a full build", async () => {
+  it("a store reopened since the write: the file is loaded (its change log answers for the file's version), changed = the profiles changed before and after the reopen, equal to a fresh build", async () => {
+    const { ts, pop, dir, done } = await setUp();
+    let reopened: ProfileStore | null = null;
+    try {
+      // Before the restart: P4 updated, a profile added.
+      const { t, first } = await writeFilesThenChange(ts.store, pop, dir);
+      await ts.store.close();
+      reopened = ts.reopen();
+      // After it: an event for P9, P7 deleted.
+      await ingestRecords(reopened, SCOPE, pop.web, [
+        { index: 0, value: { _id: "after-reopen", timestamp: new Date(NOW - 3_600_000).toISOString(), eventType: "purchase", value: 1, identityMap: { ECID: [{ id: "P9", primary: true }] } } },
+      ], { now: t });
+      await reopened.deleteByIdentities(SCOPE, [{ namespace: "ecid", id: "P7" }], "ALL");
+      const second = cacheWith(dir, { maxOverlayShare: 1 });
+      for (const policy of [PDG, NONE]) {
+        const snap = await second.cache.get(reopened, SCOPE, policy, { events: true });
+        const st = second.cache.stats(SCOPE, policy)!;
+        assert.deepEqual([st.mode, st.changed], ["loaded", 4], `${policy.identityGraph.type}: P4 updated, ADDED, P9's event, P7 deleted`);
+        assert.deepEqual(dump(snap), dump(await buildSnapshot(reopened, SCOPE, policy, { events: true })));
+      }
+      const results = await job(reopened, second.cache);
+      assert.deepEqual(results, await job(reopened, new SnapshotCache()));
+      assert.deepEqual(results["d3"], [await reopened.findProfileId(SCOPE, { namespace: "ecid", id: "ADDED" })]);
+      await second.cache.close();
+      assert.equal(second.cache.lastWrites.size, 0, "a loaded base is not written again");
+      assert.deepEqual([...first.warnings, ...second.warnings], []);
+    } finally {
+      await reopened?.close();
+      await done();
+    }
+  });
+
+  it("a version older than the store's change log (history trimmed, or a file from before it): one warning and a full build", async () => {
     const { ts, dir, done } = await setUp();
-    const reopened = ts.reopen();
     try {
       const first = cacheWith(dir);
-      await first.cache.get(ts.store, SCOPE, PDG, { events: true });
+      const snap = await first.cache.get(ts.store, SCOPE, PDG, { events: true });
       await first.cache.close();
+      const file = first.cache.fileOf(SCOPE, PDG)!;
+      // The same file claiming a version below the log's start (as an older server's file would).
+      const f = await openSnapshotFile(file);
+      await f.fh.close();
+      assert.equal(f.header.version, snap.version);
+      // Header JSON, then u32 length, u32 CRC-32 and the 8-byte end marker: same length, CRC redone.
+      const b = Buffer.from(readFileSync(file));
+      const length = b.readUInt32LE(b.length - 16);
+      const start = b.length - 16 - length;
+      const older = String(f.header.version - 10 ** 12);
+      const header = b.subarray(start, start + length).toString("utf8").replace(`"version":${f.header.version}`, `"version":${older}`);
+      assert.equal(Buffer.byteLength(header), length);
+      b.write(header, start, "utf8");
+      b.writeUInt32LE(crc32(b.subarray(start, start + length)), b.length - 12);
+      writeFileSync(file, b);
       const second = cacheWith(dir);
-      const snap = await second.cache.get(reopened, SCOPE, PDG, { events: true });
+      const rebuilt = await second.cache.get(ts.store, SCOPE, PDG, { events: true });
       assert.equal(second.cache.stats(SCOPE, PDG)!.mode, "built");
       assert.equal(second.warnings.length, 1);
       assert.match(second.warnings[0]!, /ignored \(the change feed cannot tell what changed since version \d+/);
-      assert.deepEqual(dump(snap), dump(await buildSnapshot(ts.store, SCOPE, PDG, { events: true })));
+      assert.deepEqual(dump(rebuilt), dump(await buildSnapshot(ts.store, SCOPE, PDG, { events: true })));
       await second.cache.close();
       assert.equal(second.cache.lastWrites.size, 1, "written anew");
     } finally {
-      await reopened.close();
       await done();
     }
   });
@@ -404,3 +443,16 @@ describe("batch snapshot files: configuration", () => {
     }
   });
 });
+
+/** Both policies' snapshot files written (by the cache returned), then P4 updated and a profile added (at `t`). */
+async function writeFilesThenChange(store: ProfileStore, pop: Population, dir: string): Promise<{ t: number; first: ReturnType<typeof cacheWith> }> {
+  const first = cacheWith(dir, { maxOverlayShare: 1 });
+  for (const policy of [PDG, NONE]) await first.cache.get(store, SCOPE, policy, { events: true });
+  await first.cache.close();
+  const t = NOW - 500;
+  await ingestRecords(store, SCOPE, pop.crm, [
+    { index: 0, value: { identityMap: { ECID: [{ id: "P4", primary: true }] }, tier: "changed", _repo: { modifyDate: new Date(t).toISOString() } } },
+    { index: 1, value: { identityMap: { ECID: [{ id: "ADDED", primary: true }] }, added: true, person: { age: 77 }, _repo: { modifyDate: new Date(t).toISOString() } } },
+  ], { now: t });
+  return { t, first };
+}

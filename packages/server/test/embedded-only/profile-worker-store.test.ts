@@ -183,7 +183,7 @@ describe("WorkerProfileStore", () => {
     }
     assert.equal(await w.countProfiles(S), 3);
     assert.equal((await w.status()).restarts, 1);
-    // Its change feed cannot tell what the dead worker's last writes touched: consumers re-read.
+    // The new worker read its feed back from the change log: a version from before the log still answers null.
     assert.equal(w.changesSince(S, 0).profileIds, null);
     await w.close(); // closes cleanly
   });
@@ -272,21 +272,25 @@ describe("WorkerProfileStore", () => {
     }
   });
 
-  it("FeedMirror: history the worker could no longer tell makes older versions answer null", () => {
-    const m = new FeedMirror(10);
+  it("FeedMirror: answers under the worker's versions, from the history it was reset to and the deltas after", () => {
+    const m = new FeedMirror(3);
     const t = "o\u0000s";
-    const v0 = m.changesSince(t, null).version;
-    m.apply([[t, ["1", "2"]]]);
-    const v1 = m.changesSince(t, null).version;
-    assert.deepEqual([...m.changesSince(t, v0).profileIds!].sort(), ["1", "2"]);
-    m.apply([[t, null]]);
-    const v2 = m.changesSince(t, null).version;
-    assert.equal(m.changesSince(t, v0).profileIds, null);
-    assert.equal(m.changesSince(t, v1).profileIds, null);
-    assert.deepEqual([...m.changesSince(t, v2).profileIds!], []);
-    m.apply([[t, ["3"]]]);
-    assert.deepEqual([...m.changesSince(t, v2).profileIds!], ["3"]);
-    assert.deepEqual([...m.changesSince("other", v0).profileIds!], [], "other tenants keep their history");
+    // The worker's feed as read back from its change log: a floor for t (history trimmed below 105).
+    m.reset({ base: 100, current: 107, floors: [[t, 105]], entries: [[106, t, ["1", "2"]], [107, "other", ["9"]]] });
+    assert.equal(m.changesSince(t, null).version, 107);
+    assert.equal(m.changesSince(t, 104).profileIds, null, "below the floor");
+    assert.deepEqual([...m.changesSince(t, 105).profileIds!].sort(), ["1", "2"]);
+    assert.deepEqual([...m.changesSince("other", 100).profileIds!], ["9"]);
+    assert.deepEqual([...m.changesSince("new", 100).profileIds!], [], "a tenant without changes since the base");
+    assert.equal(m.changesSince("new", 99).profileIds, null, "below the base");
+    // One delta, two versions, the second touching two tenants; a version already held is skipped.
+    m.apply([[107, t, ["x"]], [110, t, ["3"]], [112, t, ["4"]], [112, "other", ["8"]]]);
+    assert.equal(m.changesSince(t, null).version, 112);
+    assert.deepEqual([...m.changesSince(t, 107).profileIds!].sort(), ["3", "4"]);
+    assert.deepEqual([...m.changesSince(t, 110).profileIds!], ["4"]);
+    // Capacity 3: t's oldest entry (106: two ids) was evicted, so 105 can no longer be answered.
+    assert.equal(m.changesSince(t, 105).profileIds, null);
+    assert.deepEqual([...m.changesSince(t, 106).profileIds!].sort(), ["3", "4"]);
   });
 
   it("records cross as two strings and come back equal (bodies parsed on use)", () => {

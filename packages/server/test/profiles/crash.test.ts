@@ -30,6 +30,21 @@ async function storedEventIds(ts: TestStore): Promise<string[]> {
   }
 }
 
+/** The change log, committed with the data, names exactly the profiles the killed writer's committed writes made. */
+async function logAgreesWithData(ts: TestStore, since: number): Promise<void> {
+  const store = ts.reopen();
+  try {
+    await store.changesReady?.();
+    const changed = store.changesSince(scope, since).profileIds;
+    assert.ok(changed !== null, "the reopened store answers for a version from before the kill");
+    const ids = await store.listProfileIds(scope, { limit: 100_000 });
+    assert.ok(ids.length > 0);
+    assert.deepEqual([...changed].sort(), [...ids].sort());
+  } finally {
+    await store.close();
+  }
+}
+
 describe(`kill -9 during streaming ingestion (${STORE_KIND})`, () => {
   let ts: TestStore;
   let datasetId: string;
@@ -40,6 +55,7 @@ describe(`kill -9 during streaming ingestion (${STORE_KIND})`, () => {
   after(async () => { await ts.cleanup(); });
 
   it("keeps every acknowledged record exactly once", { timeout: 120_000 }, async () => {
+    const feedBefore = ts.store.changesSince(scope, null).version;
     const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", path.join(here, "crash-writer.ts"), ts.location, datasetId, String(TOTAL), String(PER_REQUEST)],
       { stdio: ["ignore", "pipe", "inherit"], env: process.env });
     const acked = new Set<number>();
@@ -75,6 +91,7 @@ describe(`kill -9 during streaming ingestion (${STORE_KIND})`, () => {
     assert.equal(stored.size, afterCrash.length, "no event stored twice");
     const missing = [...acked].filter((k) => !stored.has(`crash-${k}`));
     assert.deepEqual(missing.slice(0, 5), [], `${missing.length} acknowledged events lost`);
+    await logAgreesWithData(ts, feedBefore);
 
     // The clients retry everything after the restart: nothing may be doubled.
     const store = ts.reopen();

@@ -30,10 +30,15 @@ export interface TestStore {
   cleanup(): Promise<void>;
 }
 
-export function openTestStore(kind: TestStoreKind = TEST_STORE): TestStore {
+/** Store options a test may set (the same for every kind). */
+export interface TestStoreOptions {
+  changeFeedCapacity?: number;
+}
+
+export function openTestStore(kind: TestStoreKind = TEST_STORE, opts: TestStoreOptions = {}): TestStore {
   if (kind === "postgres") {
     const schema = `t_profiles_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
-    const open = () => openStoreAt(schema, kind);
+    const open = () => openStoreAt(schema, kind, opts);
     const store = open();
     return {
       store,
@@ -52,7 +57,7 @@ export function openTestStore(kind: TestStoreKind = TEST_STORE): TestStore {
   }
   const dir = mkdtempSync(path.join(tmpdir(), "segmentd-profiles-"));
   const file = path.join(dir, "profiles.db");
-  const open = () => openStoreAt(file, kind);
+  const open = () => openStoreAt(file, kind, opts);
   const store = open();
   return {
     store,
@@ -66,13 +71,13 @@ export function openTestStore(kind: TestStoreKind = TEST_STORE): TestStore {
 }
 
 /** Opens the store of this test run at a location from TestStore.location. */
-export function openStoreAt(location: string, kind: TestStoreKind = TEST_STORE): ProfileStore {
+export function openStoreAt(location: string, kind: TestStoreKind = TEST_STORE, opts: TestStoreOptions = {}): ProfileStore {
   switch (kind) {
     case "postgres":
-      return new PostgresProfileStore({ connectionString: DATABASE_URL, schema: location, poolSize: 4 });
+      return new PostgresProfileStore({ connectionString: DATABASE_URL, schema: location, poolSize: 4, ...opts });
     case "embedded-direct":
-      return new EmbeddedProfileStore({ path: location });
+      return new EmbeddedProfileStore({ path: location, ...opts });
     case "embedded":
-      return new WorkerProfileStore({ path: location });
+      return new WorkerProfileStore({ path: location, ...opts });
   }
 }

@@ -145,8 +145,8 @@ export class SnapshotCache {
       }
       const feed = changeFeedOf(store);
       if (feed === null) throw new SnapshotFileError("the profile store has no change feed");
-      // Asked before the body is read: after the store was reopened the (in-memory) feed cannot answer.
-      if ((await feed.changesSince(scope, h.version)).profileIds === null) throw new SnapshotFileError(`the change feed cannot tell what changed since version ${h.version} (the store was reopened, or its history was trimmed)`);
+      // Asked before the body is read: a version below what the store's change log keeps cannot be answered.
+      if ((await feed.changesSince(scope, h.version)).profileIds === null) throw new SnapshotFileError(`the change feed cannot tell what changed since version ${h.version} (its history was trimmed, or the file is older than the store's change log)`);
       const base = await readSnapshotPart(f);
       return new Snapshot(policy, base, SnapshotPart.empty(), new Uint8Array(base.ordinals), new Map(), h.version, h.withEvents);
     } catch (e) {

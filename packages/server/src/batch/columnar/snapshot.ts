@@ -382,7 +382,11 @@ export interface ChangeFeed {
 /** The store's change feed, when it has one (older stores: every refresh is a rebuild). */
 export function changeFeedOf(store: Partial<ProfileChanges>): ChangeFeed | null {
   const f = (store as unknown as Partial<ChangeFeed>).changesSince;
-  return typeof f === "function" ? { changesSince: (s, since) => f.call(store, s, since) } : null;
+  if (typeof f !== "function") return null;
+  const ready = store.changesReady;
+  // A store still reading its change log back would answer null for a version from before its open.
+  if (typeof ready === "function") return { changesSince: async (s, since) => { await ready.call(store); return f.call(store, s, since); } };
+  return { changesSince: (s, since) => f.call(store, s, since) };
 }
 
 /** What building and refreshing a snapshot read: scans, one profile's graph and data, and the change feed. */

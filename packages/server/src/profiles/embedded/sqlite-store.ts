@@ -20,7 +20,8 @@ import type Database from "better-sqlite3";
 import { openSqlite, openSqliteReader } from "../../storage-kit/sqlite.js";
 import { statSync } from "node:fs";
 import { DEFAULT_IDENTITY_CACHE_ENTRIES, IdentityPidCache } from "./identity-cache.js";
-import { ChangeFeed, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
+import { mergeTouched, touchProfiles, type FeedHistory } from "../change-feed.js";
+import { SqliteChangeLog } from "./change-log.js";
 import { clampQuarantineLimit, parseStoredBody, QuarantineLog, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineKind, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
 import { type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery, type DecidedChanges, type DecidedAppendResult } from "../store.js";
 import type { Dataset, DatasetInput, Identity, JsonObject, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, StoredEvent, TenantScope, ValidRecord } from "../types.js";
@@ -72,6 +73,10 @@ export interface EmbeddedStoreOptions {
   eventIndexMergeStep?: number;
   /** Fewest entries moved per merge step (default MERGE_STEP_MIN; event-index.ts says how a step is sized). */
   eventIndexMergeStepMin?: number;
+  /** Profile ids the change feed and its log keep per tenant (default DEFAULT_FEED_CAPACITY). */
+  changeFeedCapacity?: number;
+  /** A new change log starts at this version, and none below it is handed out (the worker store's mirror: change-log.ts). */
+  feedVersionFrom?: number;
 }
 export const DEFAULT_PAGE_SIZE = 4096;
 
@@ -92,8 +97,8 @@ export class EmbeddedProfileStore implements ProfileStore {
   private flushScheduled = false;
   private upkeepScheduled = false;
   private closed = false;
-  /** Change feed (changesSince): fed after each group's commit with the profiles its writes touched. */
-  private readonly feed = new ChangeFeed();
+  /** Change feed (changesSince) and its log (change-log.ts): rows written in each group, the feed fed after its commit. */
+  private readonly changeLog: SqliteChangeLog;
   private readonly tidKeys = new Map<number, string>();
   /** Profiles touched by the write job running now (tid → pids); null outside write jobs. */
   private touching: Map<number, Set<number>> | null = null;
@@ -136,6 +141,7 @@ export class EmbeddedProfileStore implements ProfileStore {
     migrateTextMemberships(this.db);
     this.db.exec(MEMBERSHIP_SCHEMA);
     this.defCodes = new DefinitionCodes(this.db);
+    this.changeLog = new SqliteChangeLog(this.db, (sql) => this.stmt(sql), opts.changeFeedCapacity, opts.feedVersionFrom);
     this.identityPids = new IdentityPidCache(opts.identityCacheEntries ?? DEFAULT_IDENTITY_CACHE_ENTRIES);
     this.dataVersion = this.readDataVersion();
     if ((opts.checkpoints ?? "background") === "background" && opts.path !== ":memory:" && opts.path !== "") {
@@ -200,6 +206,7 @@ export class EmbeddedProfileStore implements ProfileStore {
   async close(): Promise<void> {
     if (this.closed) return;
     if (this.queue.length > 0) this.flush();
+    this.changeLog.trim(true);
     this.closed = true;
     // The checkpoint thread's connection first: the last connection to close checkpoints the WAL.
     await this.checkpointer?.stop();
@@ -320,6 +327,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       this.upkeepScheduled = false;
       if (this.closed) return;
       this.catchUpCheckpoint();
+      this.changeLog.trim(false);
       // Between commits, never inside one: a step is a transaction of its own (event-index.ts).
       if (this.eventIndex.due()) this.mergeEventIndexStep();
     });
@@ -373,31 +381,12 @@ export class EmbeddedProfileStore implements ProfileStore {
     const touched = new Map<number, Set<number>>();
     // Another connection (a second process on the same file) may have changed identities.
     this.identitiesCurrent();
+    let version: number | undefined;
     try {
       this.db.transaction(() => {
-        if (jobs.length === 1) {
-          this.touching = touched;
-          try {
-            outcomes.push({ ok: true, value: jobs[0]!.run() });
-          } finally {
-            this.touching = null;
-          }
-          return;
-        }
-        for (const job of jobs) {
-          this.touching = new Map();
-          try {
-            // A nested transaction is a savepoint: a failing job rolls back alone.
-            outcomes.push({ ok: true, value: this.db.transaction(job.run)() });
-            mergeTouched(touched, this.touching);
-          } catch (error) {
-            // The job's savepoint rolled back: identities it noted in the cache may not exist.
-            this.identityPids.clear();
-            outcomes.push({ ok: false, error });
-          } finally {
-            this.touching = null;
-          }
-        }
+        this.runJobs(jobs, outcomes, touched);
+        // In the same transaction as the data: the log row commits or rolls back with it.
+        version = this.changeLog.append(touched);
       })();
     } catch (error) {
       this.identityPids.clear();
@@ -406,8 +395,35 @@ export class EmbeddedProfileStore implements ProfileStore {
     }
     this.sizeCache();
     // Only now (after COMMIT and its fsync): the change feed, then the writers' promises.
-    this.recordFeed(touched);
+    this.recordFeed(touched, version);
     settleGroup(jobs, outcomes);
+  }
+
+  /** Runs a group's jobs in the open transaction, each (of several) in its own savepoint; collects what they touched. */
+  private runJobs(jobs: QueuedWrite[], outcomes: WriteOutcome[], touched: Map<number, Set<number>>): void {
+    if (jobs.length === 1) {
+      this.touching = touched;
+      try {
+        outcomes.push({ ok: true, value: jobs[0]!.run() });
+      } finally {
+        this.touching = null;
+      }
+      return;
+    }
+    for (const job of jobs) {
+      this.touching = new Map();
+      try {
+        // A nested transaction is a savepoint: a failing job rolls back alone.
+        outcomes.push({ ok: true, value: this.db.transaction(job.run)() });
+        mergeTouched(touched, this.touching);
+      } catch (error) {
+        // The job's savepoint rolled back: identities it noted in the cache may not exist.
+        this.identityPids.clear();
+        outcomes.push({ ok: false, error });
+      } finally {
+        this.touching = null;
+      }
+    }
   }
 
   /**
@@ -453,12 +469,22 @@ export class EmbeddedProfileStore implements ProfileStore {
     touchProfiles(this.touching, tid, pids);
   }
 
-  private recordFeed(touched: ReadonlyMap<number, ReadonlySet<number>>): void {
-    recordTouched(this.feed, touched, (tid) => this.tidKeys.get(tid));
+  private recordFeed(touched: ReadonlyMap<number, ReadonlySet<number>>, version: number | undefined): void {
+    this.changeLog.record(touched, (tid) => this.tidKeys.get(tid), version);
+  }
+
+  /** Calls `listener` with each version the feed records from now on (the worker's mirror, store-worker.ts). */
+  onFeedRecord(listener: (version: number, changes: ReadonlyMap<string, ReadonlySet<string>>) => void): void {
+    this.changeLog.onRecord(listener);
+  }
+
+  /** The feed as it is now: what the worker store's mirror starts from. */
+  feedHistory(): FeedHistory {
+    return this.changeLog.feed.history();
   }
 
   changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
-    return this.feed.changesSince(sandboxNameKey(scope), since);
+    return this.changeLog.feed.changesSince(sandboxNameKey(scope), since);
   }
 
   private stmtCache = new Map<string, Database.Statement>();

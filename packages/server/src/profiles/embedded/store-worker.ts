@@ -6,13 +6,11 @@
 // posted in one turn of the main thread arrive here in one batch, so their
 // writes land in the same setImmediate flush of the store: one group commit.
 // After each call settles, the reply carries what the store's change feed
-// gained for the call's tenant since the previous reply (feed delta).
+// recorded (every tenant) since the previous reply (feed delta, feed-mirror.ts).
 import { parentPort, workerData } from "node:worker_threads";
 import type { MembershipChange, ProfileStore, ScannedProfile } from "../store.js";
-import type { TenantScope } from "../types.js";
 import { EmbeddedProfileStore, type EmbeddedStoreOptions } from "./sqlite-store.js";
 import { toWire, unwireChanges, unwireIdentities, unwireRecords, type FeedDelta, type WireChanges, type WireRecords, type WorkerCall, type WorkerReply } from "./worker-store.js";
-import { sandboxNameKey } from "../../platform/tenant.js";
 
 const port = parentPort;
 if (port === null) throw new Error("store-worker.ts runs as a worker thread only");
@@ -24,25 +22,23 @@ try {
   port.postMessage({ id: 0, ready: true, error: toWire(err) } satisfies WorkerReply);
   throw err;
 }
-port.postMessage({ id: 0, ready: true } satisfies WorkerReply);
+// Every version the feed records from here on reaches the mirror with the next reply.
+let pendingFeed: FeedDelta = [];
+store.onFeedRecord((version, changes) => {
+  for (const [tenant, pids] of changes) pendingFeed.push([version, tenant, [...pids]]);
+});
+port.postMessage({ id: 0, ready: true, history: store.feedHistory() } satisfies WorkerReply);
 // Quarantine reports go to the main thread as they happen (its log counts and tells its observers).
 store.observe({ quarantined: (r) => port.postMessage({ id: -1, quarantine: r } satisfies WorkerReply) });
 
-/** Per tenant: the feed version up to which its changes were sent. */
-const sent = new Map<string, number>();
-const openedAt = store.changesSince({ orgId: "", sandboxName: "" }, null).version;
 const cursors = new Map<number, AsyncIterator<ScannedProfile[]>>();
 let nextCursor = 1;
 
-function feedDelta(scope: unknown): FeedDelta | undefined {
-  if (typeof scope !== "object" || scope === null) return undefined;
-  const s = scope as TenantScope;
-  if (typeof s.orgId !== "string" || typeof s.sandboxName !== "string") return undefined;
-  const key = sandboxNameKey(s);
-  const r = store.changesSince(s, sent.get(key) ?? openedAt);
-  sent.set(key, r.version);
-  if (r.profileIds === null) return [[key, null]];
-  return r.profileIds.size > 0 ? [[key, [...r.profileIds]]] : undefined;
+function feedDelta(): FeedDelta | undefined {
+  if (pendingFeed.length === 0) return undefined;
+  const out = pendingFeed;
+  pendingFeed = [];
+  return out;
 }
 
 async function run(method: string, args: unknown[]): Promise<unknown> {
@@ -127,11 +123,11 @@ port.on("message", (m: WorkerCall) => {
   }
   p.then(
     (value) => {
-      const feed = feedDelta(m.args[0]);
+      const feed = feedDelta();
       reply(feed === undefined ? { id: m.id, ok: true, value } : { id: m.id, ok: true, value, feed });
     },
     (err: unknown) => {
-      const feed = feedDelta(m.args[0]);
+      const feed = feedDelta();
       reply(feed === undefined ? { id: m.id, ok: false, error: toWire(err) } : { id: m.id, ok: false, error: toWire(err), feed });
     },
   );

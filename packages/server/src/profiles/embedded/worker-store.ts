@@ -13,10 +13,10 @@
 //   name, message, stack and `code` (better-sqlite3's SqliteError is re-created).
 // - scanProfiles streams chunks through a cursor in the worker, one chunk ahead;
 //   an abandoned iteration (`break`, `return()`) closes the worker's iterator.
-// - changesSince is synchronous: the proxy keeps a mirror ChangeFeed, fed by the
-//   delta the worker attaches to every reply (what its store's feed gained for
-//   the call's tenant since the last reply), applied before the call settles, so
-//   whoever sees a write resolved sees its changes.
+// - changesSince is synchronous: the proxy keeps a mirror of the worker's change
+//   feed (feed-mirror.ts), started from the feed the worker read back from its
+//   change log and fed by the delta the worker attaches to every reply, applied
+//   before the call settles, so whoever sees a write resolved sees its changes.
 // - Supervision: a worker that dies (an uncaught error, an exit, a reply that cannot be
 //   read) is restarted with backoff; its pending calls, and every call until the new one
 //   has opened the store, fail with StoreUnavailableError (a 503 with the reason), never
@@ -25,7 +25,8 @@
 //   the process alive (as the direct store does not).
 import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
-import { ChangeFeed } from "../change-feed.js";
+import type { FeedHistory } from "../change-feed.js";
+import { FeedMirror, type FeedDelta } from "./feed-mirror.js";
 import { StoreError, StoreUnavailableError, type AppendOptions, type AppendResult, type DecidedAppendResult, type DecidedChanges, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
 import type { Dataset, DatasetInput, Identity, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, TenantScope, ValidRecord } from "../types.js";
 import type { EmbeddedStoreOptions } from "./sqlite-store.js";
@@ -42,14 +43,13 @@ export interface WireError {
   code?: unknown;
 }
 
-/** What the worker's feed gained for a tenant: its profile ids, or null = cannot tell (history evicted). */
-export type FeedDelta = Array<[tenant: string, pids: string[] | null]>;
+export { FeedMirror, type FeedDelta } from "./feed-mirror.js";
 
 export type WorkerReply =
   | { id: number; ok: true; value: unknown; feed?: FeedDelta }
   | { id: number; ok: false; error: WireError; feed?: FeedDelta }
-  /** Sent once, when the store is open (or failed to open). */
-  | { id: 0; ready: true; error?: WireError }
+  /** Sent once, when the store is open (with its change feed, read back from the log), or failed to open. */
+  | { id: 0; ready: true; error?: WireError; history?: FeedHistory }
   /** Sent unasked when the worker's store quarantined a record. */
   | { id: -1; quarantine: QuarantineReport };
 
@@ -211,50 +211,6 @@ export function fromWire(w: WireError): Error {
   return e;
 }
 
-/** Key of the mirror's book-keeping entries for tenants whose history was lost (never a real tenant key: those contain \u0000). */
-const LOST = "\u0001lost";
-
-/** The worker store's change feed: a ChangeFeed fed with the worker's deltas, same version semantics. */
-export class FeedMirror {
-  private readonly feed: ChangeFeed;
-  /** Tenant → version from which on its history is known again (a `since` below it answers null). */
-  private readonly floors = new Map<string, number>();
-
-  constructor(capacity?: number) {
-    this.feed = new ChangeFeed(capacity);
-  }
-
-  apply(delta: FeedDelta): void {
-    const changes = new Map<string, Set<string>>();
-    const lost: string[] = [];
-    for (const [tenant, pids] of delta) {
-      if (pids === null) lost.push(tenant);
-      else if (pids.length > 0) changes.set(tenant, new Set(pids));
-    }
-    this.feed.record(changes);
-    if (lost.length > 0) {
-      // Advance the version past every answer given so far, then refuse older `since`s.
-      this.feed.record(new Map([[LOST, new Set(["0"])]]));
-      for (const t of lost) this.floors.set(t, this.feed.current);
-    }
-  }
-
-  /** Every tenant's history so far is lost (the worker restarted: what its last writes touched was never sent). */
-  loseAll(): void {
-    this.feed.record(new Map([[LOST, new Set(["0"])]]));
-    this.floor = this.feed.current;
-  }
-
-  private floor = 0;
-
-  changesSince(tenant: string, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
-    const r = this.feed.changesSince(tenant, since);
-    const floor = Math.max(this.floors.get(tenant) ?? 0, this.floor);
-    if (floor > 0 && since !== null && since < floor) return { version: r.version, profileIds: null };
-    return r;
-  }
-}
-
 interface Pending {
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
@@ -292,7 +248,7 @@ export class WorkerProfileStore implements ProfileStore {
   private worker!: Worker;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
-  private readonly mirror = new FeedMirror();
+  private readonly mirror: FeedMirror;
   /** Set when the store can never serve (it could not open at all): every call rejects with it. */
   private dead: Error | null = null;
   /** Why the store cannot serve right now (opening, or its worker restarting); null when it serves. */
@@ -320,12 +276,15 @@ export class WorkerProfileStore implements ProfileStore {
     this.ready = new Promise<void>((res, rej) => { this.readyResolve = res; this.readyReject = rej; });
     // Nobody may await `ready` (calls queue behind it in the worker anyway): never an unhandled rejection.
     this.ready.catch(() => undefined);
+    this.mirror = new FeedMirror(opts.changeFeedCapacity);
     this.spawn();
   }
 
   private spawn(): void {
     const { onCrash: _onCrash, restartDelayMs: _delay, ...storeOptions } = this.opts;
-    const w = startWorker({ options: storeOptions });
+    // The worker's versions continue above every version the mirror handed out (feed-mirror.ts).
+    const from = this.generation === 0 ? this.mirror.current : this.mirror.current + 1;
+    const w = startWorker({ options: { ...storeOptions, feedVersionFrom: from } });
     this.worker = w;
     this.generation++;
     this.refed = false;
@@ -338,7 +297,10 @@ export class WorkerProfileStore implements ProfileStore {
       }
       if ("ready" in m) {
         if (m.error !== undefined) this.openFailed(w, fromWire(m.error));
-        else this.opened();
+        else {
+          if (m.history !== undefined) this.mirror.reset(m.history);
+          this.opened();
+        }
         return;
       }
       if (m.feed !== undefined) this.mirror.apply(m.feed);
@@ -390,8 +352,7 @@ export class WorkerProfileStore implements ProfileStore {
     const wasUp = this.down === null;
     this.down = reason;
     this.rejectPending(new StoreUnavailableError(reason));
-    // Changes the dead worker committed but never reported: consumers re-read everything.
-    this.mirror.loseAll();
+    // Changes the dead worker committed but never reported come with the new worker's feed (its change log).
     this.opts.onCrash?.(new Error(`profile store worker failed (${this.opts.path}): ${cause.message}`, { cause }));
     if (wasUp) this.quarantine.notify((o) => o.availability?.(false, reason));
     void w.terminate().catch(() => undefined);
@@ -673,6 +634,11 @@ export class WorkerProfileStore implements ProfileStore {
 
   changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
     return this.mirror.changesSince(sandboxNameKey(scope), since);
+  }
+
+  /** Resolves once the mirror holds the feed the worker read back from its change log (versions from before the open are answered). */
+  changesReady(): Promise<void> {
+    return this.ready.catch(() => undefined);
   }
 
   // ---- data lifecycle -------------------------------------------------------------

@@ -7,6 +7,7 @@ import { settleGroup, type WriteOutcome } from "../group-commit.js";
 import pg from "pg";
 import { createPool, lockForTransaction, withAdvisoryLock, withTransaction } from "../../storage-kit/postgres.js";
 import { ChangeFeed, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
+import { appendChangeLog, changeLogLock, createChangeLog, PG_TRIM_INTERVAL_MS, readChangeLog, trimChangeLog } from "./pg-change-log.js";
 import { applyIsolated, decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
 import { clampQuarantineLimit, QuarantineLog, storedBodyProblem, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineKind, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
@@ -71,6 +72,8 @@ export interface PostgresStoreOptions {
   /** Schema holding the tables (created if missing); default "segmentd_profiles". */
   schema?: string;
   poolSize?: number;
+  /** Profile ids the change feed and its log keep per tenant (default DEFAULT_FEED_CAPACITY). */
+  changeFeedCapacity?: number;
 }
 
 // int8 columns (ids, epoch ms) fit in a double; parse them as numbers for this
@@ -107,10 +110,14 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
   private readonly tids = new Map<string, number>();
   private readonly ready: Promise<void>;
   /**
-   * Change feed (changesSince), fed after each group's commit with the profiles its writes
-   * touched. In memory: it sees this process's writes only.
+   * Change feed (changesSince): read back from the change log when the store opens
+   * (pg-change-log.ts), then fed after each group's commit with the profiles its writes touched
+   * (this process's writes only; other processes' are in the log, read at the next open).
    */
-  private readonly feed = new ChangeFeed();
+  private feed: ChangeFeed;
+  private readonly changeLock: string;
+  private lastLogTrim = 0;
+  private trimming: Promise<void> = Promise.resolve();
   private readonly tidKeys = new Map<number, string>();
   /** Profiles touched by the write job running now (tid → pids); null outside write jobs. */
   private touching: Map<number, Set<number>> | null = null;
@@ -133,21 +140,34 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
       servable: (scope, kind, datasetId, recordId, identity, pid, body) => this.servable(scope, kind, datasetId, recordId, identity, pid, body),
       touch: (tid, pids) => this.touch(tid, pids),
     };
+    this.feed = new ChangeFeed(opts.changeFeedCapacity);
+    this.changeLock = changeLogLock(schema);
     // CREATE ... IF NOT EXISTS is not safe against a concurrent creator (two
     // processes starting at once): serialise schema set-up on an advisory lock.
     this.ready = withAdvisoryLock(pool, "segmentd_profiles_schema", async (c) => {
       await c.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
       await c.query(PG_SCHEMA);
+      await createChangeLog(c);
+    }).then(async () => {
+      // Before any write (they wait for ready): recorded versions continue from the log's.
+      this.feed = new ChangeFeed(opts.changeFeedCapacity, Date.now(), await readChangeLog(pool, this.changeLock));
     });
   }
 
-  async close(): Promise<void> {
-    this.closing = true;
-    await this.ready.catch(() => undefined);
-    await Promise.all([...this.persisting]);
-    while (this.draining || this.pending.length > 0) await new Promise((r) => setTimeout(r, 5));
-    await this.pool.end();
+  /** Closing twice is fine (as for the embedded stores): the second call waits for the first. */
+  close(): Promise<void> {
+    this.closed ??= (async () => {
+      this.closing = true;
+      await this.ready.catch(() => undefined);
+      await Promise.all([...this.persisting]);
+      while (this.draining || this.pending.length > 0) await new Promise((r) => setTimeout(r, 5));
+      this.trimLog(true);
+      await this.trimming;
+      await this.pool.end();
+    })();
+    return this.closed;
   }
+  private closed: Promise<void> | null = null;
 
   // ---- health and quarantine (quarantine.ts) ------------------------------------
 
@@ -233,12 +253,32 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
     touchProfiles(this.touching, tid, pids);
   }
 
-  private recordFeed(touched: ReadonlyMap<number, ReadonlySet<number>>): void {
-    recordTouched(this.feed, touched, (tid) => this.tidKeys.get(tid));
+  private recordFeed(touched: ReadonlyMap<number, ReadonlySet<number>>, version: number | undefined): void {
+    recordTouched(this.feed, touched, (tid) => this.tidKeys.get(tid), version);
+    this.trimLog(false);
   }
 
   changesSince(scope: TenantScope, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
     return this.feed.changesSince(sandboxNameKey(scope), since);
+  }
+
+  /** Resolves once the feed holds what the change log kept (versions from before the open are answered). */
+  changesReady(): Promise<void> {
+    return this.ready.catch(() => undefined);
+  }
+
+  /**
+   * Deletes the log rows the feed no longer keeps: in the background, at most every
+   * PG_TRIM_INTERVAL_MS, and at close. Rows not yet deleted (a kill) are evicted again at the next open.
+   */
+  private trimLog(now: boolean): void {
+    if (!now && Date.now() - this.lastLogTrim < PG_TRIM_INTERVAL_MS) return;
+    this.lastLogTrim = Date.now();
+    const evicted = this.feed.takeEvicted();
+    if (evicted.size === 0) return;
+    this.trimming = this.trimming
+      .then(() => trimChangeLog(this.pool, evicted))
+      .catch((err: unknown) => console.error("segmentd: change log trim failed:", err));
   }
 
   /** Opens a write transaction for a tenant, serialized against other writers of that tenant. */
@@ -274,6 +314,7 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
   private async commitGroup(jobs: PendingWrite[]): Promise<void> {
     const outcomes: WriteOutcome[] = [];
     const touched = new Map<number, Set<number>>();
+    let version: number | undefined;
     try {
       await this.tx(async (c) => {
         // Locks in id order, so two processes committing groups cannot deadlock.
@@ -295,13 +336,15 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
             this.touching = null;
           }
         }
+        // Last in the transaction (its lock is held until COMMIT): the log commits or rolls back with the data.
+        version = await appendChangeLog(c, this.changeLock, touched);
       });
     } catch (error) {
       settleGroup(jobs, outcomes, { error });
       return;
     }
     // Only now (after COMMIT): the change feed, then the writers' promises.
-    this.recordFeed(touched);
+    this.recordFeed(touched, version);
     settleGroup(jobs, outcomes);
   }
 
