@@ -28,7 +28,6 @@ export class EdgePublisher {
   private closed = false;
   readonly stats = { published: 0, failed: 0, refused: 0 };
   private readonly maxInFlight: number;
-  private readonly timeoutMs: number;
   private idleWaiters: Array<() => void> = [];
   private readonly acks: PublishAcks;
 
@@ -37,8 +36,7 @@ export class EdgePublisher {
     private readonly o: EdgePublisherOptions,
   ) {
     this.maxInFlight = o.maxInFlight ?? 4096;
-    this.timeoutMs = o.timeoutMs ?? 5000;
-    this.acks = new PublishAcks(nc, this.timeoutMs);
+    this.acks = new PublishAcks(nc, o.timeoutMs ?? 5000);
   }
 
   get pending(): number {
