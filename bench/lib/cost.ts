@@ -5,11 +5,12 @@
  * throughput at saturation. A process the bench spawned is read through bench/lib/cost-probe.ts;
  * the bench's own process directly.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { AllocationMeter } from "./alloc-meter.js";
+import { startListeningChild } from "./listening-child.js";
 import type { ClientResult } from "./load-client.js";
 
 export interface Cost {
@@ -77,26 +78,8 @@ export function costProbe(): { nodeArgs: string[]; env: Record<string, string>; 
 /** A bare Fastify JSON endpoint in a process of its own (the reference), with the probe. */
 export async function startBareServer(): Promise<{ url: string; meter: CostMeter; close(): Promise<void> }> {
   const probe = costProbe();
-  const child = spawn(process.execPath, ["--import", "tsx", ...probe.nodeArgs, path.join(HERE, "bare-server.ts")], { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, ...probe.env } });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    child.once("exit", (code) => reject(new Error(`the bare server exited (${code}): ${out}`)));
-  });
-  return {
-    url,
-    meter: probe.meter(child),
-    async close() {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await exited;
-    },
-  };
+  const server = await startListeningChild(["--import", "tsx", ...probe.nodeArgs, path.join(HERE, "bare-server.ts")], probe.env, "bare server");
+  return { url: server.url, meter: probe.meter(server.child), close: () => server.close() };
 }
 
 export interface PhaseCost {

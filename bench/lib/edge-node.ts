@@ -7,8 +7,8 @@
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { spawn, type ChildProcess } from "node:child_process";
 import type { FastifyInstance } from "fastify";
+import { startListeningChild, type ListeningChild } from "./listening-child.js";
 import { startNatsServer, type RunningNatsServer } from "../../packages/server/src/cluster/nats-server.js";
 
 export const SITE = "site-1";
@@ -41,42 +41,14 @@ export async function startNatsPair(dir: string): Promise<NatsPair> {
   };
 }
 
-export interface DeployedEdgeNode {
-  url: string;
-  child: ChildProcess;
-  close(): Promise<void>;
-}
+export type DeployedEdgeNode = ListeningChild;
 
 /** Starts `segmentd edge` for SITE against the site's server; resolves once it listens. */
 export async function startEdgeNodeProcess(o: { dir: string; org: string; natsUrl: string; nodeArgs?: string[]; env?: Record<string, string> }): Promise<DeployedEdgeNode> {
   const config = path.join(o.dir, "edge-node.config.json");
   writeFileSync(config, JSON.stringify({ logLevel: "warn", organizations: [{ id: o.org, sandboxes: [{ name: "prod", type: "production", default: true }] }] }));
-  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", ...(o.nodeArgs ?? []), CLI, "edge", "-c", config, "-d", path.join(o.dir, "edge-node"), "-p", "0", "--location", SITE, "--nats", o.natsUrl], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...o.env } });
-  let out = "";
-  child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => process.stderr.write(`[edge node] ${d.toString()}`));
-  const url = await new Promise<string>((resolve, reject) => {
-    const t = setInterval(() => {
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) {
-        clearInterval(t);
-        resolve(m[1]!);
-      } else if (child.exitCode !== null) {
-        clearInterval(t);
-        reject(new Error(`the edge node exited (${child.exitCode}):\n${out}`));
-      }
-    }, 50);
-  });
-  return {
-    url,
-    child,
-    async close() {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGTERM");
-      await exited;
-    },
-  };
+  const args = ["--conditions=source", "--import", "tsx", ...(o.nodeArgs ?? []), CLI, "edge", "-c", config, "-d", path.join(o.dir, "edge-node"), "-p", "0", "--location", SITE, "--nats", o.natsUrl];
+  return startListeningChild(args, o.env ?? {}, "edge node");
 }
 
 /** Waits until the node has applied both feeds up to what the hub held, with at least `projections` applied. */
