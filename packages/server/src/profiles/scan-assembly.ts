@@ -160,3 +160,13 @@ export function planMembershipChanges(changes: readonly MembershipChange[], stor
   }
   return { transitions, pids, ats, upserts };
 }
+
+/** Profile ids a store keys by integer, deduplicated and in scan (pid) order; others cannot be held. */
+export function listedPids(ids: readonly string[]): number[] {
+  const pids = new Set<number>();
+  for (const id of ids) {
+    const n = Number(id);
+    if (Number.isSafeInteger(n) && n > 0 && String(n) === id) pids.add(n);
+  }
+  return [...pids].sort((a, b) => a - b);
+}

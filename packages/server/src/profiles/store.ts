@@ -89,6 +89,12 @@ export interface ScanOptions {
   events?: boolean;
   /** Only events at or after this time (epoch ms). */
   eventsSince?: number;
+  /**
+   * Only these profiles, in the scan's order; ids the store does not hold are skipped. What a
+   * snapshot refresh reads for the profiles that changed: one call per chunk, not several per
+   * profile.
+   */
+  profileIds?: readonly string[];
 }
 
 export interface ScannedProfile extends MergedProfile {

@@ -293,6 +293,23 @@ describe(`profile store conformance (${STORE_KIND})`, () => {
       assert.equal(noEvents.reduce((n, p) => n + p.events.length, 0), 0);
     });
 
+    it("scans only the listed profiles, in scan order, as the full scan yields them", async () => {
+      const full = (await collect(store.scanProfiles(S, pdgTs))).flat();
+      const byId = new Map(full.map((p) => [p.profileId, p]));
+      const wanted = [full[17]!.profileId, full[3]!.profileId, full[9]!.profileId, full[3]!.profileId];
+      const chunks = await collect(store.scanProfiles(S, pdgTs, { profileIds: [...wanted, "999999999", "not-a-pid", "-1", "1e3"], chunkSize: 2 }));
+      assert.deepEqual(chunks.map((c) => c.length), [2, 1]);
+      const listed = chunks.flat();
+      assert.deepEqual(listed.map((p) => p.profileId), [full[3]!.profileId, full[9]!.profileId, full[17]!.profileId]);
+      for (const p of listed) assert.deepEqual(p, byId.get(p.profileId));
+      const noEvents = (await collect(store.scanProfiles(S, pdgTs, { profileIds: wanted, events: false }))).flat();
+      assert.equal(noEvents.reduce((n, p) => n + p.events.length, 0), 0);
+      assert.deepEqual(await collect(store.scanProfiles(S, pdgTs, { profileIds: [] })), []);
+      assert.deepEqual(await collect(store.scanProfiles({ ...S, sandboxName: "other-sandbox" }, pdgTs, { profileIds: wanted })), []);
+      const none = (await collect(store.scanProfiles(S, noneTs, { profileIds: [full[0]!.profileId] }))).flat();
+      assert.deepEqual(none, (await collect(store.scanProfiles(S, noneTs))).flat().filter((p) => p.profileId === full[0]!.profileId));
+    });
+
     it("under policy none, scans one entry per identity with data", async () => {
       const all = (await collect(store.scanProfiles(S, noneTs))).flat();
       assert.equal(all.length, 26);

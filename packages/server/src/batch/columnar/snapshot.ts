@@ -18,7 +18,7 @@
  * the base, so a reader holding the old one is never disturbed.
  */
 import type { IdentityGraph, ProfileChanges, ProfileReads, ScannedProfile } from "../../profiles/store.js";
-import type { Identity, MergePolicySpec, TenantScope } from "../../profiles/types.js";
+import type { MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { parseTimestamp } from "@segmentd/pql";
 import type { Column, ColumnarData, ColumnarTable } from "./layout.js";
 import { StoredTable, TableBuilder } from "./table.js";
@@ -521,37 +521,6 @@ export async function buildSnapshot(store: SnapshotStore, scope: TenantScope, po
   return new Snapshot(policy, base, SnapshotPart.empty(), new Uint8Array(base.ordinals), new Map(), version, o.events);
 }
 
-/** The entries a scan would yield for one profile (none: one per identity with data of its own); [] when it is gone. */
-export async function readProfileEntries(store: SnapshotStore, scope: TenantScope, policy: MergePolicySpec, profileId: string, withEvents: boolean): Promise<ScannedProfile[]> {
-  const identities = await store.graphIdentities(scope, profileId);
-  if (identities.length === 0) return [];
-  const readEvents = async (identity: Identity) => {
-    const out: ScannedProfile["events"] = [];
-    let cursor: string | undefined;
-    for (;;) {
-      const page = await store.getEvents(scope, identity, policy, { limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
-      out.push(...page.events);
-      if (page.next === null) return out;
-      cursor = page.next;
-    }
-  };
-  if (policy.identityGraph.type === "pdg") {
-    const merged = await store.getProfile(scope, identities[0]!, policy);
-    if (merged === null) return [];
-    return [{ ...merged, profileId, identities, events: withEvents ? await readEvents(identities[0]!) : [], identity: null }];
-  }
-  const out: ScannedProfile[] = [];
-  const sorted = [...identities].sort((a, b) => `${a.namespace}:${a.id}`.localeCompare(`${b.namespace}:${b.id}`));
-  for (const identity of sorted) {
-    const merged = await store.getProfile(scope, identity, policy);
-    if (merged === null) continue;
-    out.push({ ...merged, profileId, events: await readEvents(identity), identity });
-  }
-  return out;
-}
-
-const REFRESH_CONCURRENCY = 16;
-
 export interface RefreshOptions extends BuildOptions {
   /** Rebuild instead of growing the overlay beyond this share of the base's profiles (default 0.05, at least 256 profiles). */
   maxOverlayShare?: number;
@@ -576,14 +545,17 @@ export async function refreshSnapshot(store: SnapshotStore, scope: TenantScope, 
   for (const id of r.profileIds) entries.set(id, []);
   const limit = Math.max(256, Math.floor(snap.base.ordinals * (o.maxOverlayShare ?? 0.05)));
   if (entries.size > limit) return rebuild();
-  // A few reads in flight at once (PostgreSQL round trips); the embedded store answers synchronously anyway.
-  const ids = [...r.profileIds];
-  for (let k = 0; k < ids.length; k += REFRESH_CONCURRENCY) {
+  // One scan over the changed ids: a call per chunk, not several per profile (a gone profile yields nothing: []).
+  const read = new Map<string, ScannedProfile[]>();
+  for await (const chunk of store.scanProfiles(scope, snap.policy, { profileIds: [...r.profileIds], chunkSize: SNAPSHOT_SCAN_CHUNK, events: withEvents })) {
     if (o.isCancelled?.()) throw new BuildCancelledError();
-    const batch = ids.slice(k, k + REFRESH_CONCURRENCY);
-    const read = await Promise.all(batch.map((id) => readProfileEntries(store, scope, snap.policy, id, withEvents)));
-    batch.forEach((id, j) => entries.set(id, read[j]!));
+    for (const e of chunk) {
+      const list = read.get(e.profileId);
+      if (list === undefined) read.set(e.profileId, [e]);
+      else list.push(e);
+    }
   }
+  for (const [id, list] of read) entries.set(id, list);
   const masked = snap.masked.slice();
   for (const id of r.profileIds) {
     const b = snap.base.ordinalOf(id);

@@ -2,7 +2,7 @@
 // Functions over the store's one connection and write queue (StoreCtx, store-context.ts).
 
 import type Database from "better-sqlite3";
-import { assembleGraph, decodeCursor, encodeCursor, lookupProfile, type GraphRows } from "../scan-assembly.js";
+import { assembleGraph, decodeCursor, encodeCursor, listedPids, lookupProfile, type GraphRows } from "../scan-assembly.js";
 import { fragmentRecordId } from "../quarantine.js";
 import { type EventPage, type EventQuery, type LakeRecord, type ProfileDataTimes, type ScanOptions, type ScannedProfile } from "../store.js";
 import type { Identity, MergedProfile, MergePolicySpec, TenantScope } from "../types.js";
@@ -119,6 +119,10 @@ export async function eventsStoredThrough(s: StoreCtx): Promise<number> {
 export async function* scanProfiles(s: StoreCtx, scope: TenantScope, policy: MergePolicySpec, opts: ScanOptions = {}): AsyncIterable<ScannedProfile[]> {
   const tid = s.tid(scope, false);
   const chunk = opts.chunkSize ?? 1000;
+  if (opts.profileIds !== undefined) {
+    yield* scanListed(s, scope, tid, policy, opts, opts.profileIds, chunk);
+    return;
+  }
   let after = 0;
   for (;;) {
     const pids = (s.scanStmt("SELECT pid FROM profiles WHERE tid = ? AND pid > ? ORDER BY pid LIMIT ?").all(tid, after, chunk) as Array<{ pid: number }>).map((r) => r.pid);
@@ -129,6 +133,20 @@ export async function* scanProfiles(s: StoreCtx, scope: TenantScope, policy: Mer
     for (const pid of pids) out.push(...assembleGraph(pid, graphs.get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] }, policy));
     after = hi;
     yield out;
+  }
+}
+
+async function* scanListed(s: StoreCtx, scope: TenantScope, tid: number, policy: MergePolicySpec, opts: ScanOptions, ids: readonly string[], chunk: number): AsyncIterable<ScannedProfile[]> {
+  const pids = listedPids(ids);
+  const held = s.scanStmt("SELECT 1 AS held FROM profiles WHERE tid = ? AND pid = ?");
+  for (let k = 0; k < pids.length; k += chunk) {
+    const out: ScannedProfile[] = [];
+    for (const pid of pids.slice(k, k + chunk)) {
+      if (held.get(tid, pid) === undefined) continue;
+      const graph = readGraphs(s, scope, tid, pid, pid, opts.events !== false, opts.eventsSince, (sql) => s.scanStmt(sql)).get(pid);
+      out.push(...assembleGraph(pid, graph ?? { identities: [], fragments: [], events: [], memberships: [] }, policy));
+    }
+    if (out.length > 0) yield out;
   }
 }
 

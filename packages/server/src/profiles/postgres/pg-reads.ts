@@ -1,7 +1,7 @@
 // Reads of the PostgreSQL profile store: identities, profiles, events, scans and
 // lake records (pure reads; unservable bodies are skipped via ctx.servable).
 import { fragmentRecordId } from "../quarantine.js";
-import { assembleGraph, decodeCursor, encodeCursor, lookupProfile, toMembership, type GraphRows, type MembershipRow } from "../scan-assembly.js";
+import { assembleGraph, decodeCursor, encodeCursor, listedPids, lookupProfile, toMembership, type GraphRows, type MembershipRow } from "../scan-assembly.js";
 import type { EventPage, EventQuery, LakeRecord, ProfileDataTimes, ScanOptions, ScannedProfile } from "../store.js";
 import type { Identity, JsonObject, MergedProfile, MergePolicySpec, StoredEvent, TenantScope } from "../types.js";
 import { identityKey } from "../validate.js";
@@ -48,7 +48,11 @@ export async function graphIdentities(ctx: PgStoreContext, scope: TenantScope, p
   return rows.map((r) => ({ namespace: r.ns, id: r.idv }));
 }
 
-export async function readGraphs(ctx: PgStoreContext, scope: TenantScope, tid: number, lo: number, hi: number, withEvents: boolean, eventsSince: number | undefined): Promise<Map<number, GraphRows>> {
+/** The graphs of the profiles with pid in [lo, hi], or of the listed pids when `lo` is an array. */
+export async function readGraphs(ctx: PgStoreContext, scope: TenantScope, tid: number, lo: number | readonly number[], hi: number, withEvents: boolean, eventsSince: number | undefined): Promise<Map<number, GraphRows>> {
+  const listed = typeof lo !== "number";
+  const pidIn = (col: string) => listed ? `${col} = ANY($2::int8[])` : `${col} BETWEEN $2 AND $3`;
+  const args = (...rest: unknown[]): unknown[] => listed ? [tid, lo, ...rest] : [tid, lo, hi, ...rest];
   const graphs = new Map<number, GraphRows>();
   const g = (pid: number): GraphRows => {
     let rows = graphs.get(pid);
@@ -59,13 +63,13 @@ export async function readGraphs(ctx: PgStoreContext, scope: TenantScope, tid: n
     return rows;
   };
   const [ids, frags, evs, mems] = await Promise.all([
-    queryRows<{ pid: number; ns: string; idv: string }>(ctx.pool, "SELECT pid, ns, idv FROM identities WHERE tid = $1 AND pid BETWEEN $2 AND $3 ORDER BY pid, ns COLLATE \"C\", idv COLLATE \"C\"", [tid, lo, hi]),
-    queryRows<{ pid: number; ds: string; ns: string; idv: string; ts: number; body: JsonObject }>(ctx.pool, "SELECT pid, ds, ns, idv, ts, body FROM fragments WHERE tid = $1 AND pid BETWEEN $2 AND $3", [tid, lo, hi]),
+    queryRows<{ pid: number; ns: string; idv: string }>(ctx.pool, `SELECT pid, ns, idv FROM identities WHERE tid = $1 AND ${pidIn("pid")} ORDER BY pid, ns COLLATE "C", idv COLLATE "C"`, args()),
+    queryRows<{ pid: number; ds: string; ns: string; idv: string; ts: number; body: JsonObject }>(ctx.pool, `SELECT pid, ds, ns, idv, ts, body FROM fragments WHERE tid = $1 AND ${pidIn("pid")}`, args()),
     withEvents
-      ? queryRows<EventRow>(ctx.pool, "SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE tid = $1 AND pid BETWEEN $2 AND $3 AND ts >= $4 ORDER BY pid, ts, seq",
-        [tid, lo, hi, eventsSince ?? Number.MIN_SAFE_INTEGER])
+      ? queryRows<EventRow>(ctx.pool, `SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE tid = $1 AND ${pidIn("pid")} AND ts >= $${listed ? 3 : 4} ORDER BY pid, ts, seq`,
+        args(eventsSince ?? Number.MIN_SAFE_INTEGER))
       : Promise.resolve([] as EventRow[]),
-    queryRows<MembershipRow>(ctx.pool, "SELECT pid, def, status, lqt FROM memberships WHERE tid = $1 AND pid BETWEEN $2 AND $3 ORDER BY pid, def COLLATE \"C\"", [tid, lo, hi]),
+    queryRows<MembershipRow>(ctx.pool, `SELECT pid, def, status, lqt FROM memberships WHERE tid = $1 AND ${pidIn("pid")} ORDER BY pid, def COLLATE "C"`, args()),
   ]);
   for (const r of ids) g(r.pid).identities.push({ namespace: r.ns, id: r.idv });
   for (const r of frags) {
@@ -124,6 +128,16 @@ export async function getEvents(ctx: PgStoreContext, scope: TenantScope, identit
 export async function* scanProfiles(ctx: PgStoreContext, scope: TenantScope, policy: MergePolicySpec, opts: ScanOptions = {}): AsyncIterable<ScannedProfile[]> {
   const tid = await ctx.tid(ctx.pool, scope, false);
   const chunk = opts.chunkSize ?? 1000;
+  if (opts.profileIds !== undefined) {
+    const listed = listedPids(opts.profileIds);
+    for (let k = 0; k < listed.length; k += chunk) {
+      const pids = (await queryRows<{ pid: number }>(ctx.pool, "SELECT pid FROM profiles WHERE tid = $1 AND pid = ANY($2::int8[]) ORDER BY pid", [tid, listed.slice(k, k + chunk)])).map((r) => r.pid);
+      if (pids.length === 0) continue;
+      const graphs = await readGraphs(ctx, scope, tid, pids, 0, opts.events !== false, opts.eventsSince);
+      yield pids.flatMap((pid) => assembleGraph(pid, graphs.get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] }, policy));
+    }
+    return;
+  }
   let after = 0;
   for (;;) {
     const pids = (await queryRows<{ pid: number }>(ctx.pool, "SELECT pid FROM profiles WHERE tid = $1 AND pid > $2 ORDER BY pid LIMIT $3", [tid, after, chunk])).map((r) => r.pid);
