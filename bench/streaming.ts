@@ -17,7 +17,8 @@
  *      targets printed as `target … met|MISSED`.
  *   --workers: then the streaming workers as deployed beside the all-in-one process (#25;
  *   bench/lib/streaming-workers.ts: --workers-events 100000 --workers-profiles 20000
- *   --workers-offered 2000); --workers-only: just that
+ *   --workers-offered 10000 --workers-definitions 500; #26's worker targets printed as
+ *   `target … met|MISSED`); --workers-only: just that
  *   --writes-in-flight 4 (membership writes committing at once; 1 = one at a time, for A/B runs)
  *   (--in-process: no HTTP and no client process, the same load driven from this process;
  *    --cpu-profile FILE: a CPU profile of this process during the measured phase only;
@@ -105,7 +106,8 @@ const { values: args } = parseArgs({
     "workers-only": { type: "boolean", default: false },
     "workers-events": { type: "string", default: "100000" },
     "workers-profiles": { type: "string", default: "20000" },
-    "workers-offered": { type: "string", default: "2000" },
+    "workers-offered": { type: "string", default: "10000" },
+    "workers-definitions": { type: "string", default: "500" },
   },
 });
 
@@ -434,6 +436,6 @@ if (args.client) await runClient();
 else {
   if (!args["workers-only"]) await runBench();
   if (args.workers || args["workers-only"]) {
-    await runWorkersBench({ profiles: Number(args["workers-profiles"]), events: Number(args["workers-events"]), definitions: 100, offeredEventsPerSecond: Number(args["workers-offered"]) });
+    await runWorkersBench({ profiles: Number(args["workers-profiles"]), events: Number(args["workers-events"]), definitions: Number(args["workers-definitions"]), offeredEventsPerSecond: Number(args["workers-offered"]) });
   }
 }

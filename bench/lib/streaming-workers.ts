@@ -13,6 +13,7 @@
  * CPU is each process's own (/proc/<pid>/stat, user + system).
  */
 import { readFileSync } from "node:fs";
+import { target } from "./cost.js";
 import { deploy, drive, scriptOf, STEP_MS, waitCaughtUp, type Deployment } from "../../packages/server/test/helpers/workers-run.js";
 
 const PARTITIONS = 64;
@@ -89,6 +90,8 @@ export async function runWorkersBench(o: { profiles: number; events: number; def
   console.log(`B. hub with --workers, no worker running: hub CPU ${drained.hubCpuPerEventUs.toFixed(0)} µs/event (ingestion + publishing); the stream queued`);
   console.log(`   one worker drains it: ${drained.eps.toFixed(0)} events/s per worker, worker CPU ${drained.cpuPerEventUs.toFixed(0)} µs/event (evaluation + fenced writes; includes loading each profile's state once)`);
   console.log(`   messages of another partition: ${drained.cross}`);
+  console.log(target(`one worker's CPU per event ≤ 40 µs at ${o.definitions} definitions`, `${drained.cpuPerEventUs.toFixed(1)} µs`, drained.cpuPerEventUs <= 40,
+    `the all-in-one process ${aio.cpuPerEventUs.toFixed(1)} µs for ingestion + evaluation, same run`));
 
   // C. Lag at a fixed offered load.
   const c = await deploy("workers", "benchc");
@@ -100,6 +103,9 @@ export async function runWorkersBench(o: { profiles: number; events: number; def
       return waitCaughtUp(c, PARTITIONS);
     });
     console.log(`C. one worker at ${o.offeredEventsPerSecond} events/s offered: largest partition lag ${maxLagS.toFixed(2)} s over ${samples} /metrics samples; every partition applied ${result} ms after the stream ended`);
+    // The lag is what a transition waits for at a worker: an upper bound of its event-to-transition latency.
+    console.log(target(`one worker's event-to-transition ≤ 20 ms at ${o.offeredEventsPerSecond} events/s offered (largest sampled partition lag)`, `${(maxLagS * 1000).toFixed(0)} ms`, maxLagS <= 0.02,
+      `every partition applied ${result} ms after the stream ended`));
   } finally {
     await c.close();
   }

@@ -20,6 +20,7 @@ import type { Logger } from "./platform/logger.js";
 import { createMetrics, type HttpMetrics } from "./platform/metrics.js";
 import type { MetadataStore } from "./stores/types.js";
 import { Authenticator } from "./services/auth/authenticator.js";
+import { TokenIssuer } from "./services/auth/token-issuer.js";
 import { DefinitionService } from "./services/definitions.js";
 import { MergePolicyService } from "./services/merge-policies.js";
 import { TenantDirectory } from "./services/tenancy.js";
@@ -30,6 +31,8 @@ import { definitionRoutes } from "./http/routes/definitions.js";
 import { mergePolicyRoutes } from "./http/routes/merge-policies.js";
 import { healthRoutes } from "./http/routes/health.js";
 import { adminRoutes } from "./http/routes/admin.js";
+import { imsTokenRoutes } from "./http/routes/ims-token.js";
+import { searchRoutes } from "./http/routes/search.js";
 import type { ProfileStore } from "./profiles/store.js";
 import { profilesPlugin, policiesFromService } from "./profiles/http/index.js";
 import { hygienePlugin, type HygieneConfig, type LifecycleListener } from "./hygiene/index.js";
@@ -62,6 +65,7 @@ export interface AppDeps {
 export interface Services {
   tenants: TenantDirectory;
   authenticator: Authenticator;
+  tokenIssuer: TokenIssuer;
   definitions: DefinitionService;
   mergePolicies: MergePolicyService;
 }
@@ -70,6 +74,7 @@ export function createServices(deps: AppDeps): Services {
   return {
     tenants: new TenantDirectory(deps.config),
     authenticator: new Authenticator(deps.config.auth, deps.clock),
+    tokenIssuer: new TokenIssuer(deps.config.auth, deps.clock),
     definitions: new DefinitionService(deps.store, deps.clock, deps.bus),
     mergePolicies: new MergePolicyService(deps.store, deps.clock, deps.bus),
   };
@@ -118,9 +123,11 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
   await registerOpenApi(app, SERVICE_VERSION);
 
   const auth = { authenticator: services.authenticator, tenants: services.tenants };
+  await app.register(imsTokenRoutes, { issuer: services.tokenIssuer });
   await app.register(healthRoutes, { store: deps.store, metrics, ...(deps.profiles ? { profiles: deps.profiles } : {}) });
   await app.register(definitionRoutes, { prefix: "/data/core/ups", ...auth, definitions: services.definitions });
   await app.register(mergePolicyRoutes, { prefix: "/data/core/ups", ...auth, mergePolicies: services.mergePolicies });
+  await app.register(searchRoutes, { prefix: "/data/core/ups", ...auth, definitions: services.definitions });
   await app.register(adminRoutes, {
     prefix: "/admin",
     ...auth,

@@ -7,7 +7,6 @@ export const BatchErrorCodes = {
   badJob: "SEGMENTD-BATCH-JOB-400",
   unknownDefinition: "SEGMENTD-BATCH-UNKNOWN-DEFINITION-400",
   cycle: "SEGMENTD-BATCH-CYCLE-400",
-  notCancellable: "SEGMENTD-BATCH-NOT-CANCELLABLE-400",
   badFilter: "SEGMENTD-BATCH-FILTER-400",
   badSchedule: "SEGMENTD-BATCH-SCHEDULE-400",
   scheduleExists: "SEGMENTD-BATCH-SCHEDULE-EXISTS-400",

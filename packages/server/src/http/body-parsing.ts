@@ -29,6 +29,12 @@ const ESCAPED_NUL = /\\u0000/i;
 declare module "fastify" {
   interface FastifyContextConfig {
     recordsBody?: boolean;
+    /**
+     * The body is JSON whatever its labelled content type: the operations Adobe's Postman
+     * collection sends without Content-Type, which Postman then labels text/plain
+     * (docs/aep-compatibility.md).
+     */
+    jsonWhateverType?: boolean;
   }
 }
 
@@ -39,7 +45,7 @@ function recordsBody(request: FastifyRequest): boolean {
 }
 
 function parseBody(request: FastifyRequest, body: string | Buffer, done: (err: Error | null, body?: unknown) => void): void {
-  if (!isJsonish(request.headers["content-type"])) {
+  if (!isJsonish(request.headers["content-type"]) && request.routeOptions.config?.jsonWhateverType !== true) {
     done(new ContentTypeError("unsupported content type"), undefined);
     return;
   }

@@ -51,6 +51,18 @@ export interface AuthConfig {
   apiKeys: string[];
   /** Operator (admin) bearer tokens; never valid as org tokens and vice versa. */
   operatorTokens: string[];
+  /**
+   * OAuth server-to-server credentials for `POST /ims/token/v3` (IMS's client_credentials grant):
+   * each client's tokens grant its organizations. Needs `jwtHs256Secret` (the tokens are JWTs
+   * signed with it); a client id is also accepted as `x-api-key`, as Adobe's is.
+   */
+  clients?: ClientCredentialsConfig[];
+}
+
+export interface ClientCredentialsConfig {
+  clientId: string;
+  clientSecret: string;
+  orgs: string[];
 }
 
 export interface Config {
@@ -212,6 +224,19 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
     c.auth.jwtOrgClaim = str(auth, "jwtOrgClaim", w) ?? c.auth.jwtOrgClaim;
     c.auth.apiKeys = strList(auth, "apiKeys", w) ?? c.auth.apiKeys;
     c.auth.operatorTokens = strList(auth, "operatorTokens", w) ?? c.auth.operatorTokens;
+    const cl = auth.clients;
+    if (cl !== undefined) {
+      if (!Array.isArray(cl)) throw new ConfigError(`${w}.clients must be an array`);
+      c.auth.clients = cl.map((t, i) => {
+        const where = `${w}.clients[${i}]`;
+        if (!isObject(t)) throw new ConfigError(`${where} must be an object`);
+        const clientId = str(t, "clientId", where);
+        const clientSecret = str(t, "clientSecret", where);
+        const orgs = strList(t, "orgs", where);
+        if (!clientId || !clientSecret || !orgs) throw new ConfigError(`${where} needs "clientId", "clientSecret" and "orgs"`);
+        return { clientId, clientSecret, orgs };
+      });
+    }
     const st = auth.staticTokens;
     if (st !== undefined) {
       if (!Array.isArray(st)) throw new ConfigError(`${w}.staticTokens must be an array`);
@@ -364,6 +389,9 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   }
   c.dataDir = path.resolve(cwd, c.dataDir);
   if (c.batchSnapshots?.dir !== undefined) c.batchSnapshots.dir = path.resolve(cwd, c.batchSnapshots.dir);
+  if ((c.auth.clients?.length ?? 0) > 0 && !c.auth.jwtHs256Secret) {
+    throw new ConfigError("auth.clients need auth.jwtHs256Secret (or SEGMENTD_JWT_HS256_SECRET): the tokens /ims/token/v3 issues are signed with it");
+  }
   if (c.streamingWorkers !== undefined && (c.natsUrl === undefined || c.databaseUrl === undefined)) {
     throw new ConfigError("streaming workers need NATS and PostgreSQL: give natsUrl (--nats) and databaseUrl (--database-url) as well");
   }

@@ -599,17 +599,21 @@ describe("export job cancellation and recovery", () => {
     const cancelled = (await call(h, "GET", `${JOBS}?status=CANCELLED`)).body as { records: ExportJob[] };
     assert.ok(cancelled.records.some((j) => j.id === created.id));
     const again = await call(h, "DELETE", `${JOBS}/${created.id}`);
-    assert.equal(again.status, 400);
-    assert.deepEqual(errorsOf(again), { "400": [{ code: "SEGMENTD-BATCH-NOT-CANCELLABLE-400", message: `Export job with id '${created.id}' has already finished with status CANCELLED` }] });
+    assert.equal(again.status, 200);
+    assert.deepEqual(again.body, { status: true, message: "Export job has been deleted" });
+    assert.equal((await call(h, "GET", `${JOBS}/${created.id}`)).status, 404);
   });
 
-  it("DELETE of a finished or unknown export is refused and changes nothing", async () => {
+  it("DELETE of a finished export deletes the job (200), not what it exported; an unknown id is 404", async () => {
     const done = await runExport(h, exportBody());
     assert.equal(done.status, "SUCCEEDED");
     const r = await call(h, "DELETE", `${JOBS}/${done.id}`);
-    assert.equal(r.status, 400);
-    assert.deepEqual(errorsOf(r), { "400": [{ code: "SEGMENTD-BATCH-NOT-CANCELLABLE-400", message: `Export job with id '${done.id}' has already finished with status SUCCEEDED` }] });
-    assert.deepEqual(await getExport(h, done.id), done);
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.body, { status: true, message: "Export job has been deleted" });
+    const gone = await call(h, "GET", `${JOBS}/${done.id}`);
+    assert.equal(gone.status, 404);
+    assert.deepEqual(errorsOf(gone), { "404": [{ code: "SEGMENTD-NOT-FOUND-404", message: `Export job with id '${done.id}' was not found` }] });
+    assert.ok(!((await call(h, "GET", `${JOBS}?limit=100`)).body as { records: ExportJob[] }).records.some((j) => j.id === done.id));
     assert.equal((await h.profiles.getBatch(SCOPE, done.destination.batchId!))?.status, "success");
     assert.equal((await lakeRecords(h, out)).length, 6);
     const unknown = await call(h, "DELETE", `${JOBS}/999`);

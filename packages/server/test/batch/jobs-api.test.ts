@@ -206,12 +206,22 @@ describe("segment jobs API", () => {
     assert.equal(after, before);
   });
 
-  it("a finished job cannot be cancelled", async () => {
-    const list = (await call(h, "GET", "/data/core/ups/segment/jobs?limit=1")).body as { children: SegmentJob[] };
-    const id = list.children[0]!.id;
-    const r = await call(h, "DELETE", `/data/core/ups/segment/jobs/${id}`);
-    assert.equal(r.status, 400);
-    assert.deepEqual((r.body as { errors: unknown }).errors, { "400": [{ code: "SEGMENTD-BATCH-NOT-CANCELLABLE-400", message: `Segment job with id '${id}' has already finished with status SUCCEEDED` }] });
+  it("DELETE of a finished job deletes it (Adobe's \"cancel or delete\"): 204, then 404; other jobs and the memberships stay", async () => {
+    const before = (await call(h, "GET", "/data/core/ups/segment/jobs?limit=100")).body as { children: SegmentJob[]; _page: { totalCount: number } };
+    const job = before.children.find((j) => j.status === "SUCCEEDED")!;
+    const members = await h.profiles.countMembers(SCOPE, job.segments[0]!.segmentId);
+    const r = await call(h, "DELETE", `/data/core/ups/segment/jobs/${job.id}`);
+    assert.equal(r.status, 204);
+    assert.equal(r.body, null);
+    const gone = await call(h, "GET", `/data/core/ups/segment/jobs/${job.id}`);
+    assert.equal(gone.status, 404);
+    assert.deepEqual((gone.body as { errors: unknown }).errors, { "404": [{ code: "SEGMENTD-NOT-FOUND-404", message: `Segment job with id '${job.id}' was not found` }] });
+    const after = (await call(h, "GET", "/data/core/ups/segment/jobs?limit=100")).body as { children: SegmentJob[]; _page: { totalCount: number } };
+    assert.equal(after._page.totalCount, before._page.totalCount - 1);
+    assert.deepEqual(after.children.map((j) => j.id), before.children.filter((j) => j.id !== job.id).map((j) => j.id));
+    assert.deepEqual(await h.profiles.countMembers(SCOPE, job.segments[0]!.segmentId), members);
+    const again = await call(h, "DELETE", `/data/core/ups/segment/jobs/${job.id}`);
+    assert.equal(again.status, 404);
   });
 });
 

@@ -38,8 +38,8 @@
  * - DELETE cancels: NEW / PROCESSING → CANCELLING → CANCELLED (the runner stops
  *   at its next profile, aborts its batches and cancels its segment job if that
  *   has not finished); a cancel that arrives while the batches are being
- *   completed is too late (the job SUCCEEDS). A finished job cannot be
- *   cancelled (400 SEGMENTD-BATCH-NOT-CANCELLABLE-400);
+ *   completed is too late (the job SUCCEEDS). A finished job is deleted
+ *   (200, as Adobe's "cancel or delete");
  * - start-up recovery: a job left NEW / PROCESSING by a stop is FAILED, a
  *   CANCELLING one CANCELLED; their loading batches are aborted.
  * Every request field is type-checked; a refused request stores nothing.
@@ -56,7 +56,7 @@ import type { Clock } from "../../platform/clock.js";
 import type { Logger } from "../../platform/logger.js";
 import type { DatasetCatalog, IdentityGraph, IngestBatches, MembershipReads, ProfileReads } from "../../profiles/store.js";
 import { NO_MERGE_POLICY, type Identity, type JsonObject, type JsonValue, type MembershipStatus, type MergePolicySpec, type TenantScope, type ValidRecord } from "../../profiles/types.js";
-import { ApiError, badRequest, notFound } from "../../services/errors.js";
+import { badRequest, notFound } from "../../services/errors.js";
 import { scopeOf } from "../../services/tenancy.js";
 import type { MetadataStore } from "../../stores/types.js";
 import { BatchErrorCodes } from "../errors.js";
@@ -78,6 +78,7 @@ export const EXPORT_STATUSES = ["NEW", "PROCESSING", "CANCELLING", "CANCELLED", 
 export type ExportStatus = (typeof EXPORT_STATUSES)[number];
 const ACTIVE: readonly ExportStatus[] = ["NEW", "PROCESSING", "CANCELLING"];
 export const CANCEL_MESSAGE = "Export job has been marked for cancelling";
+export const DELETE_MESSAGE = "Export job has been deleted";
 
 export interface ExportInput {
   fields?: unknown;
@@ -651,7 +652,8 @@ export class ExportService {
   /**
    * DELETE: a NEW or PROCESSING job becomes CANCELLING and its runner stops at the next
    * profile (CANCELLED, batches aborted); CANCELLING stays so. A job no process runs
-   * (left by a stop) is CANCELLED at once. Finished jobs: 400.
+   * (left by a stop) is CANCELLED at once. A finished job (a status no job leaves) is deleted
+   * (Adobe: "cancel or delete"); what it exported stays in its dataset.
    */
   async cancel(ctx: BatchTenant, id: string): Promise<{ status: true; message: string }> {
     const scope = scopeOf(ctx);
@@ -660,7 +662,8 @@ export class ExportService {
       if (r === null) throw notFound("Export job", id);
       const status = r.status as ExportStatus;
       if (!ACTIVE.includes(status)) {
-        throw new ApiError(400, BatchErrorCodes.notCancellable, `Export job with id '${id}' has already finished with status ${status}`);
+        await this.repo.delete(KIND, scope, id);
+        return { status: true, message: DELETE_MESSAGE };
       }
       const k = key(scope, r.doc.id);
       if (!this.active.has(k)) {

@@ -228,10 +228,10 @@ export async function exportRoutes(app: FastifyInstance, opts: ExportRoutesOptio
   app.delete<{ Params: { EXPORT_JOB_ID: string } }>("/export/jobs/:EXPORT_JOB_ID", {
     schema: {
       tags,
-      summary: "Cancel an export job",
+      summary: "Cancel or delete an export job",
       description:
         "NEW or PROCESSING → CANCELLING, then CANCELLED when the job stops (its batches aborted, nothing visible in the dataset). " +
-        "A finished job: 400 SEGMENTD-BATCH-NOT-CANCELLABLE-400.",
+        "A finished job is deleted (200; what it exported stays in its dataset).",
       headers: authHeaders,
       params: idParam("EXPORT_JOB_ID"),
       response: { 200: cancelResponseSchema, ...commonErrorResponses, 404: notFoundResponse },

@@ -157,11 +157,11 @@ export async function jobRoutes(app: FastifyInstance, opts: JobRoutesOptions): P
   app.delete<{ Params: { SEGMENT_JOB_ID: string } }>("/segment/jobs/:SEGMENT_JOB_ID", {
     schema: {
       tags,
-      summary: "Cancel a segment job",
-      description: "204: a queued job is CANCELLED at once; a processing job becomes CANCELLING, then CANCELLED without writing any membership. A finished job cannot be cancelled (400).",
+      summary: "Cancel or delete a segment job",
+      description: "204: a queued job is CANCELLED at once; a processing job becomes CANCELLING, then CANCELLED without writing any membership. A finished job is deleted (its memberships stay).",
       headers: authHeaders,
       params: idParam("SEGMENT_JOB_ID"),
-      response: { 204: { type: "null", description: "Marked for cancellation" }, ...commonErrorResponses, 404: notFoundResponse },
+      response: { 204: { type: "null", description: "Cancelled, marked for cancellation, or deleted" }, ...commonErrorResponses, 404: notFoundResponse },
     },
   }, async (request, reply) => {
     await svc.cancel(tenantOf(request), request.params.SEGMENT_JOB_ID);
@@ -170,6 +170,7 @@ export async function jobRoutes(app: FastifyInstance, opts: JobRoutesOptions): P
   });
 
   app.post<{ Body: { ids: { id: string }[] } }>("/segment/jobs/bulk-get", {
+    config: { jsonWhateverType: true },
     schema: {
       tags,
       summary: "Retrieve several segment jobs",

@@ -82,6 +82,7 @@ export async function scheduleRoutes(app: FastifyInstance, opts: ScheduleRoutesO
   }, async (request) => svc.get(tenantOf(request), request.params.SCHEDULE_ID));
 
   app.patch<{ Params: { SCHEDULE_ID: string }; Body: PatchOp[] }>("/config/schedules/:SCHEDULE_ID", {
+    config: { jsonWhateverType: true },
     schema: {
       tags,
       summary: "Update a schedule's state or cron expression",

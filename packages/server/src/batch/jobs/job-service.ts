@@ -175,8 +175,9 @@ export class JobService {
   }
 
   /**
-   * DELETE: a queued job is cancelled at once; a processing job becomes
-   * CANCELLING and stops at its next chunk (CANCELLED, nothing written).
+   * DELETE (Adobe: "cancel or delete"): a queued job is cancelled at once; a processing job
+   * becomes CANCELLING and stops at its next chunk (CANCELLED, nothing written); a finished job
+   * (a status no job leaves) is deleted — the memberships it wrote stay.
    */
   async cancel(ctx: BatchTenant, id: string): Promise<void> {
     const scope = scopeOf(ctx);
@@ -185,7 +186,8 @@ export class JobService {
       if (r === null) throw notFound("Segment job", id);
       const status = r.status as JobStatus;
       if (!ACTIVE_STATUSES.includes(status)) {
-        throw new ApiError(400, BatchErrorCodes.notCancellable, `Segment job with id '${id}' has already finished with status ${status}`);
+        await this.repo.delete(KIND, scope, id);
+        return;
       }
       if (status === "CANCELLING") return;
       const now = this.clock.now();

@@ -228,6 +228,7 @@ export async function definitionRoutes(app: FastifyInstance, opts: DefinitionRou
   }, async (request) => svc.delete(tenantOf(request), request.params.SEGMENT_ID));
 
   app.post<{ Body: { ids: { id: string }[] } }>("/segment/definitions/bulk-get", {
+    config: { jsonWhateverType: true },
     schema: {
       tags,
       summary: "Retrieve several segment definitions",
@@ -260,6 +261,7 @@ export async function definitionRoutes(app: FastifyInstance, opts: DefinitionRou
   });
 
   app.post<{ Body: DefinitionInput }>("/segment/conversion", {
+    config: { jsonWhateverType: true },
     schema: {
       tags,
       summary: "Convert a definition's expression between pql/text and pql/json",

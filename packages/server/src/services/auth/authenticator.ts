@@ -37,7 +37,8 @@ export class Authenticator {
   ) {
     this.staticTokens = new Map(config.staticTokens.map((t) => [digest(t.token), new Set(t.orgs)]));
     this.operatorTokens = [...config.operatorTokens];
-    this.apiKeys = new Set(config.apiKeys.map(digest));
+    // Adobe's clients send their OAuth client id as x-api-key.
+    this.apiKeys = new Set([...config.apiKeys, ...(config.clients ?? []).map((c) => c.clientId)].map(digest));
     this.jwt = new JwtVerifier({ hs256Secret: config.jwtHs256Secret, rs256PublicKey: config.jwtRs256PublicKey });
   }
 

@@ -1,0 +1,163 @@
+/**
+ * Segment search (segmentation-api.md §8): `/search/namespaces`, `/search/entities` and
+ * `/search/taxonomy` over the sandbox's segment definitions (namespace `AEPSegments`; segmentd
+ * has no folders, so every object sits at the root). The query language is in
+ * services/segment-search.ts; handlers read the sandbox's definitions and page the matches.
+ */
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { DefinitionService } from "../../services/definitions.js";
+import { badRequest } from "../../services/errors.js";
+import { compileSearch, indexDoc, PLATFORM_NAMESPACE, SEARCH_SCHEMA, SearchQueryError, type SearchDoc } from "../../services/segment-search.js";
+import { registerTenantHooks, type AuthDeps } from "../auth.js";
+import { tenantOf } from "../request-context.js";
+import { authHeaders, commonErrorResponses } from "../schemas.js";
+import { MAX_QUERY_INTEGER } from "./paging-params.js";
+
+export interface SearchRoutesOptions extends AuthDeps {
+  definitions: DefinitionService;
+}
+
+/** AEP's page size for search: the default and the maximum. */
+export const MAX_SEARCH_LIMIT = 50;
+export const SEARCH_CODE = "SEGMENTD-SEARCH-400";
+const ROOT = "root";
+
+interface SearchQuery {
+  "schema.name"?: string;
+  schemaClass?: string;
+  namespace?: string;
+  s?: string;
+  entityId?: string;
+  limit?: number;
+  page?: number;
+}
+
+const queryProps = {
+  "schema.name": { type: "string" },
+  schemaClass: { type: "string" },
+  namespace: { type: "string" },
+  s: { type: "string" },
+  entityId: { type: "string" },
+} as const;
+
+const searchHeaders = { ...authHeaders, properties: { ...authHeaders.properties, "x-ups-search-version": { type: "string" } } };
+const statusSchema = { type: "object", properties: { message: { type: "string" } }, required: ["message"] } as const;
+
+/** Adobe's collection sends `schemaClass`, the reference `schema.name`: either names the schema, which must be the one searchable class. */
+function checkRequest(request: FastifyRequest<{ Querystring: SearchQuery }>, needNamespace: boolean): void {
+  const version = request.headers["x-ups-search-version"];
+  if (version !== undefined && version !== "1.0") throw badRequest(`Unsupported x-ups-search-version '${String(version).slice(0, 20)}': the only supported version is 1.0`, SEARCH_CODE);
+  const q = request.query;
+  const schema = q["schema.name"] ?? q.schemaClass;
+  if (schema === undefined) throw badRequest("The query parameter schema.name (or schemaClass) is required", SEARCH_CODE);
+  if (schema !== SEARCH_SCHEMA) throw badRequest(`Unsupported schema '${schema.slice(0, 100)}': only ${SEARCH_SCHEMA} is searchable`, SEARCH_CODE);
+  if (needNamespace && (q.namespace === undefined || q.namespace === "")) throw badRequest("The query parameter namespace is required", SEARCH_CODE);
+}
+
+function matcher(s: string | undefined): ReturnType<typeof compileSearch> {
+  try {
+    return compileSearch(s);
+  } catch (err) {
+    if (err instanceof SearchQueryError) throw badRequest(err.message, SEARCH_CODE);
+    throw err;
+  }
+}
+
+/** The sandbox's searchable objects, by name (case-insensitive) then id. */
+async function searchable(svc: DefinitionService, request: FastifyRequest): Promise<SearchDoc[]> {
+  const ctx = tenantOf(request);
+  const out: SearchDoc[] = [];
+  for (let offset = 0; ; offset += 1000) {
+    const page = await svc.list(ctx, { filters: {}, sort: [{ field: "name", direction: "asc" }], offset, limit: 1000 });
+    for (const d of page.items) out.push({ id: d.id, namespace: PLATFORM_NAMESPACE, name: d.name, description: d.description ?? "", parentFolderId: ROOT });
+    if (page.items.length < 1000) break;
+  }
+  return out.sort((a, b) => a.name.toLowerCase().localeCompare(b.name.toLowerCase()) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+function sourceIdOf(d: SearchDoc): { namespace: string; id: string } {
+  return { namespace: d.namespace, id: d.id };
+}
+
+/** A search operation's route schema: its summary, query string and 200 body (with `status`). */
+function searchSchema(summary: string, querystring: object, properties: Record<string, object>, required: string[]): object {
+  return {
+    tags: ["Segment search"],
+    summary,
+    headers: searchHeaders,
+    querystring,
+    response: { 200: { type: "object", properties: { ...properties, status: statusSchema }, required: [...required, "status"] }, ...commonErrorResponses },
+  };
+}
+
+export async function searchRoutes(app: FastifyInstance, opts: SearchRoutesOptions): Promise<void> {
+  registerTenantHooks(app, opts);
+
+  app.get<{ Querystring: SearchQuery }>("/search/namespaces", {
+    schema: searchSchema("Count the search objects matching a query, per namespace", { type: "object", properties: queryProps }, {
+      namespaces: { type: "array", items: { type: "object", properties: { namespace: { type: "string" }, displayName: { type: "string" }, count: { type: "integer" } }, required: ["namespace", "displayName", "count"] } },
+      totalCount: { type: "string" },
+    }, ["namespaces", "totalCount"]),
+  }, async (request) => {
+    checkRequest(request, false);
+    const test = matcher(request.query.s);
+    const docs = await searchable(opts.definitions, request);
+    const count = docs.filter((d) => test(indexDoc(d))).length;
+    const namespaces = [{ namespace: PLATFORM_NAMESPACE, displayName: PLATFORM_NAMESPACE, count }];
+    return { namespaces, totalCount: String(namespaces.length), status: { message: "Success" } };
+  });
+
+  app.get<{ Querystring: SearchQuery }>("/search/entities", {
+    schema: searchSchema("Search objects of one namespace (folders first, then segment definitions), a page at a time", {
+      type: "object",
+      properties: {
+        ...queryProps,
+        limit: { type: "integer", minimum: 1, maximum: MAX_SEARCH_LIMIT, default: MAX_SEARCH_LIMIT },
+        page: { type: "integer", minimum: 0, maximum: MAX_QUERY_INTEGER, default: 0 },
+      },
+    }, {
+      entities: {
+        type: "array",
+        items: {
+          type: "object",
+          properties: {
+            id: { type: "string" }, base64EncodedSourceId: { type: "string" },
+            sourceId: { type: "object", properties: { namespace: { type: "string" }, id: { type: "string" } } },
+            isFolder: { type: "boolean" }, parentFolderId: { type: "string" }, name: { type: "string" }, description: { type: "string" },
+          },
+        },
+      },
+      page: { type: "object", properties: { totalCount: { type: "integer" }, totalPages: { type: "integer" }, pageOffset: { type: "integer" }, pageSize: { type: "integer" } } },
+    }, ["entities", "page"]),
+  }, async (request) => {
+    checkRequest(request, true);
+    const q = request.query;
+    const limit = q.limit ?? MAX_SEARCH_LIMIT;
+    const page = q.page ?? 0;
+    const test = matcher(q.s);
+    const folder = q.entityId ?? ROOT;
+    const docs = q.namespace === PLATFORM_NAMESPACE && folder === ROOT ? (await searchable(opts.definitions, request)).filter((d) => test(indexDoc(d))) : [];
+    const entities = docs.slice(page * limit, page * limit + limit).map((d) => {
+      const sourceId = sourceIdOf(d);
+      return { id: d.id, base64EncodedSourceId: Buffer.from(JSON.stringify(sourceId)).toString("base64"), sourceId, isFolder: false, parentFolderId: d.parentFolderId, name: d.name, description: d.description };
+    });
+    return {
+      entities,
+      page: { totalCount: docs.length, totalPages: Math.ceil(docs.length / limit), pageOffset: page, pageSize: entities.length },
+      status: { message: "Success" },
+    };
+  });
+
+  app.get<{ Querystring: SearchQuery }>("/search/taxonomy", {
+    schema: searchSchema("The folders that contain a search object, root first (segmentd has none: an empty list)", { type: "object", properties: queryProps }, {
+      taxonomy: { type: "array", items: { type: "object", properties: { id: { type: "string" }, base64EncodedSourceId: { type: "string" }, name: { type: "string" }, parentFolderId: { type: "string" } } } },
+    }, ["taxonomy"]),
+  }, async (request) => {
+    checkRequest(request, true);
+    const id = request.query.entityId;
+    if (id === undefined || id === "") throw badRequest("The query parameter entityId is required", SEARCH_CODE);
+    const found = request.query.namespace === PLATFORM_NAMESPACE && (await searchable(opts.definitions, request)).some((d) => d.id === id);
+    // Adobe answers an unknown entity with an empty taxonomy and says so in the status.
+    return { taxonomy: [], status: { message: found ? "Success" : `Cannot find entityId ${id.slice(0, 100)}.` } };
+  });
+}

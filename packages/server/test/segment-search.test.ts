@@ -1,0 +1,168 @@
+/**
+ * Segment search (#27): the Lucene query syntax over the sandbox's definitions, and the three
+ * `/search/*` operations over real HTTP as Adobe's Postman collection sends them.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { compileSearch, globMatch, indexDoc, withinEdits, type SearchDoc } from "../src/services/segment-search.js";
+import { DEFS, ORG_B, TOKEN_B, client, definitionBody, obj, startHarness, type Client, type Harness } from "./helpers/server-harness.js";
+
+const DOCS: SearchDoc[] = [
+  { id: "d-1", namespace: "AEPSegments", name: "Fast cars buyers", description: "People who bought red cars on the west coast", parentFolderId: "root" },
+  { id: "d-2", namespace: "AEPSegments", name: "Slow boats", description: "Sailing fans", parentFolderId: "root" },
+  { id: "d-3", namespace: "AEPSegments", name: "Red car fans", description: "Visited the car page twice", parentFolderId: "root" },
+  { id: "d-4", namespace: "AEPSegments", name: "Gold loyalty (2024)", description: "", parentFolderId: "root" },
+];
+
+function ids(s: string | undefined): string[] {
+  const test = compileSearch(s);
+  return DOCS.filter((d) => test(indexDoc(d))).map((d) => d.id);
+}
+
+describe("the query language", () => {
+  test("terms, fields, phrases, wildcards, fuzzy, regex, ranges and boolean logic", () => {
+    const cases: Array<[string | undefined, string[]]> = [
+      [undefined, ["d-1", "d-2", "d-3", "d-4"]],
+      ["*", ["d-1", "d-2", "d-3", "d-4"]],
+      ["cars", ["d-1"]],
+      ["CARS", ["d-1"]],
+      ["car*", ["d-1", "d-3"]],
+      ["c?r", ["d-3"]],
+      ["segmentName:red", ["d-3"]],
+      ["segmentDescription:red", ["d-1"]],
+      ["red", ["d-1", "d-3"]],
+      ['"red cars"', ["d-1"]],
+      ['segmentName:"red fans"', []],
+      ['segmentName:"red fans"~1', ["d-3"]],
+      ["boat~1", ["d-2"]],
+      ["boat~", ["d-1", "d-2"]],
+      ["boat~2", ["d-1", "d-2"]],
+      ["boats~0", ["d-2"]],
+      ["boat~0.8", ["d-2"]],
+      ["boat", []],
+      ["segmentName:/c.r/", ["d-3"]],
+      ["segmentName:/c.rs?/", ["d-1", "d-3"]],
+      ["segmentName:[a TO c]", ["d-1", "d-2"]],
+      ["segmentName:{buyers TO fans}", ["d-1", "d-3"]],
+      ["segmentName:/C.R/", ["d-3"]],
+      ["red AND fans", ["d-3"]],
+      ["red && fans", ["d-3"]],
+      ["red OR boats", ["d-1", "d-2", "d-3"]],
+      ["red boats", ["d-1", "d-2", "d-3"]],
+      ["red NOT fans", ["d-1"]],
+      ["red AND NOT fans", ["d-1"]],
+      ["+red -fans", ["d-1"]],
+      ["NOT red", ["d-2", "d-4"]],
+      ["(red OR boats) AND sailing", ["d-2"]],
+      ["segmentName:(slow OR gold)", ["d-2", "d-4"]],
+      ["2024", ["d-4"]],
+      ["segmentId:d-2", ["d-2"]],
+      ["segmentId:D-2", ["d-2"]],
+      ["segmentId:d*", ["d-1", "d-2", "d-3", "d-4"]],
+      ["parentFolderId:root AND gold", ["d-4"]],
+      ["folderId:x", []],
+    ];
+    for (const [s, expected] of cases) assert.deepEqual(ids(s), expected, String(s));
+  });
+
+  test("hostile and invalid queries are refused with a message", () => {
+    const cases: Array<[string, RegExp]> = [
+      ["name:cars", /^Unknown search field 'name': use one of segmentName, segmentDescription, segmentId, folderId, folderLocation, parentFolderId$/],
+      ["(cars", /^Invalid search query: /],
+      ["segmentName:/(a/", /^Invalid regular expression \/\(a\/: /],
+      ["segmentName:/(?=a)b/", /^Invalid regular expression \/\(\?=a\)b\/: /],
+      ["(".repeat(17) + "a" + ")".repeat(17), /^The search query nests parentheses deeper than the limit of 16$/],
+      ["a".repeat(1025), /^The search query is 1025 characters long, over the limit of 1024$/],
+    ];
+    for (const [s, message] of cases) assert.throws(() => compileSearch(s), { message }, s.slice(0, 40));
+    // A catastrophic pattern for a backtracking engine runs in linear time here.
+    const t0 = performance.now();
+    const test = compileSearch("segmentName:/(a+)+b/");
+    assert.equal(test(indexDoc({ ...DOCS[0]!, name: "a".repeat(200) })), false);
+    assert.ok(performance.now() - t0 < 500);
+  });
+
+  test("glob and edit distance helpers", () => {
+    assert.equal(globMatch("a*b*c", "axxbyyc"), true);
+    assert.equal(globMatch("a*b*c", "axxbyy"), false);
+    assert.equal(globMatch("*".repeat(50) + "b", "a".repeat(1000)), false);
+    assert.equal(withinEdits("kitten", "sitting", 2), false);
+    assert.equal(withinEdits("kitten", "sittin", 2), true);
+  });
+});
+
+describe("/search over HTTP", () => {
+  let h: Harness;
+  let a: Client;
+  let b: Client;
+  const SEARCH = "/data/core/ups/search";
+  const POSTMAN = { "x-ups-search-version": "1.0", Accept: "application/json" };
+  const created: Record<string, string> = {};
+
+  before(async () => {
+    h = await startHarness("search");
+    a = client(h.url);
+    b = client(h.url, { token: TOKEN_B, org: ORG_B });
+    for (const [name, description] of [["Fast cars buyers", "red cars"], ["Slow boats", "sailing"], ["Red car fans", "car page"]]) {
+      created[name!] = obj((await a.post(DEFS, { ...definitionBody(name!, 'homeAddress.countryCode = "US"'), description })).json).id as string;
+    }
+    await b.post(DEFS, definitionBody("Other org's red cars", 'homeAddress.countryCode = "US"'));
+  });
+  after(async () => h.close());
+
+  test("namespaces: the count of matches in AEPSegments", async () => {
+    const r = await a.get(`${SEARCH}/namespaces?schema.name=_xdm.context.segmentdefinition&s=red`, POSTMAN);
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json, { namespaces: [{ namespace: "AEPSegments", displayName: "AEPSegments", count: 2 }], totalCount: "1", status: { message: "Success" } });
+  });
+
+  test("entities: matches by name, paged, this sandbox's only", async () => {
+    const r = await a.get(`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&s=${encodeURIComponent("red OR boats")}&limit=2&page=0`, POSTMAN);
+    assert.equal(r.status, 200);
+    const body = obj(r.json);
+    assert.deepEqual(body.page, { totalCount: 3, totalPages: 2, pageOffset: 0, pageSize: 2 });
+    const entities = body.entities as Array<Record<string, unknown>>;
+    assert.deepEqual(entities.map((e) => e.name), ["Fast cars buyers", "Red car fans"]);
+    assert.deepEqual(entities[0], {
+      id: created["Fast cars buyers"], base64EncodedSourceId: Buffer.from(JSON.stringify({ namespace: "AEPSegments", id: created["Fast cars buyers"] })).toString("base64"),
+      sourceId: { namespace: "AEPSegments", id: created["Fast cars buyers"] }, isFolder: false, parentFolderId: "root", name: "Fast cars buyers", description: "red cars",
+    });
+    const next = obj((await a.get(`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&s=${encodeURIComponent("red OR boats")}&limit=2&page=1`, POSTMAN)).json);
+    assert.deepEqual((next.entities as Array<{ name: string }>).map((e) => e.name), ["Slow boats"]);
+    const other = obj((await a.get(`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AAMSegments`, POSTMAN)).json);
+    assert.deepEqual(other.entities, []);
+  });
+
+  test("taxonomy: root-level objects have no folders; an unknown id says so", async () => {
+    const r = await a.get(`${SEARCH}/taxonomy?schema.name=_xdm.context.segmentdefinition&namespace=AEPSegments&entityId=${created["Slow boats"]}`, POSTMAN);
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json, { taxonomy: [], status: { message: "Success" } });
+    const unknown = await a.get(`${SEARCH}/taxonomy?schema.name=_xdm.context.segmentdefinition&namespace=AEPSegments&entityId=nope`, POSTMAN);
+    assert.deepEqual(unknown.json, { taxonomy: [], status: { message: "Cannot find entityId nope." } });
+  });
+
+  test("bad requests: 400 in the UPS shape with the reason", async () => {
+    const cases: Array<[string, Record<string, string>, string]> = [
+      [`${SEARCH}/namespaces`, POSTMAN, "The query parameter schema.name (or schemaClass) is required"],
+      [`${SEARCH}/namespaces?schema.name=_xdm.context.profile`, POSTMAN, "Unsupported schema '_xdm.context.profile': only _xdm.context.segmentdefinition is searchable"],
+      [`${SEARCH}/namespaces?schema.name=_xdm.context.segmentdefinition`, { "x-ups-search-version": "2.0" }, "Unsupported x-ups-search-version '2.0': the only supported version is 1.0"],
+      [`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition`, POSTMAN, "The query parameter namespace is required"],
+      [`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&s=name:x`, POSTMAN, "Unknown search field 'name': use one of segmentName, segmentDescription, segmentId, folderId, folderLocation, parentFolderId"],
+      [`${SEARCH}/taxonomy?schema.name=_xdm.context.segmentdefinition&namespace=AEPSegments`, POSTMAN, "The query parameter entityId is required"],
+    ];
+    for (const [url, headers, message] of cases) {
+      const r = await a.get(url, headers);
+      assert.equal(r.status, 400, url);
+      const body = obj(r.json);
+      assert.equal(body.type, "https://ns.adobe.com/aep/errors/SEGMENTD-SEARCH-400", url);
+      assert.equal(body.title, message);
+    }
+    const big = await a.get(`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&limit=51`, POSTMAN);
+    assert.equal(big.status, 400);
+  });
+
+  test("another organization's token sees its own sandbox only", async () => {
+    const r = await b.get(`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&s=red`, POSTMAN);
+    assert.deepEqual((obj(r.json).entities as Array<{ name: string }>).map((e) => e.name), ["Other org's red cars"]);
+  });
+});
