@@ -122,7 +122,9 @@ export class PartBuilder {
     }
     for (const k of order) {
       const r = this.events.length;
-      this.eventTime = grow(this.eventTime, r + 1, (n) => new Float64Array(n).fill(NaN));
+      // Every row's time is written below (NaN when it has none), so the capacity needs no fill:
+      // filling it would touch up to twice the column's memory while building.
+      this.eventTime = grow(this.eventTime, r + 1, (n) => new Float64Array(n));
       this.eventTime[r] = times[k]!;
       this.events.add(evs[k]!.body);
     }
