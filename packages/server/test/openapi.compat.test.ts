@@ -4,7 +4,8 @@
  *
  * Starts a real server, exercises every AEP endpoint it serves, and validates
  * each success response against the matching schema of segmentation.yaml /
- * profile.yaml (with $refs resolved by Ajv).
+ * profile.yaml / data-hygiene.yaml (with $refs resolved by Ajv); the last test
+ * prints how many of the files' operations the server serves.
  *
  * Where Adobe's file contradicts itself, segmentation-api.md §17 decides:
  * - GET /segment/definitions declares a single SegmentDefinition as its 200
@@ -35,9 +36,10 @@ const SHARED = path.resolve(REPO_ROOT, "..", "shared", "reference", "adobe-opena
 const ajv = new Ajv.default({ strict: false, allErrors: true, validateFormats: false });
 ajv.addSchema({ ...(YAML.parse(readFileSync(path.join(SHARED, "segmentation.yaml"), "utf8")) as object), $id: "seg" });
 ajv.addSchema({ ...(YAML.parse(readFileSync(path.join(SHARED, "profile.yaml"), "utf8")) as object), $id: "prof" });
+ajv.addSchema({ ...(YAML.parse(readFileSync(path.join(SHARED, "data-hygiene.yaml"), "utf8")) as object), $id: "hyg" });
 
 const ptr = (s: string) => s.replace(/~/g, "~0").replace(/\//g, "~1");
-function responseSchema(doc: "seg" | "prof", p: string, method: string, status: number): string {
+function responseSchema(doc: "seg" | "prof" | "hyg", p: string, method: string, status: number): string {
   return `${doc}#/paths/${ptr(p)}/${method}/responses/${status}/content/application~1json/schema`;
 }
 
@@ -219,6 +221,42 @@ test("segment job, schedule, preview and estimate endpoints match segmentation.y
   assert.equal(obj(got.json).state, "RESULT_READY");
   check(responseSchema("seg", "/preview/{PREVIEW_ID}", "get", 200), got.json, "get preview");
   check(responseSchema("seg", "/estimate/{ESTIMATE_ID}", "get", 200), (await a.get(`/data/core/ups/estimate/${previewId}`)).json, "estimate");
+});
+
+test("data lifecycle endpoints match data-hygiene.yaml", async () => {
+  const HY = "/data/core/hygiene";
+  const quota = await a.get(`${HY}/quota`);
+  assert.equal(quota.status, 200, quota.text);
+  check(responseSchema("hyg", "/quota", "get", 200), quota.json, "quota");
+
+  const order = await a.post(`${HY}/workorder`, {
+    action: "delete_identity", datasetId: "ALL", displayName: "compat", description: "d",
+    identities: [{ namespace: { code: "email" }, id: "compat@example.com" }],
+  });
+  assert.equal(order.status, 200, order.text);
+  check(responseSchema("hyg", "/workorder", "post", 200), order.json, "create work order");
+  const orderId = obj(order.json).workorderId as string;
+  check(responseSchema("hyg", "/workorder/{WORKORDER_ID}", "get", 200), (await a.get(`${HY}/workorder/${orderId}`)).json, "get work order");
+  check(responseSchema("hyg", "/workorder", "get", 200), (await a.get(`${HY}/workorder?limit=5`)).json, "list work orders");
+  const renamed = await a.put(`${HY}/workorder/${orderId}`, { displayName: "compat renamed", description: "d2" });
+  assert.equal(renamed.status, 200, renamed.text);
+  check(responseSchema("hyg", "/workorder/{WORKORDER_ID}", "put", 200), renamed.json, "update work order");
+
+  const ds = await a.post("/data/foundation/catalog/dataSets", { name: "compat ttl", schemaClass: "profile" });
+  assert.equal(ds.status, 201, ds.text);
+  const datasetId = String((ds.json as string[])[0]).split("/").pop()!;
+  const ttl = await a.post(`${HY}/ttl`, { datasetId, displayName: "compat ttl", description: "d", expiry: "2099-01-01T00:00:00Z" });
+  assert.equal(ttl.status, 201, ttl.text);
+  check(responseSchema("hyg", "/ttl", "post", 201), ttl.json, "create ttl");
+  const ttlId = obj(ttl.json).ttlId as string;
+  check(responseSchema("hyg", "/ttl/{ID}", "get", 200), (await a.get(`${HY}/ttl/${ttlId}`)).json, "get ttl");
+  check(responseSchema("hyg", "/ttl", "get", 200), (await a.get(`${HY}/ttl?limit=5`)).json, "list ttl");
+  const moved = await a.put(`${HY}/ttl/${ttlId}`, { expiry: "2099-02-01T00:00:00Z" });
+  assert.equal(moved.status, 200, moved.text);
+  check(responseSchema("hyg", "/ttl/{ID}", "put", 200), moved.json, "update ttl");
+  const cancelled = await a.delete(`${HY}/ttl/${ttlId}`);
+  assert.equal(cancelled.status, 200, cancelled.text);
+  check(responseSchema("hyg", "/ttl/{ID}", "delete", 200), cancelled.json, "delete ttl");
 });
 
 /** Each file's operations as `METHOD /path` with parameters as `{}`, at the path segmentd serves them. */
