@@ -11,7 +11,7 @@ import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import { rowColumnarData, type Column, type ColumnarTable } from "@segmentd/pql";
 import { SnapshotCache } from "../../src/batch/columnar/cache.js";
-import { PackedStrings } from "../../src/batch/columnar/table.js";
+import { PackedStrings } from "../../src/batch/columnar/packed-strings.js";
 import { buildSnapshot, PartBuilder, SNAPSHOT_SCAN_CHUNK } from "../../src/batch/columnar/snapshot.js";
 import { evaluateJob } from "../../src/batch/engine/evaluate-job.js";
 import { membershipChangesOf } from "../../src/batch/engine/membership-output.js";

@@ -22,7 +22,8 @@ import path from "node:path";
 import { crc32 } from "node:zlib";
 import type { MergePolicySpec } from "../../profiles/types.js";
 import { SnapshotPart } from "./snapshot.js";
-import { PackedStrings, StoredTable, type SparseColumn, type StoredColumn, type Texts } from "./table.js";
+import { PackedStrings, type Texts } from "./packed-strings.js";
+import { StoredTable, type SparseColumn, type StoredColumn } from "./table.js";
 
 export const SNAPSHOT_FORMAT = 1;
 const MAGIC = Buffer.from("SEGSNAP\n", "latin1");

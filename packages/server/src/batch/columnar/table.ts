@@ -14,6 +14,7 @@
  * Builders grow by doubling and finish as exact-length typed arrays.
  */
 import type { Column, ColumnarTable } from "./layout.js";
+import { PackedStrings, textAt, type Texts } from "./packed-strings.js";
 
 const MIN_CAPACITY = 64;
 /**
@@ -23,93 +24,6 @@ const MIN_CAPACITY = 64;
  * built on first use.
  */
 const RAW_STRINGS_AFTER = 1 << 18;
-
-/**
- * A list of mostly distinct strings (events' `_id`, order ids) packed as Latin-1 bytes with end
- * offsets: about one byte a character plus four, where a V8 string costs its characters plus a
- * 16-byte header plus an 8-byte slot (10M `_id`s: ~180 MB instead of ~400 MB). Strings with a
- * character above U+00FF are kept aside as they are.
- */
-export class PackedStrings {
-  private bytes: Uint8Array = new Uint8Array(1 << 16);
-  private ends: Uint32Array = new Uint32Array(1024);
-  private used = 0;
-  private readonly wide = new Map<number, string>();
-  private view: Buffer | null = null;
-  length = 0;
-
-  push(s: string): number {
-    const i = this.length++;
-    if (i >= this.ends.length) {
-      const e = new Uint32Array(this.ends.length * 2);
-      e.set(this.ends);
-      this.ends = e;
-    }
-    const n = s.length;
-    if (this.used + n > this.bytes.length) {
-      let cap = this.bytes.length * 2;
-      while (cap < this.used + n) cap *= 2;
-      const b = new Uint8Array(cap);
-      b.set(this.bytes.subarray(0, this.used));
-      this.bytes = b;
-    }
-    let k = 0;
-    const bytes = this.bytes;
-    const at = this.used;
-    for (; k < n; k++) {
-      const c = s.charCodeAt(k);
-      if (c > 0xff) break;
-      bytes[at + k] = c;
-    }
-    if (k === n && at + n <= 0xffff_ffff) this.used += n;
-    else this.wide.set(i, s);
-    this.ends[i] = this.used;
-    this.view = null;
-    return i;
-  }
-
-  at(i: number): string {
-    if (this.wide.size > 0) {
-      const w = this.wide.get(i);
-      if (w !== undefined) return w;
-    }
-    const start = i === 0 ? 0 : this.ends[i - 1]!;
-    const end = this.ends[i]!;
-    if (this.view === null) this.view = Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.used);
-    return this.view.toString("latin1", start, end);
-  }
-
-  /** What the snapshot file keeps (snapshot-file.ts): the used bytes, the ends, the wide strings. */
-  contents(): { bytes: Uint8Array; ends: Uint32Array; length: number; wide: ReadonlyMap<number, string> } {
-    return { bytes: this.bytes.subarray(0, this.used), ends: this.ends.subarray(0, Math.max(1, this.length)), length: this.length, wide: this.wide };
-  }
-
-  /** A list read back from a snapshot file (views on its buffer, not copied). */
-  static from(c: { bytes: Uint8Array; ends: Uint32Array; length: number; wide: ReadonlyMap<number, string> }): PackedStrings {
-    const p = new PackedStrings();
-    p.bytes = c.bytes;
-    p.ends = c.ends;
-    p.used = c.bytes.length;
-    p.length = c.length;
-    for (const [i, s] of c.wide) p.wide.set(i, s);
-    return p;
-  }
-
-  /** Drops the spare capacity (no more pushes expected; they still work). */
-  trim(): this {
-    this.bytes = this.bytes.slice(0, this.used);
-    this.ends = this.ends.slice(0, Math.max(1, this.length));
-    this.view = null;
-    return this;
-  }
-}
-
-/** Texts of a column: a plain list, or packed (mostly distinct strings). */
-export type Texts = readonly string[] | PackedStrings;
-
-export function textAt(texts: Texts, i: number): string {
-  return texts instanceof PackedStrings ? texts.at(i) : texts[i]!;
-}
 
 type Kind = "null" | "number" | "string" | "boolean" | "json";
 
@@ -330,48 +244,21 @@ export interface SparseColumn {
 
 /**
  * The dense form of a sparse column (a layout column, or json/strings codes). `onFirstRows` ≥ 0:
- * the values sit on rows 0 … onFirstRows − 1 and `s.rows` is empty.
+ * the values sit on rows 0 … onFirstRows − 1 and `s.rows` is empty (copied in one call).
  */
 function densify(s: SparseColumn, length: number, onFirstRows = -1): Exclude<StoredColumn, SparseColumn> {
-  if (onFirstRows >= 0) return densifyPrefix(s, length, onFirstRows);
-  const n = s.rows.length;
+  const place = <T extends Float64Array | Int8Array | Int32Array>(values: T): T => {
+    if (onFirstRows >= 0) values.set(s.values.subarray(0, onFirstRows));
+    else for (let k = 0; k < s.rows.length; k++) values[s.rows[k]!] = s.values[k]!;
+    return values;
+  };
   switch (s.of) {
-    case "number": {
-      const values = new Float64Array(length).fill(NaN);
-      for (let k = 0; k < n; k++) values[s.rows[k]!] = s.values[k]!;
-      return { kind: "number", values };
-    }
-    case "boolean": {
-      const values = new Int8Array(length).fill(-1);
-      for (let k = 0; k < n; k++) values[s.rows[k]!] = s.values[k]!;
-      return { kind: "boolean", values };
-    }
+    case "number":
+      return { kind: "number", values: place(new Float64Array(length).fill(NaN)) };
+    case "boolean":
+      return { kind: "boolean", values: place(new Int8Array(length).fill(-1)) };
     default: {
-      const codes = new Int32Array(length).fill(-1);
-      for (let k = 0; k < n; k++) codes[s.rows[k]!] = s.values[k]!;
-      if (s.of === "string") return { kind: "string", codes, dict: s.texts as readonly string[] };
-      if (s.of === "json") return { kind: "json", codes, texts: s.texts as readonly string[] };
-      return { kind: "strings", codes, texts: s.texts };
-    }
-  }
-}
-
-/** densify for values on the first `n` rows: a copy of the values, the rest of the rows empty. */
-function densifyPrefix(s: SparseColumn, length: number, n: number): Exclude<StoredColumn, SparseColumn> {
-  switch (s.of) {
-    case "number": {
-      const values = new Float64Array(length).fill(NaN, n);
-      values.set(s.values.subarray(0, n));
-      return { kind: "number", values };
-    }
-    case "boolean": {
-      const values = new Int8Array(length).fill(-1, n);
-      values.set(s.values.subarray(0, n));
-      return { kind: "boolean", values };
-    }
-    default: {
-      const codes = new Int32Array(length).fill(-1, n);
-      codes.set(s.values.subarray(0, n));
+      const codes = place(new Int32Array(length).fill(-1));
       if (s.of === "string") return { kind: "string", codes, dict: s.texts as readonly string[] };
       if (s.of === "json") return { kind: "json", codes, texts: s.texts as readonly string[] };
       return { kind: "strings", codes, texts: s.texts };
