@@ -48,11 +48,11 @@ export async function graphIdentities(ctx: PgStoreContext, scope: TenantScope, p
   return rows.map((r) => ({ namespace: r.ns, id: r.idv }));
 }
 
-/** The graphs of the profiles with pid in [lo, hi], or of the listed pids when `lo` is an array. */
-export async function readGraphs(ctx: PgStoreContext, scope: TenantScope, tid: number, lo: number | readonly number[], hi: number, withEvents: boolean, eventsSince: number | undefined): Promise<Map<number, GraphRows>> {
-  const listed = typeof lo !== "number";
+/** The graphs of the profiles with pid in [lo, hi], or of the listed pids. */
+export async function readGraphs(ctx: PgStoreContext, scope: TenantScope, tid: number, which: { lo: number; hi: number } | { pids: readonly number[] }, withEvents: boolean, eventsSince: number | undefined): Promise<Map<number, GraphRows>> {
+  const listed = "pids" in which;
   const pidIn = (col: string) => listed ? `${col} = ANY($2::int8[])` : `${col} BETWEEN $2 AND $3`;
-  const args = (...rest: unknown[]): unknown[] => listed ? [tid, lo, ...rest] : [tid, lo, hi, ...rest];
+  const args = (...rest: unknown[]): unknown[] => listed ? [tid, which.pids, ...rest] : [tid, which.lo, which.hi, ...rest];
   const graphs = new Map<number, GraphRows>();
   const g = (pid: number): GraphRows => {
     let rows = graphs.get(pid);
@@ -86,7 +86,7 @@ export async function getProfile(ctx: PgStoreContext, scope: TenantScope, identi
   const tid = await ctx.tid(ctx.pool, scope, false);
   const pid = await pidOf(ctx.pool, tid, identity);
   if (pid === null) return null;
-  const rows = (await readGraphs(ctx, scope, tid, pid, pid, false, undefined)).get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] };
+  const rows = (await readGraphs(ctx, scope, tid, { lo: pid, hi: pid }, false, undefined)).get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] };
   if (policy.identityGraph.type === "none" && !rows.fragments.some((f) => identityKey(f.primary) === identityKey(identity))) {
     const ev = await queryRows<EventRow>(ctx.pool, "SELECT seq, pid, ds, eid, ns, idv, ts, body FROM events WHERE tid = $1 AND pid = $2 AND ns = $3 AND idv = $4 LIMIT 1",
       [tid, pid, identity.namespace, identity.id]);
@@ -133,7 +133,7 @@ export async function* scanProfiles(ctx: PgStoreContext, scope: TenantScope, pol
     for (let k = 0; k < listed.length; k += chunk) {
       const pids = (await queryRows<{ pid: number }>(ctx.pool, "SELECT pid FROM profiles WHERE tid = $1 AND pid = ANY($2::int8[]) ORDER BY pid", [tid, listed.slice(k, k + chunk)])).map((r) => r.pid);
       if (pids.length === 0) continue;
-      const graphs = await readGraphs(ctx, scope, tid, pids, 0, opts.events !== false, opts.eventsSince);
+      const graphs = await readGraphs(ctx, scope, tid, { pids }, opts.events !== false, opts.eventsSince);
       yield pids.flatMap((pid) => assembleGraph(pid, graphs.get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] }, policy));
     }
     return;
@@ -143,7 +143,7 @@ export async function* scanProfiles(ctx: PgStoreContext, scope: TenantScope, pol
     const pids = (await queryRows<{ pid: number }>(ctx.pool, "SELECT pid FROM profiles WHERE tid = $1 AND pid > $2 ORDER BY pid LIMIT $3", [tid, after, chunk])).map((r) => r.pid);
     if (pids.length === 0) return;
     const lo = pids[0]!, hi = pids[pids.length - 1]!;
-    const graphs = await readGraphs(ctx, scope, tid, lo, hi, opts.events !== false, opts.eventsSince);
+    const graphs = await readGraphs(ctx, scope, tid, { lo, hi }, opts.events !== false, opts.eventsSince);
     const out: ScannedProfile[] = [];
     for (const pid of pids) out.push(...assembleGraph(pid, graphs.get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] }, policy));
     after = hi;
