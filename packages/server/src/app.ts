@@ -22,8 +22,10 @@ import type { MetadataStore } from "./stores/types.js";
 import { Authenticator } from "./services/auth/authenticator.js";
 import { TokenIssuer } from "./services/auth/token-issuer.js";
 import { DefinitionService } from "./services/definitions.js";
+import { AudienceService } from "./services/audiences.js";
 import { MergePolicyService } from "./services/merge-policies.js";
-import { TenantDirectory } from "./services/tenancy.js";
+import { SchemaRegistryService } from "./services/schema-registry.js";
+import { TenantDirectory, scopeOf } from "./services/tenancy.js";
 import { installBodyParsing } from "./http/body-parsing.js";
 import { installErrorHandling } from "./http/errors.js";
 import { registerOpenApi, openApiRoute } from "./http/openapi.js";
@@ -33,6 +35,8 @@ import { healthRoutes } from "./http/routes/health.js";
 import { adminRoutes } from "./http/routes/admin.js";
 import { imsTokenRoutes } from "./http/routes/ims-token.js";
 import { searchRoutes } from "./http/routes/search.js";
+import { SCHEMA_REGISTRY_PREFIX, schemaRegistryRoutes } from "./http/routes/schema-registry.js";
+import { audienceRoutes } from "./http/routes/audiences.js";
 import type { ProfileStore } from "./profiles/store.js";
 import { profilesPlugin, policiesFromService } from "./profiles/http/index.js";
 import { hygienePlugin, type HygieneConfig, type LifecycleListener } from "./hygiene/index.js";
@@ -68,15 +72,23 @@ export interface Services {
   tokenIssuer: TokenIssuer;
   definitions: DefinitionService;
   mergePolicies: MergePolicyService;
+  schemaRegistry: SchemaRegistryService;
+  audiences: AudienceService;
 }
 
 export function createServices(deps: AppDeps): Services {
+  const definitions = new DefinitionService(deps.store, deps.clock, deps.bus);
+  const profiles = deps.profiles;
   return {
     tenants: new TenantDirectory(deps.config),
     authenticator: new Authenticator(deps.config.auth, deps.clock),
     tokenIssuer: new TokenIssuer(deps.config.auth, deps.clock),
-    definitions: new DefinitionService(deps.store, deps.clock, deps.bus),
+    definitions,
     mergePolicies: new MergePolicyService(deps.store, deps.clock, deps.bus),
+    schemaRegistry: new SchemaRegistryService(deps.store, deps.clock,
+      deps.profiles ? async (tenant, id) => (await deps.profiles!.getDataset(scopeOf(tenant), id)) !== null : undefined),
+    audiences: new AudienceService(deps.store, definitions, deps.clock,
+      profiles ? async (scope, id) => (await profiles.getDataset(scope, id)) !== null : undefined),
   };
 }
 
@@ -127,7 +139,9 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
   await app.register(healthRoutes, { store: deps.store, metrics, ...(deps.profiles ? { profiles: deps.profiles } : {}) });
   await app.register(definitionRoutes, { prefix: "/data/core/ups", ...auth, definitions: services.definitions });
   await app.register(mergePolicyRoutes, { prefix: "/data/core/ups", ...auth, mergePolicies: services.mergePolicies });
-  await app.register(searchRoutes, { prefix: "/data/core/ups", ...auth, definitions: services.definitions });
+  await app.register(audienceRoutes, { prefix: "/data/core/ups", ...auth, audiences: services.audiences });
+  await app.register(searchRoutes, { prefix: "/data/core/ups", ...auth, audiences: services.audiences });
+  await app.register(schemaRegistryRoutes, { prefix: SCHEMA_REGISTRY_PREFIX, ...auth, schemas: services.schemaRegistry });
   await app.register(adminRoutes, {
     prefix: "/admin",
     ...auth,
@@ -197,6 +211,7 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
       profiles: deps.profiles,
       clock: deps.clock,
       policies: policiesFromService(services.mergePolicies),
+      schemas: services.schemaRegistry,
       // Batch files are received into the data directory before they are staged (never held in memory).
       uploadSpoolDir: path.join(deps.config.dataDir, "uploads"),
     });

@@ -165,4 +165,20 @@ describe("/search over HTTP", () => {
     const r = await b.get(`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&s=red`, POSTMAN);
     assert.deepEqual((obj(r.json).entities as Array<{ name: string }>).map((e) => e.name), ["Other org's red cars"]);
   });
+
+  test("external audiences are searched in their own namespace", async () => {
+    const ext = obj((await a.post("/data/core/ups/audiences", { name: "Uploaded red list", type: "ExternalSegment", audienceId: "red-upload" })).json);
+    await a.post("/data/core/ups/audiences", { name: "Uploaded blue list", type: "ExternalSegment", audienceId: "blue-upload" });
+    const ns = await a.get(`${SEARCH}/namespaces?schema.name=_xdm.context.segmentdefinition&s=red`, POSTMAN);
+    assert.deepEqual(obj(ns.json).namespaces, [
+      { namespace: "AEPSegments", displayName: "AEPSegments", count: 2 },
+      { namespace: "CustomerAudienceUpload", displayName: "CustomerAudienceUpload", count: 1 },
+    ]);
+    const r = obj((await a.get(`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=CustomerAudienceUpload&s=red`, POSTMAN)).json);
+    assert.deepEqual((r.entities as Array<{ id: string }>).map((e) => e.id), [ext.id]);
+    const tax = await a.get(`${SEARCH}/taxonomy?schema.name=_xdm.context.segmentdefinition&namespace=CustomerAudienceUpload&entityId=${ext.id as string}`, POSTMAN);
+    assert.deepEqual(tax.json, { taxonomy: [], status: { message: "Success" } });
+    const wrongNs = await a.get(`${SEARCH}/taxonomy?schema.name=_xdm.context.segmentdefinition&namespace=AEPSegments&entityId=${ext.id as string}`, POSTMAN);
+    assert.deepEqual(wrongNs.json, { taxonomy: [], status: { message: `Cannot find entityId ${ext.id as string}.` } });
+  });
 });

@@ -10,8 +10,8 @@ import Database from "better-sqlite3";
 import path from "node:path";
 import pg from "pg";
 import {
-  DuplicateNameError, EdgePolicyConflictError, HasDependentsError, LimitExceededError, MergePolicyInUseError,
-  type DatastreamRecord, type DefinitionRecord, type MergePolicyRecord, type MetadataStore, type TenantScope,
+  DuplicateAudienceError, DuplicateNameError, EdgePolicyConflictError, HasDependentsError, LimitExceededError, MergePolicyInUseError,
+  type DatastreamRecord, type ExternalAudience, type DefinitionRecord, type MergePolicyRecord, type MetadataStore, type TenantScope,
 } from "../src/stores/types.js";
 import { DEFINITION_COLUMN_NAMES, definitionColumns } from "../src/stores/row-mapping.js";
 import { coreMigrations } from "../src/stores/sql-common.js";
@@ -183,6 +183,45 @@ test("datastreams: scoped reads and writes, oldest first, ids global", async () 
   // importIfEmpty: the table holds datastreams, so nothing is written.
   assert.equal(await store.datastreams.importIfEmpty([{ scope: s, record: stream(s, "dst-late", 1) }]), false);
   assert.equal(await store.datastreams.findById("dst-late"), undefined);
+});
+
+function external(scope: TenantScope, id: string, audienceId: string, creationTime: number, namespace = "CustomerAudienceUpload"): ExternalAudience {
+  return {
+    id, audienceId, namespace, name: id, imsOrgId: scope.orgId, sandbox: { sandboxId: scope.sandboxId, sandboxName: "prod", type: "production", default: true },
+    type: "ExternalSegment", originName: "CUSTOM_UPLOAD", lifecycleState: "published", labels: [], creationTime, updateTime: creationTime, updateEpoch: 1,
+  };
+}
+
+test("external audiences: scoped, oldest first, one (namespace, audienceId) per sandbox", async () => {
+  const s: TenantScope = { orgId: "orgE", sandboxId: "ea" };
+  const other: TenantScope = { orgId: "orgE2", sandboxId: "ea" };
+  const e2 = external(s, "ext-2", "aud-2", 20);
+  const e1 = external(s, "ext-1", "aud-1", 20);
+  const e0 = external(s, "ext-0", "aud-0", 10);
+  for (const e of [e2, e1, e0]) await store.externalAudiences.insert(s, e);
+  assert.deepEqual(await store.externalAudiences.list(s), [e0, e1, e2]);
+  assert.equal(await store.externalAudiences.count(s), 3);
+  await assert.rejects(store.externalAudiences.insert(s, external(s, "ext-dup", "aud-1", 30)), (err: unknown) =>
+    err instanceof DuplicateAudienceError && err.namespace === "CustomerAudienceUpload" && err.audienceId === "aud-1");
+  assert.equal(await store.externalAudiences.get(s, "ext-dup"), undefined, "nothing written");
+  // The same audienceId in another namespace or another tenant is another audience.
+  await store.externalAudiences.insert(s, external(s, "ext-aam", "aud-1", 40, "AAM"));
+  await store.externalAudiences.insert(other, external(other, "ext-o", "aud-1", 5));
+  for (const x of [other, A]) {
+    assert.equal(await store.externalAudiences.get(x, "ext-1"), undefined);
+    assert.equal((await store.externalAudiences.getMany(x, ["ext-1", "ext-2"])).size, 0);
+    assert.equal(await store.externalAudiences.update(x, { ...e1, name: "hijacked" }), false);
+    assert.equal(await store.externalAudiences.delete(x, "ext-1"), false);
+  }
+  assert.deepEqual(await store.externalAudiences.get(s, "ext-1"), e1, "nothing changed by the other scopes");
+  const renamed = { ...e1, name: "renamed", lifecycleState: "inactive" as const, updateTime: 99 };
+  assert.equal(await store.externalAudiences.update(s, renamed), true);
+  assert.deepEqual([...(await store.externalAudiences.getMany(s, ["ext-1", "ext-2", "nope"])).keys()].sort(), ["ext-1", "ext-2"]);
+  assert.deepEqual(await store.externalAudiences.get(s, "ext-1"), renamed);
+  assert.equal(await store.externalAudiences.delete(s, "ext-2"), true);
+  assert.equal(await store.externalAudiences.delete(s, "ext-2"), false);
+  assert.deepEqual((await store.externalAudiences.list(s)).map((e) => e.id), ["ext-0", "ext-1", "ext-aam"]);
+  assert.deepEqual((await store.externalAudiences.list(other)).map((e) => e.id), ["ext-o"]);
 });
 
 test("datastreams: importIfEmpty writes every item into an empty table, once", async () => {

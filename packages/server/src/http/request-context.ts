@@ -26,3 +26,8 @@ export function orgOf(request: FastifyRequest): string {
   if (!request.orgId) throw new Error("route is missing the org auth hook (see http/auth.ts registerOrgHooks)");
   return request.orgId;
 }
+
+/** Who makes the request (the token's subject), for createdBy / lastModifiedBy. */
+export function actorOf(request: FastifyRequest): string | undefined {
+  return request.principal?.subject;
+}

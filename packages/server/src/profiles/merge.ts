@@ -100,7 +100,10 @@ export function buildMergedProfile(input: MergeInput): MergedProfile {
   const identities = none ? [lookedUp] : [...input.graphIdentities];
   const attrs = mergeAttributes(fragments, policy);
   // identityMap arrays would be replaced fragment by fragment; the graph is the truth.
-  const entity: JsonObject = { ...attrs, identityMap: identityMapOf(identities), segmentMembership: segmentMembershipOf(input.memberships) };
+  // Ingested namespaces (external audiences' members) stay; `ups` is the service's own.
+  const ingested = attrs["segmentMembership"];
+  const segmentMembership = { ...(ingested !== null && typeof ingested === "object" && !Array.isArray(ingested) ? ingested : {}), ...segmentMembershipOf(input.memberships) };
+  const entity: JsonObject = { ...attrs, identityMap: identityMapOf(identities), segmentMembership };
   const sources = [...new Set(fragments.map((f) => f.datasetId))].sort();
   const lastModifiedAt = fragments.length === 0 ? null : Math.max(...fragments.map((f) => f.timestamp));
   return { profileId: input.profileId, identities, entity, sources, lastModifiedAt, optedOut: isOptedOut(attrs) };

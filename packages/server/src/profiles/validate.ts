@@ -50,6 +50,7 @@ export const ERROR_CODES = {
   timestampMissing: "EVENT_TIMESTAMP_MISSING",
   timestampInvalid: "TIMESTAMP_INVALID",
   membershipReadOnly: "SEGMENT_MEMBERSHIP_READ_ONLY",
+  membershipInvalid: "SEGMENT_MEMBERSHIP_INVALID",
   tooDeep: "RECORD_TOO_DEEP",
   valueTooLarge: "RECORD_VALUE_TOO_LARGE",
   unstorableString: "UNSTORABLE_STRING",
@@ -173,6 +174,35 @@ function extractIdentityFields(body: JsonObject, fields: IdentityFieldDescriptor
   }
 }
 
+const INGESTED_STATUSES = new Set(["realized", "exited"]);
+
+/**
+ * External audiences' members arrive by ingestion, as AEP's do:
+ * `segmentMembership.<namespace>.<audienceId> = {status, lastQualificationTime?}`.
+ * The `ups` namespace is the segmentation service's own and cannot be ingested.
+ */
+function checkIngestedMembership(sm: unknown, index: number, errors: RecordError[]): void {
+  const invalid = (path: string, message: string) => errors.push({ index, code: ERROR_CODES.membershipInvalid, path, message });
+  if (!isPlainObject(sm)) return void invalid("segmentMembership", "segmentMembership must be an object of namespaces");
+  if (Object.hasOwn(sm, "ups")) {
+    errors.push({ index, code: ERROR_CODES.membershipReadOnly, path: "segmentMembership.ups",
+      message: "segmentMembership.ups is maintained by the segmentation service and cannot be ingested; external audiences' memberships go under their own namespace" });
+    return;
+  }
+  for (const [ns, audiences] of Object.entries(sm)) {
+    if (!isPlainObject(audiences)) return void invalid(`segmentMembership.${ns}`, "a namespace must map audience ids to {status, lastQualificationTime}");
+    for (const [id, m] of Object.entries(audiences)) {
+      const path = `segmentMembership.${ns}.${id}`;
+      if (!isPlainObject(m) || typeof m["status"] !== "string" || !INGESTED_STATUSES.has(m["status"])) {
+        return void invalid(path, 'a membership needs status "realized" or "exited"');
+      }
+      if (m["lastQualificationTime"] !== undefined && parseTimestamp(m["lastQualificationTime"]) === null) {
+        return void invalid(`${path}.lastQualificationTime`, "lastQualificationTime must be an ISO-8601 time");
+      }
+    }
+  }
+}
+
 function dedupe(list: Identity[]): Identity[] {
   // The common case (one identity, or none) needs no set: the list is returned as is.
   if (list.length < 2) return list;
@@ -235,10 +265,7 @@ export function validateRecord(raw: unknown, index: number, target: ValidationTa
       message: `record has eventType, an experience event field, but dataset ${target.id} holds profile records` });
   }
 
-  if ("segmentMembership" in body) {
-    errors.push({ index, code: ERROR_CODES.membershipReadOnly, path: "segmentMembership",
-      message: "segmentMembership is maintained by the segmentation service and cannot be ingested" });
-  }
+  if ("segmentMembership" in body) checkIngestedMembership(body["segmentMembership"], index, errors);
 
   const extracted: Extracted = { identities: [], primaries: [] };
   if (body["identityMap"] !== undefined) extractIdentityMap(body["identityMap"], index, errors, extracted);

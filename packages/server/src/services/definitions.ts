@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto";
 import type { Clock } from "../platform/clock.js";
 import type { EventBus } from "../platform/bus.js";
-import type { ClassificationInfo, EvaluationInfo, MergePolicy, SegmentDefinition } from "../stores/records.js";
+import type { AudienceMeta, ClassificationInfo, EvaluationInfo, MergePolicy, SegmentDefinition } from "../stores/records.js";
 import {
   DuplicateNameError,
   HasDependentsError,
@@ -57,6 +57,20 @@ export interface EligibilityResult {
 
 export const DEFAULT_PROFILE_INSTANCE_ID = "ups";
 
+/** What a write says of the audience view: fields left out keep their previous values (a new definition is published, unlabelled). */
+export type AudienceInput = Partial<AudienceMeta>;
+
+function audienceOf(input: AudienceInput, previous: AudienceMeta | undefined): AudienceMeta {
+  const createdBy = previous ? previous.createdBy : input.createdBy;
+  const lastModifiedBy = input.lastModifiedBy ?? previous?.lastModifiedBy;
+  return {
+    lifecycleState: input.lifecycleState ?? previous?.lifecycleState ?? "published",
+    labels: input.labels ?? previous?.labels ?? [],
+    ...(createdBy !== undefined ? { createdBy } : {}),
+    ...(lastModifiedBy !== undefined ? { lastModifiedBy } : {}),
+  };
+}
+
 function evaluationInfoOf(input: EvaluationInfoInput | undefined): EvaluationInfo {
   // A missing evaluationInfo means batch only (decisions.md §1).
   if (!input) return { batch: { enabled: true }, continuous: { enabled: false }, synchronous: { enabled: false } };
@@ -103,7 +117,7 @@ export class DefinitionService {
     return d.policy;
   }
 
-  private async build(ctx: TenantContext, input: DefinitionInput, previous: SegmentDefinition | undefined): Promise<{ definition: SegmentDefinition; analysis: Analysis }> {
+  private async build(ctx: TenantContext, input: DefinitionInput, previous: SegmentDefinition | undefined, audience: AudienceInput): Promise<{ definition: SegmentDefinition; analysis: Analysis }> {
     const name = validateName(input.name);
     if (input.schema.name.trim() === "") throw badRequest("schema.name must not be empty", ErrorCodes.badJson);
     const selfId = previous?.id;
@@ -140,6 +154,7 @@ export class DefinitionService {
       updateEpoch: Math.floor(now / 1000),
       updateTime: now,
       classification: { ...analysis.classification, mergePolicyActiveOnEdge: policy.isActiveOnEdge },
+      audience: audienceOf(audience, previous?.audience),
     };
     return { definition, analysis };
   }
@@ -155,8 +170,8 @@ export class DefinitionService {
     throw err;
   }
 
-  async create(ctx: TenantContext, input: DefinitionInput): Promise<SegmentDefinition> {
-    const { definition, analysis } = await this.build(ctx, input, undefined);
+  async create(ctx: TenantContext, input: DefinitionInput, audience: AudienceInput = {}): Promise<SegmentDefinition> {
+    const { definition, analysis } = await this.build(ctx, input, undefined, audience);
     try {
       await this.store.definitions.insert(scopeOf(ctx), { definition, canonicalText: analysis.text, references: analysis.references }, ctx.limits);
     } catch (err) {
@@ -173,7 +188,7 @@ export class DefinitionService {
   }
 
   /** PATCH: AEP's whole-object overwrite. Server-owned fields may be resent but not changed. */
-  async overwrite(ctx: TenantContext, id: string, input: DefinitionInput): Promise<SegmentDefinition> {
+  async overwrite(ctx: TenantContext, id: string, input: DefinitionInput, audience: AudienceInput = {}): Promise<SegmentDefinition> {
     const scope = scopeOf(ctx);
     const existing = await this.store.definitions.get(scope, id);
     if (!existing) throw notFound("Segment definition", id);
@@ -186,7 +201,7 @@ export class DefinitionService {
       throw new ApiError(400, ErrorCodes.immutable, `These fields cannot be changed: ${immutable.join(", ")}`,
         immutable.map((f) => ({ code: ErrorCodes.immutable, message: `${f} is immutable`, field: f })));
     }
-    const { definition, analysis } = await this.build(ctx, input, existing.definition);
+    const { definition, analysis } = await this.build(ctx, input, existing.definition, audience);
     let updated: boolean;
     try {
       updated = await this.store.definitions.update(scope, { definition, canonicalText: analysis.text, references: analysis.references }, ctx.limits);

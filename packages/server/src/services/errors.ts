@@ -35,6 +35,13 @@ export const ErrorCodes = {
   hasDependents: "UPAPI-113631-403",
   /** Adobe: JSON extraction failure, e.g. a missing or mistyped field (returned with status 400). */
   badJson: "UPLIB-101206-500",
+  /** Adobe: an audience body breaks a rule (lifecycle, immutable namespace...). */
+  audienceValidation: "UPAPI-113434-400",
+  /** Adobe: no audience with this id. */
+  audienceNotFound: "UPAPI-113430-404",
+  /** Adobe: the audience's dataset is not in the catalog (returned with status 400). */
+  audienceDataset: "UPLIB-101554-503",
+  audienceDuplicate: "SEGMENTD-AUDIENCE-409",
   invalidPql: "SEGMENTD-PQL-400",
   ineligible: "SEGMENTD-ELIGIBILITY-400",
   limit: "SEGMENTD-LIMIT-400",

@@ -55,6 +55,53 @@ export interface SegmentDefinition {
   updateEpoch: number;
   updateTime: number;
   classification: ClassificationInfo;
+  /** The audience view's own fields (the Audiences API); absent on records written before it: published, no labels. */
+  audience?: AudienceMeta;
+}
+
+/** Adobe's audience lifecycle; `deleted` is what DELETE does, never a stored state. */
+export type LifecycleState = "draft" | "published" | "inactive" | "archived";
+
+/** Whether a definition is evaluated: only published audiences are (draft, inactive and archived ones are not). */
+export function isPublished(d: Pick<SegmentDefinition, "audience">): boolean {
+  return (d.audience?.lifecycleState ?? "published") === "published";
+}
+
+export interface AudienceMeta {
+  lifecycleState: LifecycleState;
+  labels: string[];
+  createdBy?: string;
+  lastModifiedBy?: string;
+}
+
+/**
+ * An externally generated audience (Adobe's "custom upload" and other origins):
+ * metadata only, never evaluated; its members are set by ingestion.
+ */
+export interface ExternalAudience {
+  id: string;
+  /** Client-supplied; unique per namespace in a sandbox. */
+  audienceId: string;
+  namespace: string;
+  name: string;
+  description?: string;
+  imsOrgId: string;
+  sandbox: SandboxRef;
+  type: "ExternalSegment";
+  originName: string;
+  lifecycleState: LifecycleState;
+  labels: string[];
+  datasetId?: string;
+  sourceId?: string;
+  linkedAudienceRef?: Record<string, string>;
+  audienceMeta?: Record<string, unknown>;
+  ttlInDays?: number;
+  createdBy?: string;
+  lastModifiedBy?: string;
+  /** Epoch ms. */
+  creationTime: number;
+  updateTime: number;
+  updateEpoch: number;
 }
 
 export interface DefinitionRecord {

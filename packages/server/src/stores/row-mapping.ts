@@ -1,5 +1,5 @@
 /** Turning records into column values and rows back into records, shared by both stores. */
-import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord, SegmentDefinition, MergePolicy } from "./records.js";
+import type { DatastreamRecord, DefinitionRecord, ExternalAudience, MergePolicyRecord, SegmentDefinition, MergePolicy } from "./records.js";
 
 export interface DefinitionRow {
   id: string;
@@ -77,4 +77,14 @@ export function datastreamColumns(scope: { orgId: string; sandboxId: string }, d
 
 export function datastreamFromRow(row: DatastreamRow): DatastreamRecord {
   return JSON.parse(row.doc) as DatastreamRecord;
+}
+
+export const EXTERNAL_AUDIENCE_COLUMN_NAMES = "org_id, sandbox_id, id, namespace, audience_id, creation_time, update_time, doc";
+
+export function externalAudienceColumns(scope: { orgId: string; sandboxId: string }, a: ExternalAudience): unknown[] {
+  return [scope.orgId, scope.sandboxId, a.id, a.namespace, a.audienceId, a.creationTime, a.updateTime, JSON.stringify(a)];
+}
+
+export function externalAudienceFromRow(row: { doc: string }): ExternalAudience {
+  return JSON.parse(row.doc) as ExternalAudience;
 }

@@ -3,6 +3,7 @@
  * order and filter identically (the conformance suite checks they do).
  */
 import type { Migration } from "../storage-kit/migrations.js";
+import { schemaRegistryStatements } from "./schema-registry.js";
 import type { DefinitionListQuery, DefinitionSortField, MergePolicyListQuery, MergePolicyOrderField } from "./types.js";
 
 /**
@@ -143,5 +144,22 @@ export function coreMigrations(dialect: "sqlite" | "postgres"): Migration[] {
         `CREATE INDEX IF NOT EXISTS datastreams_sandbox ON datastreams (org_id, sandbox_id, creation_time, id)`,
       ],
     },
+    {
+      version: 4,
+      name: "external audiences",
+      // Additive. The unique index, not a read-then-write check, makes concurrent
+      // creates of one (namespace, audienceId) yield exactly one success.
+      statements: [
+        `CREATE TABLE IF NOT EXISTS external_audiences (
+          org_id TEXT NOT NULL, sandbox_id TEXT NOT NULL, id TEXT NOT NULL,
+          namespace TEXT NOT NULL, audience_id TEXT NOT NULL,
+          creation_time ${big} NOT NULL, update_time ${big} NOT NULL,
+          doc TEXT NOT NULL,
+          PRIMARY KEY (org_id, sandbox_id, id))`,
+        `CREATE UNIQUE INDEX IF NOT EXISTS external_audiences_key ON external_audiences (org_id, sandbox_id, namespace, audience_id)`,
+      ],
+    },
+    // Tenant schemas, identity descriptors and the datasets created from them (the statements sit with their rows).
+    { version: 5, name: "schema registry", statements: schemaRegistryStatements(big) },
   ];
 }

@@ -14,9 +14,10 @@
  * extend the conformance suite.
  */
 import type { SandboxIdScope } from "../platform/tenant.js";
-import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "./records.js";
+import type { SchemaRegistryRepository } from "./schema-registry.js";
+import type { DatastreamRecord, DefinitionRecord, ExternalAudience, MergePolicyRecord } from "./records.js";
 
-export type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "./records.js";
+export type { DatastreamRecord, DefinitionRecord, ExternalAudience, MergePolicyRecord } from "./records.js";
 
 /** Which organization and sandbox a call acts for, keyed by sandbox id. Required by every store query. */
 export type TenantScope = SandboxIdScope;
@@ -134,11 +135,32 @@ export interface DatastreamRepository {
   importIfEmpty(items: readonly ScopedDatastream[]): Promise<boolean>;
 }
 
+/**
+ * Externally generated audiences (the Audiences API). A sandbox holds at most a
+ * few thousand (the service's limit), so `list` returns them all and the
+ * Audiences API filters, sorts and pages them together with the definitions.
+ */
+export interface ExternalAudienceRepository {
+  /** Throws DuplicateAudienceError when the sandbox has this namespace and audienceId already; nothing is written then. */
+  insert(scope: TenantScope, record: ExternalAudience): Promise<void>;
+  /** Whole-record replace. Returns false when the id does not exist in this scope. */
+  update(scope: TenantScope, record: ExternalAudience): Promise<boolean>;
+  get(scope: TenantScope, id: string): Promise<ExternalAudience | undefined>;
+  getMany(scope: TenantScope, ids: readonly string[]): Promise<Map<string, ExternalAudience>>;
+  /** The sandbox's external audiences, oldest first (creationTime, then id). */
+  list(scope: TenantScope): Promise<ExternalAudience[]>;
+  count(scope: TenantScope): Promise<number>;
+  delete(scope: TenantScope, id: string): Promise<boolean>;
+}
+
 export interface MetadataStore {
   readonly kind: "embedded" | "postgres";
   readonly definitions: DefinitionRepository;
+  readonly externalAudiences: ExternalAudienceRepository;
   readonly mergePolicies: MergePolicyRepository;
   readonly datastreams: DatastreamRepository;
+  /** Tenant schemas and identity descriptors (stores/schema-registry.ts). */
+  readonly schemas: SchemaRegistryRepository;
   /** Resolves when the store answers a trivial query (readiness). */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -149,6 +171,15 @@ export class StoreError extends Error {}
 export class DuplicateNameError extends StoreError {
   constructor(readonly definitionName: string) {
     super(`A segment definition named "${definitionName}" already exists in this sandbox`);
+  }
+}
+
+export class DuplicateAudienceError extends StoreError {
+  constructor(
+    readonly namespace: string,
+    readonly audienceId: string,
+  ) {
+    super(`an audience with namespace ${namespace} and audienceId ${audienceId} already exists in this sandbox`);
   }
 }
 

@@ -10,6 +10,7 @@ import type { MergePolicySpec } from "../profiles/types.js";
 import { tenantKey } from "../platform/tenant.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { DefinitionRecord, MetadataStore, MergePolicyRecord, TenantScope } from "../stores/types.js";
+import { isPublished } from "../stores/records.js";
 import { footprintOf, ReverseIndex, type DefinitionFootprint } from "./reverse-index.js";
 
 export type EvaluationMethod = "continuous" | "synchronous";
@@ -90,6 +91,7 @@ export function liveDefinition(record: DefinitionRecord, policy: MergePolicyReco
 
 function isLive(method: EvaluationMethod, record: DefinitionRecord, policy: MergePolicyRecord | undefined): boolean {
   const d = record.definition;
+  if (!isPublished(d)) return false;
   if (method === "synchronous") {
     // decisions §1: edge-enabled, edge-eligible and tied to the merge policy active on edge.
     return d.evaluationInfo.synchronous.enabled && d.classification.synchronous && policy?.policy.isActiveOnEdge === true;

@@ -128,10 +128,24 @@ describe("validateRecord: events and classes", () => {
     assert.equal(errorsOf({ identityMap: id, blob: "a".repeat(200) }, profileDs, { ...DEFAULT_LIMITS, maxProfileBytes: 100 })[0]!.code, "RECORD_TOO_LARGE");
   });
 
-  it("rejects non-objects and ingested segmentMembership", () => {
+  it("rejects non-objects and ingested segmentMembership.ups; external audiences' memberships are checked", () => {
     assert.deepEqual(errorsOf(null), [{ index: 3, code: "RECORD_NOT_OBJECT", message: "record 3 must be a JSON object, got null" }]);
     assert.equal(errorsOf([1])[0]!.message, "record 3 must be a JSON object, got an array");
-    assert.equal(errorsOf({ identityMap: id, segmentMembership: {} })[0]!.code, "SEGMENT_MEMBERSHIP_READ_ONLY");
+    assert.deepEqual(errorsOf({ identityMap: id, segmentMembership: { ups: {} } }), [{
+      index: 3, code: "SEGMENT_MEMBERSHIP_READ_ONLY", path: "segmentMembership.ups",
+      message: "segmentMembership.ups is maintained by the segmentation service and cannot be ingested; external audiences' memberships go under their own namespace",
+    }]);
+    const invalid: [unknown, string, string][] = [
+      [[], "segmentMembership", "segmentMembership must be an object of namespaces"],
+      [{ AAM: "x" }, "segmentMembership.AAM", "a namespace must map audience ids to {status, lastQualificationTime}"],
+      [{ AAM: { a1: { status: "maybe" } } }, "segmentMembership.AAM.a1", 'a membership needs status "realized" or "exited"'],
+      [{ AAM: { a1: { status: "exited", lastQualificationTime: "yesterday" } } }, "segmentMembership.AAM.a1.lastQualificationTime", "lastQualificationTime must be an ISO-8601 time"],
+    ];
+    for (const [sm, path, message] of invalid) {
+      assert.deepEqual(errorsOf({ identityMap: id, segmentMembership: sm }), [{ index: 3, code: "SEGMENT_MEMBERSHIP_INVALID", path, message }]);
+    }
+    assert.ok(validateRecord({ identityMap: id, segmentMembership: {} }, 3, profileDs).ok);
+    assert.ok(validateRecord({ identityMap: id, segmentMembership: { CustomerAudienceUpload: { vip: { status: "realized", lastQualificationTime: "2026-11-20T10:00:00Z" } } } }, 3, profileDs).ok);
   });
 
   it("validateRecords keeps good records and indexes errors by position", () => {

@@ -8,6 +8,7 @@ import type { Clock } from "../../platform/clock.js";
 import { ApiError, badRequest, notFound } from "../../services/errors.js";
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
 import type { DefinitionRecord, MetadataStore } from "../../stores/types.js";
+import { isPublished } from "../../stores/records.js";
 import { DependencyCycleError, dependencyOrder } from "../engine/dependency-order.js";
 import type { BatchRepository } from "../store/types.js";
 import { ACTIVE_STATUSES, JOB_STATUSES, jobLinks, type JobSegment, type JobStatus, type SegmentJob, type StoredJob } from "./segment-job.js";
@@ -76,13 +77,13 @@ export class JobService {
     private readonly clock: Clock,
   ) {}
 
-  /** Every batch-enabled definition of the sandbox. */
+  /** Every batch-enabled, published definition of the sandbox (draft and inactive audiences are not evaluated). */
   private async allBatchDefinitions(ctx: BatchTenant): Promise<DefinitionRecord[]> {
     const scope = scopeOf(ctx);
     const out: DefinitionRecord[] = [];
     for (let offset = 0; ; offset += DEFINITION_PAGE) {
       const page = await this.metadata.definitions.list(scope, { filters: { batch: true }, sort: [{ field: "creationTime", direction: "asc" }], offset, limit: DEFINITION_PAGE });
-      out.push(...page.items);
+      out.push(...page.items.filter((r) => isPublished(r.definition)));
       if (page.items.length < DEFINITION_PAGE) return out;
     }
   }

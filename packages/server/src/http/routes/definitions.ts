@@ -10,7 +10,7 @@ import { PROFILE_SCHEMA_CLASS } from "../../services/merge-policies.js";
 import { DEFINITION_SORT_FIELDS, type DefinitionListQuery, type DefinitionSortField, type SortKey } from "../../stores/types.js";
 import { registerTenantHooks, type AuthDeps } from "../auth.js";
 import { bulkItemError } from "../errors.js";
-import { tenantOf } from "../request-context.js";
+import { actorOf, tenantOf } from "../request-context.js";
 import {
   authHeaders,
   bulkGetBodySchema,
@@ -176,7 +176,8 @@ export async function definitionRoutes(app: FastifyInstance, opts: DefinitionRou
       },
     },
   }, async (request, reply) => {
-    const def = await svc.create(tenantOf(request), request.body);
+    const actor = actorOf(request);
+    const def = await svc.create(tenantOf(request), request.body, actor === undefined ? {} : { createdBy: actor });
     reply.header("X-Location", location(request, def.id));
     return def;
   });
@@ -207,7 +208,8 @@ export async function definitionRoutes(app: FastifyInstance, opts: DefinitionRou
       },
     },
   }, async (request, reply) => {
-    const def = await svc.overwrite(tenantOf(request), request.params.SEGMENT_ID, request.body);
+    const actor = actorOf(request);
+    const def = await svc.overwrite(tenantOf(request), request.params.SEGMENT_ID, request.body, actor === undefined ? {} : { lastModifiedBy: actor });
     reply.header("X-Location", location(request, def.id));
     return def;
   });

@@ -1,11 +1,12 @@
 /**
  * Segment search (segmentation-api.md §8): `/search/namespaces`, `/search/entities` and
- * `/search/taxonomy` over the sandbox's segment definitions (namespace `AEPSegments`; segmentd
- * has no folders, so every object sits at the root). The query language is in
- * services/segment-search.ts; handlers read the sandbox's definitions and page the matches.
+ * `/search/taxonomy` over the sandbox's audiences: segment definitions in namespace `AEPSegments`,
+ * external audiences in their own (segmentd has no folders, so every object sits at the root).
+ * The query language is in services/segment-search.ts; handlers read the sandbox's audiences
+ * and page the matches.
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import type { DefinitionService } from "../../services/definitions.js";
+import type { AudienceService } from "../../services/audiences.js";
 import { badRequest } from "../../services/errors.js";
 import { compileSearch, indexDoc, PLATFORM_NAMESPACE, SEARCH_SCHEMA, SearchQueryError, type SearchDoc } from "../../services/segment-search.js";
 import { registerTenantHooks, type AuthDeps } from "../auth.js";
@@ -14,7 +15,7 @@ import { authHeaders, commonErrorResponses } from "../schemas.js";
 import { MAX_QUERY_INTEGER } from "./paging-params.js";
 
 export interface SearchRoutesOptions extends AuthDeps {
-  definitions: DefinitionService;
+  audiences: AudienceService;
 }
 
 /** AEP's page size for search: the default and the maximum. */
@@ -64,14 +65,8 @@ function matcher(s: string | undefined): ReturnType<typeof compileSearch> {
 }
 
 /** The sandbox's searchable objects, by name (case-insensitive) then id. */
-async function searchable(svc: DefinitionService, request: FastifyRequest): Promise<SearchDoc[]> {
-  const ctx = tenantOf(request);
-  const out: SearchDoc[] = [];
-  for (let offset = 0; ; offset += 1000) {
-    const page = await svc.list(ctx, { filters: {}, sort: [{ field: "name", direction: "asc" }], offset, limit: 1000 });
-    for (const d of page.items) out.push({ id: d.id, namespace: PLATFORM_NAMESPACE, name: d.name, description: d.description ?? "", parentFolderId: ROOT });
-    if (page.items.length < 1000) break;
-  }
+async function searchable(svc: AudienceService, request: FastifyRequest): Promise<SearchDoc[]> {
+  const out: SearchDoc[] = (await svc.summaries(tenantOf(request))).map((a) => ({ ...a, parentFolderId: ROOT }));
   return out.sort((a, b) => a.name.toLowerCase().localeCompare(b.name.toLowerCase()) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
@@ -101,9 +96,11 @@ export async function searchRoutes(app: FastifyInstance, opts: SearchRoutesOptio
   }, async (request) => {
     checkRequest(request, false);
     const test = matcher(request.query.s);
-    const docs = await searchable(opts.definitions, request);
-    const count = docs.filter((d) => test(indexDoc(d))).length;
-    const namespaces = [{ namespace: PLATFORM_NAMESPACE, displayName: PLATFORM_NAMESPACE, count }];
+    const docs = await searchable(opts.audiences, request);
+    // AEPSegments always, then every namespace the sandbox's external audiences use.
+    const counts = new Map<string, number>([[PLATFORM_NAMESPACE, 0]]);
+    for (const d of docs) counts.set(d.namespace, (counts.get(d.namespace) ?? 0) + (test(indexDoc(d)) ? 1 : 0));
+    const namespaces = [...counts].map(([namespace, count]) => ({ namespace, displayName: namespace, count }));
     return { namespaces, totalCount: String(namespaces.length), status: { message: "Success" } };
   });
 
@@ -136,7 +133,7 @@ export async function searchRoutes(app: FastifyInstance, opts: SearchRoutesOptio
     const page = q.page ?? 0;
     const test = matcher(q.s);
     const folder = q.entityId ?? ROOT;
-    const docs = q.namespace === PLATFORM_NAMESPACE && folder === ROOT ? (await searchable(opts.definitions, request)).filter((d) => test(indexDoc(d))) : [];
+    const docs = folder === ROOT ? (await searchable(opts.audiences, request)).filter((d) => d.namespace === q.namespace && test(indexDoc(d))) : [];
     const entities = docs.slice(page * limit, page * limit + limit).map((d) => {
       const sourceId = sourceIdOf(d);
       return { id: d.id, base64EncodedSourceId: Buffer.from(JSON.stringify(sourceId)).toString("base64"), sourceId, isFolder: false, parentFolderId: d.parentFolderId, name: d.name, description: d.description };
@@ -156,7 +153,7 @@ export async function searchRoutes(app: FastifyInstance, opts: SearchRoutesOptio
     checkRequest(request, true);
     const id = request.query.entityId;
     if (id === undefined || id === "") throw badRequest("The query parameter entityId is required", SEARCH_CODE);
-    const found = request.query.namespace === PLATFORM_NAMESPACE && (await opts.definitions.bulkGet(tenantOf(request), [id])).found.has(id);
+    const found = (await opts.audiences.bulkGet(tenantOf(request), [id])).get(id)?.["namespace"] === request.query.namespace;
     // Adobe answers an unknown entity with an empty taxonomy and says so in the status.
     return { taxonomy: [], status: { message: found ? "Success" : `Cannot find entityId ${id.slice(0, 100)}.` } };
   });

@@ -1,13 +1,18 @@
 // Catalog datasets and batch status, in AEP Catalog's shapes
 // (/data/foundation/catalog): list and get return objects keyed by id, create
-// returns ["@/dataSets/<id>"] with 201.
+// returns ["@/dataSets/<id>"] with 201. A dataset created from a tenant schema
+// (schemaRef.id its $id or meta:altId) takes the schema's class and, unless the
+// body lists identityFields, its identity descriptors as identity fields.
 import type { FastifyInstance } from "fastify";
 import { registerTenantHooks } from "../../http/auth.js";
+import { tenantOf } from "../../http/request-context.js";
 import { limitParam, offsetParam } from "../../http/routes/paging-params.js";
 import { badRequest, notFound } from "../../services/errors.js";
+import type { TenantContext } from "../../services/tenancy.js";
+import { newCatalogId } from "../ids.js";
 import type { DatasetCatalog, IngestBatch, IngestBatches } from "../store.js";
 import { SCHEMA_CLASS_IDS, type Dataset, type IdentityFieldDescriptor, type SchemaClass } from "../types.js";
-import { mapStoreErrors, profileScope, type ProfileRoutesOptions } from "./context.js";
+import { mapStoreErrors, profileScope, type DatasetSchema, type DatasetSchemas, type ProfileRoutesOptions } from "./context.js";
 
 export const CATALOG_PREFIX = "/data/foundation/catalog";
 const XED = "application/vnd.adobe.xed+json;version=1";
@@ -48,13 +53,32 @@ export function schemaClassOf(body: DatasetBody): SchemaClass {
   throw badRequest(`Cannot tell the XDM class of schemaRef.id ${JSON.stringify(id)}: use ${SCHEMA_CLASS_IDS.profile} or ${SCHEMA_CLASS_IDS.experienceevent}, or set schemaClass`);
 }
 
-export function renderDataset(d: Dataset): Record<string, unknown> {
+/** A Schema Registry id: `https://ns.adobe.com/{TENANT_ID}/schemas/{id}` or `_{TENANT_ID}.schemas.{id}`. */
+const TENANT_SCHEMA_ID = /^https?:\/\/ns\.adobe\.com\/[^/]+\/schemas\/[^/]+$|^_[^.]+\.schemas\.[^.]+$/i;
+
+/** The tenant schema schemaRef.id names, if any. Unknown: a 400, unless schemaClass is given (the segmentd shortcut, which ignores the id). */
+async function schemaOfBody(schemas: DatasetSchemas, tenant: TenantContext, body: DatasetBody): Promise<DatasetSchema | null> {
+  const id = body.schemaRef?.id;
+  if (id === undefined) return null;
+  const s = await schemas.resolveForDataset(tenant, id);
+  if (s === null) {
+    if (body.schemaClass === undefined && TENANT_SCHEMA_ID.test(id)) {
+      throw badRequest(`Unknown schema: schemaRef.id ${JSON.stringify(id)} is not a schema of this sandbox (GET /data/foundation/schemaregistry/tenant/schemas lists them)`);
+    }
+    return null;
+  }
+  if (body.schemaClass !== undefined && body.schemaClass !== s.schemaClass) throw badRequest(`schemaClass ${body.schemaClass} contradicts the class of schema ${s.id} (${s.schemaClass})`);
+  return s;
+}
+
+/** `schemaId`: the tenant schema the dataset was created from; otherwise schemaRef names its class. */
+export function renderDataset(d: Dataset, schemaId?: string): Record<string, unknown> {
   return {
     name: d.name,
     ...(d.description === undefined ? {} : { description: d.description }),
     imsOrg: d.imsOrg,
     sandboxName: d.sandboxName,
-    schemaRef: { id: SCHEMA_CLASS_IDS[d.schemaClass], contentType: XED },
+    schemaRef: { id: schemaId ?? SCHEMA_CLASS_IDS[d.schemaClass], contentType: XED },
     schemaClass: d.schemaClass,
     tags: { unifiedProfile: [`enabled:${d.profileEnabled}`], unifiedIdentity: [`enabled:${d.profileEnabled}`] },
     identityFields: d.identityFields,
@@ -86,31 +110,50 @@ export async function catalogRoutes(app: FastifyInstance, opts: ProfileRoutesOpt
   app.post<{ Body: DatasetBody }>("/dataSets", { schema: { tags, summary: "Create a dataset", body: datasetBodySchema } }, async (request, reply) => {
     const body = request.body;
     const enabled = (body.tags?.["unifiedProfile"] ?? []).some((t) => t.trim().toLowerCase() === "enabled:true");
-    const d = await mapStoreErrors(() => opts.profiles.createDataset(profileScope(request), {
-      name: body.name, schemaClass: schemaClassOf(body), profileEnabled: enabled,
-      ...(body.description === undefined ? {} : { description: body.description }),
-      ...(body.identityFields === undefined ? {} : { identityFields: body.identityFields }),
-    }, opts.clock.now()));
-    reply.code(201);
-    return [`@/dataSets/${d.id}`];
+    const tenant = tenantOf(request);
+    const registry = opts.schemas;
+    const schema = registry === undefined ? null : await schemaOfBody(registry, tenant, body);
+    let id: string | undefined;
+    if (registry !== undefined && schema !== null) {
+      // Linked before the dataset exists, so the schema cannot be deleted in between.
+      id = newCatalogId();
+      if (!(await registry.linkDataset(tenant, id, schema.id))) throw badRequest(`Unknown schema: ${schema.id} was deleted`);
+    }
+    const identityFields = body.identityFields ?? schema?.identityFields;
+    try {
+      const d = await mapStoreErrors(() => opts.profiles.createDataset(profileScope(request), {
+        ...(id === undefined ? {} : { id }),
+        name: body.name, schemaClass: schema?.schemaClass ?? schemaClassOf(body), profileEnabled: enabled,
+        ...(body.description === undefined ? {} : { description: body.description }),
+        ...(identityFields === undefined ? {} : { identityFields }),
+      }, opts.clock.now()));
+      reply.code(201);
+      return [`@/dataSets/${d.id}`];
+    } catch (err) {
+      if (id !== undefined) await registry?.unlinkDataset(tenant, id);
+      throw err;
+    }
   });
 
   app.get<{ Querystring: { limit?: number; start?: number } }>("/dataSets", {
     schema: { tags, summary: "List datasets", querystring: { type: "object", properties: { limit: limitParam(100), start: offsetParam() } } },
   }, async (request) => {
     const list = await opts.profiles.listDatasets(profileScope(request), { limit: request.query.limit ?? 50, start: request.query.start ?? 0 });
-    return Object.fromEntries(list.map((d) => [d.id, renderDataset(d)]));
+    const schemaIds = await opts.schemas?.schemasOfDatasets(tenantOf(request), list.map((d) => d.id));
+    return Object.fromEntries(list.map((d) => [d.id, renderDataset(d, schemaIds?.get(d.id))]));
   });
 
   app.get<{ Params: { id: string } }>("/dataSets/:id", { schema: { tags, summary: "Get a dataset" } }, async (request) => {
     const d = await opts.profiles.getDataset(profileScope(request), request.params.id);
     if (d === null) throw notFound("Dataset", request.params.id);
-    return { [d.id]: renderDataset(d) };
+    const schemaIds = await opts.schemas?.schemasOfDatasets(tenantOf(request), [d.id]);
+    return { [d.id]: renderDataset(d, schemaIds?.get(d.id)) };
   });
 
   app.delete<{ Params: { id: string } }>("/dataSets/:id", { schema: { tags, summary: "Delete a dataset and its records" } }, async (request) => {
     const counts = await opts.profiles.deleteDataset(profileScope(request), request.params.id);
     if (counts === null) throw notFound("Dataset", request.params.id);
+    await opts.schemas?.unlinkDataset(tenantOf(request), request.params.id);
     return [`@/dataSets/${request.params.id}`];
   });
 

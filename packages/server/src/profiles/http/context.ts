@@ -10,13 +10,34 @@ import type { TenantContext } from "../../services/tenancy.js";
 import type { FastifyRequest } from "fastify";
 import { ApiError, ErrorCodes } from "../../services/errors.js";
 import { StoreError, type DatasetCatalog, type IdentityGraph, type IngestBatches, type LifecycleWrites, type ProfileReads, type RecordAppends, type StoreHealth } from "../store.js";
-import { NO_MERGE_POLICY, type MergePolicySpec, type ValidRecord } from "../types.js";
+import { NO_MERGE_POLICY, type IdentityFieldDescriptor, type MergePolicySpec, type SchemaClass, type ValidRecord } from "../types.js";
 import type { ValidationLimits } from "../validate.js";
 import type { AheadDecision, IngestResult } from "../ingest.js";
 
 export interface MergePolicyResolver {
   /** The policy with this id, or the sandbox's default when id is undefined. */
   resolve(tenant: TenantContext, id: string | undefined): Promise<MergePolicySpec>;
+}
+
+/** A tenant schema as a dataset takes it: its `$id`, class and identity descriptors. */
+export interface DatasetSchema {
+  id: string;
+  schemaClass: SchemaClass;
+  identityFields: IdentityFieldDescriptor[];
+}
+
+/**
+ * The Schema Registry as the catalog sees it (services/schema-registry.ts): a dataset created
+ * from a tenant schema takes its class and identity fields, and stays linked to the schema.
+ */
+export interface DatasetSchemas {
+  /** The tenant schema with this `$id` or `meta:altId`; null when the sandbox has none. */
+  resolveForDataset(tenant: TenantContext, id: string): Promise<DatasetSchema | null>;
+  /** False when the schema is gone. */
+  linkDataset(tenant: TenantContext, datasetId: string, schemaId: string): Promise<boolean>;
+  unlinkDataset(tenant: TenantContext, datasetId: string): Promise<void>;
+  /** Dataset id → schema `$id`, for the datasets created from a schema. */
+  schemasOfDatasets(tenant: TenantContext, datasetIds: readonly string[]): Promise<Map<string, string>>;
 }
 
 /** Every role the profile routes call between them (each route plugin names only its own). */
@@ -27,6 +48,8 @@ export interface ProfileRoutesOptions<S = ProfileRoutesStore> extends AuthDeps {
   clock: Clock;
   policies: MergePolicyResolver;
   limits?: Partial<ValidationLimits>;
+  /** Datasets from tenant schemas; without it, schemaRef.id names a class only. */
+  schemas?: DatasetSchemas;
   /**
    * Called after records from the streaming collection endpoint are durable,
    * before the response: streaming evaluation and edge projection. A failure is

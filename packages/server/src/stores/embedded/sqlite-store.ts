@@ -19,6 +19,7 @@ import type {
   DefinitionLimits,
   DefinitionListQuery,
   DefinitionRepository,
+  ExternalAudienceRepository,
   MergePolicyListQuery,
   MergePolicyRepository,
   MetadataStore,
@@ -34,6 +35,8 @@ import {
   MergePolicyInUseError,
 } from "../types.js";
 import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "../records.js";
+import { SqliteExternalAudiences } from "./sqlite-external-audiences.js";
+import { SqliteSchemas } from "./sqlite-schemas.js";
 import { coreMigrations, definitionFilters, MIGRATIONS_TABLE, definitionOrderBy, mergePolicyFilters, mergePolicyOrderBy } from "../sql-common.js";
 import {
   DATASTREAM_COLUMN_NAMES,
@@ -327,14 +330,18 @@ class SqliteDatastreams implements DatastreamRepository {
 export class SqliteMetadataStore implements MetadataStore {
   readonly kind = "embedded" as const;
   readonly definitions: DefinitionRepository;
+  readonly externalAudiences: ExternalAudienceRepository;
   readonly mergePolicies: MergePolicyRepository;
   readonly datastreams: DatastreamRepository;
+  readonly schemas: SqliteSchemas;
   private closed = false;
 
   constructor(private readonly db: Db) {
+    this.externalAudiences = new SqliteExternalAudiences(db);
     this.definitions = new SqliteDefinitions(db);
     this.mergePolicies = new SqliteMergePolicies(db);
     this.datastreams = new SqliteDatastreams(db);
+    this.schemas = new SqliteSchemas(db);
   }
 
   async ping(): Promise<void> {

@@ -14,6 +14,7 @@ import type {
   DefinitionLimits,
   DefinitionListQuery,
   DefinitionRepository,
+  ExternalAudienceRepository,
   MergePolicyListQuery,
   MergePolicyRepository,
   MetadataStore,
@@ -29,6 +30,8 @@ import {
   MergePolicyInUseError,
 } from "../types.js";
 import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "../records.js";
+import { PgExternalAudiences } from "./pg-external-audiences.js";
+import { PgSchemas } from "./pg-schemas.js";
 import { coreMigrations, definitionFilters, MIGRATIONS_TABLE, definitionOrderBy, mergePolicyFilters, mergePolicyOrderBy } from "../sql-common.js";
 import {
   DATASTREAM_COLUMN_NAMES,
@@ -355,13 +358,17 @@ class PgDatastreams implements DatastreamRepository {
 export class PgMetadataStore implements MetadataStore {
   readonly kind = "postgres" as const;
   readonly definitions: DefinitionRepository;
+  readonly externalAudiences: ExternalAudienceRepository;
   readonly mergePolicies: MergePolicyRepository;
   readonly datastreams: DatastreamRepository;
+  readonly schemas: PgSchemas;
 
   constructor(private readonly pool: pg.Pool) {
+    this.externalAudiences = new PgExternalAudiences(pool);
     this.definitions = new PgDefinitions(pool);
     this.mergePolicies = new PgMergePolicies(pool);
     this.datastreams = new PgDatastreams(pool);
+    this.schemas = new PgSchemas(pool);
   }
 
   private closed = false;
