@@ -24,6 +24,7 @@ import {
   type ItemFn,
 } from "./runtime/builtins.js";
 import { prepareQuery, resolveNow, type EvalContext } from "./runtime/prepare.js";
+import { Tracer, type TraceNode } from "./trace.js";
 import { boundsFromSpans, dateValue, inBounds, resolveTimeRef, spanOfValue, tailRefs, timeRefValue, type TimeSpan } from "./runtime/time.js";
 import {
   arithmetic,
@@ -38,6 +39,7 @@ import {
 } from "./runtime/values.js";
 
 export type { EvalContext } from "./runtime/prepare.js";
+export type { TraceNode } from "./trace.js";
 
 interface Vars {
   name: string;
@@ -51,6 +53,8 @@ interface Env {
   /** Implicit contexts: [the first parameter, filter item, nested filter item, ...]. */
   readonly items: readonly unknown[];
   readonly vars: Vars | null;
+  /** Set by traceEvaluation: records the nodes evaluated in the query's own context. */
+  readonly tracer: Tracer | null;
 }
 
 /**
@@ -68,14 +72,26 @@ export function evaluatePredicate(query: string | Query, context: EvalContext): 
   return toBoolean(evaluate(query, context));
 }
 
-function run(q: Query, context: EvalContext): unknown {
+/**
+ * The value of a query and the trace of its evaluation (trace.ts): the same
+ * interpreter, recording each node's value as it goes, so the root's value is
+ * the result.
+ */
+export function traceEvaluation(query: string | Query, context: EvalContext): { value: unknown; trace: TraceNode } {
+  const tracer = new Tracer();
+  const value = run(prepareQuery(query), context, tracer);
+  tracer.root.value = value;
+  return { value, trace: tracer.root };
+}
+
+function run(q: Query, context: EvalContext, tracer: Tracer | null = null): unknown {
   const now = resolveNow(context.now);
   const root = context.params?.[0] ?? context.profile;
   let vars: Vars | null = null;
   q.params.forEach((name, i) => {
     vars = { name, value: i === 0 ? root : orNull(context.params?.[i]), next: vars };
   });
-  return orNull(ev(q.body, { ctx: context, now, items: [root], vars }));
+  return orNull(ev(q.body, { ctx: context, now, items: [root], vars, tracer }));
 }
 
 function lookup(vars: Vars | null, name: string): unknown {
@@ -93,7 +109,17 @@ function withItem(env: Env, item: unknown): Env {
 
 const bool = (e: Expr, env: Env) => toBoolean(ev(e, env));
 
+/** The tracer when this evaluation records nodes (tracing, and not inside one item's evaluation). */
+function tracing(env: Env): Tracer | null {
+  return env.tracer !== null && env.tracer.active ? env.tracer : null;
+}
+
 function ev(e: Expr, env: Env): unknown {
+  const t = tracing(env);
+  return t === null ? evNode(e, env) : t.traced(e, () => evNode(e, env));
+}
+
+function evNode(e: Expr, env: Env): unknown {
   switch (e.type) {
     case "Literal":
       return e.value;
@@ -126,7 +152,7 @@ function ev(e: Expr, env: Env): unknown {
     case "Call":
       return call(e.name, e.args, env);
     case "Filter":
-      return filterItems(ev(e.object, env), itemFn(e.condition, env));
+      return filterItems(ev(e.object, env), itemFn(e.condition, env, true));
     case "Negate": {
       const v = ev(e.operand, env);
       return typeof v === "number" ? -v : null;
@@ -219,8 +245,23 @@ function binary(op: Extract<Expr, { type: "Binary" }>["op"], left: Expr, right: 
   }
 }
 
-/** An item-context argument: the item becomes the implicit context; a lambda binds its parameters. */
-function itemFn(arg: Expr, env: Env): ItemFn {
+/**
+ * An item-context argument: the item becomes the implicit context; a lambda binds its parameters.
+ * Traced, its items are evaluated untraced and counted on the iterating node (`predicate`: which held).
+ */
+function itemFn(arg: Expr, env: Env, predicate = false): ItemFn {
+  const fn = untracedItemFn(arg, env);
+  const t = tracing(env);
+  if (t === null) return fn;
+  const owner = t.current;
+  return (item, key) => {
+    const v = t.untraced(() => fn(item, key));
+    if (predicate) t.item(owner, toBoolean(v), item);
+    return v;
+  };
+}
+
+function untracedItemFn(arg: Expr, env: Env): ItemFn {
   if (arg.type === "Lambda") {
     return (item, key) => {
       let inner = withItem(env, item);
@@ -242,9 +283,9 @@ function method(name: string, recvNode: Expr, args: Expr[], env: Env): unknown {
   const a0 = args[0];
   switch (name) {
     case "filter":
-      return a0 ? filterItems(recv, itemFn(a0, env)) : null;
+      return a0 ? filterItems(recv, itemFn(a0, env, true)) : null;
     case "exists":
-      return a0 ? existsItem(recv, itemFn(a0, env)) : false;
+      return a0 ? existsItem(recv, itemFn(a0, env, true)) : false;
     case "groupBy":
       return a0 ? groupBy(recv, itemFn(a0, env)) : null;
     case "map":
@@ -298,7 +339,10 @@ function tailHolds(tail: OccursTail, t: number | null, env: Env): boolean {
     if (s === null) return false;
     spans.push(s);
   }
-  return inBounds(t, boundsFromSpans(tail, spans));
+  const bounds = boundsFromSpans(tail, spans);
+  const tracer = tracing(env);
+  if (tracer !== null) tracer.current.bounds = bounds;
+  return inBounds(t, bounds);
 }
 
 function occurs(e: Occurs, env: Env): boolean {
@@ -324,6 +368,14 @@ function chain(e: Chain, env: Env): boolean {
     if (t !== null) events.push({ ev: item, t });
   }
   events.sort((a, b) => a.t - b.t);
+  const t = tracing(env);
+  if (t === null) return chainSteps(e, events, env, null);
+  const owner = t.current;
+  return t.untraced(() => chainSteps(e, events, env, (item, held) => t.item(owner, held, item)));
+}
+
+/** The greedy scan of chain's steps over events in time order; `seen` counts each event tested (traces). */
+function chainSteps(e: Chain, events: { ev: unknown; t: number }[], env: Env, seen: ((item: unknown, held: boolean) => void) | null): boolean {
   let pos = -Infinity;
   let i = 0;
   for (const step of e.steps) {
@@ -334,9 +386,9 @@ function chain(e: Chain, env: Env): boolean {
     for (; i < events.length && found < need; i++) {
       const { ev: item, t } = events[i]!;
       const inner = withItem(env, item);
-      if (!bool(step.what, inner)) continue;
-      if (step.when && !tailHolds(step.when, t, inner)) continue;
-      if (step.where && !bool(step.where, inner)) continue;
+      const held = bool(step.what, inner) && (!step.when || tailHolds(step.when, t, inner)) && (!step.where || bool(step.where, inner));
+      seen?.(item, held);
+      if (!held) continue;
       if (++found === need) pos = t;
     }
     if (found < need) return false;
@@ -359,14 +411,22 @@ function tuples(
   const b = bindings[k]!;
   const source = ev(b.source, env);
   if (!Array.isArray(source)) return false;
-  for (const raw of source) {
-    const item = orNull(raw);
+  // One item of this binding: null when its condition fails, else whether the visit stopped.
+  const one = (item: unknown): boolean | null => {
     const inner = bind(env, b.variable, item);
-    if (b.condition && !bool(b.condition, inner)) continue;
+    if (b.condition && !bool(b.condition, inner)) return null;
     vals.push(item);
     const stop = tuples(bindings, k + 1, inner, vals, visit);
     vals.pop();
-    if (stop) return true;
+    return stop;
+  };
+  const t = tracing(env);
+  const owner = t?.current;
+  for (const raw of source) {
+    const item = orNull(raw);
+    const r = t ? t.untraced(() => one(item)) : one(item);
+    if (t) t.item(owner!, r !== null, item);
+    if (r === true) return true;
   }
   return false;
 }
@@ -381,10 +441,17 @@ function forallTuple(bindings: Binding[], k: number, env: Env): boolean {
   const b = bindings[k]!;
   const source = ev(b.source, env);
   if (!Array.isArray(source)) return true;
+  const one = (item: unknown): boolean => {
+    const inner = bind(env, b.variable, item);
+    return !(b.condition && !bool(b.condition, inner)) && forallTuple(bindings, k + 1, inner);
+  };
+  const t = tracing(env);
+  const owner = t?.current;
   for (const raw of source) {
-    const inner = bind(env, b.variable, orNull(raw));
-    if (b.condition && !bool(b.condition, inner)) return false;
-    if (!forallTuple(bindings, k + 1, inner)) return false;
+    const item = orNull(raw);
+    const held = t ? t.untraced(() => one(item)) : one(item);
+    if (t) t.item(owner!, held, item);
+    if (!held) return false;
   }
   return true;
 }

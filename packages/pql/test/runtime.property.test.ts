@@ -11,7 +11,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { evaluate } from "../src/evaluate.js";
+import { evaluate, traceEvaluation } from "../src/evaluate.js";
 import { compile } from "../src/compile.js";
 import { PqlError } from "../src/errors.js";
 import type { CmpOp, Expr, Query } from "../src/ast.js";
@@ -146,6 +146,27 @@ test("property: evaluate and compile agree on typed profile+event predicates (co
     fc.property(profileCond, dataArb, (body, data) => agree({ type: "Query", params: [], body }, data)),
     { numRuns: 2000 },
   );
+});
+
+/** The traced evaluation (explain) gives the engines' result, and its trace's root says so. */
+function traceAgrees(q: Query, data: { profile: Record<string, unknown>; events: Record<string, unknown>[]; now: number }) {
+  const traced = outcome(() => traceEvaluation(q, data));
+  const engine = outcome(() => compile(q)(data));
+  if (!traced.ok || !engine.ok) {
+    assert.deepStrictEqual(traced.ok ? traced : { ok: false, code: traced.code }, engine);
+    return;
+  }
+  const { value, trace } = traced.value as ReturnType<typeof traceEvaluation>;
+  assert.deepStrictEqual(value, engine.value);
+  assert.deepStrictEqual(trace.value, engine.value);
+  // The body is the root's one child, with the same value (the query's top level).
+  assert.equal(trace.children.length, 1);
+  assert.deepStrictEqual(trace.children[0]!.value ?? null, engine.value);
+}
+
+test("property: the traced evaluation equals the compiled engine on typed predicates and arbitrary trees (2,000 cases)", () => {
+  fc.assert(fc.property(profileCond, dataArb, (body, data) => traceAgrees({ type: "Query", params: [], body }, data)), { numRuns: 1000 });
+  fc.assert(fc.property(queryArbitrary({ maxDepth: 4 }), dataArb, (q, data) => traceAgrees(q, data)), { numRuns: 1000 });
 });
 
 test("property: one compiled query reused across many profiles and instants agrees with evaluate each time", () => {

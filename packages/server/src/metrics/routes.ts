@@ -10,11 +10,58 @@ import { tenantOf } from "../http/request-context.js";
 import { authHeaders, commonErrorResponses, idParam } from "../http/schemas.js";
 import type { Clock } from "../platform/clock.js";
 import type { MetadataStore } from "../stores/types.js";
+import type { MembershipReads, ProfileReads } from "../profiles/store.js";
+import type { ExpressionInput } from "../services/definition-analysis.js";
 import { AudienceMetricsService, type MetricWindow } from "./audience-metrics.js";
+import { AudienceExplainer } from "./explain.js";
 
 export interface MetricsRoutesOptions extends AuthDeps {
   metrics: AudienceMetricsService;
+  explainer: AudienceExplainer;
 }
+
+const identityQuery = {
+  type: "object",
+  properties: {
+    entityId: { type: "string", minLength: 1, maxLength: 1024, description: "The profile's identity value" },
+    entityIdNS: { type: "string", minLength: 1, maxLength: 256, description: "Its namespace code (Email, ECID, ...)" },
+  },
+  required: ["entityId", "entityIdNS"],
+} as const;
+
+const traceNodeSchema = {
+  type: "object",
+  description: "A node of the expression with its value; `items` on nodes that test items (filters, exists, quantifiers, chain); `bounds` on occurs",
+  additionalProperties: true,
+  properties: { kind: { type: "string" }, text: { type: "string" }, value: {}, children: { type: "array", items: { type: "object", additionalProperties: true } } },
+  required: ["kind", "text", "value", "children"],
+} as const;
+
+const explanationSchema = {
+  type: "object",
+  properties: {
+    segmentId: { type: "string", nullable: true },
+    entityId: { type: "string" },
+    entityIdNS: { type: "string" },
+    profileId: { type: "string" },
+    evaluatedAt: { type: "string" },
+    mergePolicyId: { type: "string", nullable: true },
+    result: { type: "boolean" },
+    excludedByConsent: { type: "boolean" },
+    membership: {
+      type: "object",
+      properties: {
+        status: { type: "string", nullable: true },
+        lastQualificationTime: { type: "string", nullable: true },
+        history: { type: "array", items: { type: "object", properties: { from: { type: "string", nullable: true }, to: { type: "string" }, source: { type: "string" }, at: { type: "string" } } } },
+      },
+    },
+    references: { type: "array", items: { type: "object", properties: { id: { type: "string" }, status: { type: "string", nullable: true } } } },
+    events: { type: "object", properties: { read: { type: "integer" }, truncated: { type: "boolean" } } },
+    trace: traceNodeSchema,
+  },
+  required: ["segmentId", "entityId", "entityIdNS", "profileId", "evaluatedAt", "result", "excludedByConsent", "membership", "references", "events", "trace"],
+} as const;
 
 const bucketSchema = {
   type: "object",
@@ -62,12 +109,50 @@ export async function metricsRoutes(app: FastifyInstance, opts: MetricsRoutesOpt
       },
     },
   }, async (request) => opts.metrics.metrics(tenantOf(request), request.params.id, request.query.window));
+
+  const explainTags = ["Explain"];
+  app.get<{ Params: { id: string }; Querystring: { entityId: string; entityIdNS: string } }>("/segment/definitions/:id/explain", {
+    schema: {
+      tags: explainTags,
+      summary: "Why a profile is in or out of an audience: its status and history, and the traced evaluation of the expression now (segmentd extension)",
+      headers: authHeaders,
+      params: idParam("id"),
+      querystring: identityQuery,
+      response: { 200: explanationSchema, ...commonErrorResponses, 404: { ...commonErrorResponses[400], description: "No such definition or profile in this sandbox" } },
+    },
+  }, async (request) => opts.explainer.explain(tenantOf(request), {
+    definitionId: request.params.id, identity: { id: request.query.entityId, namespace: request.query.entityIdNS },
+  }));
+
+  app.post<{ Body: { expression: ExpressionInput; mergePolicyId?: string; entityId: string; entityIdNS: string } }>("/segment/definitions/explain", {
+    schema: {
+      tags: explainTags,
+      summary: "Explain a draft expression for a profile without saving it (segmentd extension)",
+      headers: authHeaders,
+      body: {
+        type: "object",
+        properties: {
+          expression: { type: "object", properties: { type: { type: "string" }, format: { type: "string" }, value: { type: "string" } }, required: ["type", "format", "value"] },
+          mergePolicyId: { type: "string", minLength: 1, maxLength: 256 },
+          ...identityQuery.properties,
+        },
+        required: ["expression", "entityId", "entityIdNS"],
+      },
+      response: { 200: explanationSchema, ...commonErrorResponses, 404: { ...commonErrorResponses[400], description: "No such profile in this sandbox" } },
+    },
+  }, async (request) => {
+    const b = request.body;
+    return opts.explainer.explain(tenantOf(request), {
+      draft: { expression: b.expression, ...(b.mergePolicyId === undefined ? {} : { mergePolicyId: b.mergePolicyId }) },
+      identity: { id: b.entityId, namespace: b.entityIdNS },
+    });
+  });
 }
 
 export interface AudienceMetricsPluginOptions extends AuthDeps {
   meta: MetadataStore;
-  /** The membership transitions the streaming and edge engines recorded. */
-  hub: ConstructorParameters<typeof AudienceMetricsService>[1];
+  /** The membership transitions the engines recorded; profiles and events for explain. */
+  hub: ProfileReads & MembershipReads;
   clock: Clock;
 }
 
@@ -79,7 +164,8 @@ export interface AudienceMetricsPluginOptions extends AuthDeps {
 export const audienceMetricsPlugin = fp(
   async (app: FastifyInstance, opts: AudienceMetricsPluginOptions) => {
     const metrics = new AudienceMetricsService(opts.meta, opts.hub, opts.clock);
-    await metricsRoutes(app, { authenticator: opts.authenticator, tenants: opts.tenants, metrics });
+    const explainer = new AudienceExplainer(opts.meta, opts.hub, opts.clock);
+    await metricsRoutes(app, { authenticator: opts.authenticator, tenants: opts.tenants, metrics, explainer });
   },
   { name: "segmentd-audience-metrics", fastify: "5.x", encapsulate: true },
 );

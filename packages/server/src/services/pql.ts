@@ -2,10 +2,10 @@
  * The one place the server touches the PQL package. Services call these
  * helpers; when the language package's API moves, only this file changes.
  */
-import { check, classify, format, fromPqlJson, parse, toPqlJson, walk, PqlError } from "@segmentd/pql";
-import type { Diagnostic, Query } from "@segmentd/pql";
+import { check, classify, format, fromPqlJson, parse, toPqlJson, traceEvaluation, walk, PqlError } from "@segmentd/pql";
+import type { Diagnostic, Query, TraceNode } from "@segmentd/pql";
 
-export type { Diagnostic, Query };
+export type { Diagnostic, Query, TraceNode };
 
 export interface Classified {
   queryType: string | null;
@@ -22,6 +22,11 @@ export function pqlErrors(text: string): Diagnostic[] {
 
 export function parsePql(text: string): Query {
   return parse(text);
+}
+
+/** A query's value for one profile and its events at `now`, with the trace of the evaluation (explain). */
+export function traceQuery(query: Query, ctx: { profile: Record<string, unknown>; events: readonly Record<string, unknown>[]; now: number }): { value: unknown; trace: TraceNode } {
+  return traceEvaluation(query, { profile: ctx.profile, events: [...ctx.events], now: ctx.now });
 }
 
 /** Canonical PQL text of a query. */

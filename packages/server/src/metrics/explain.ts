@@ -1,0 +1,156 @@
+/**
+ * Explain (issue #28): why a profile is in or out of an audience. The profile is
+ * read as the engines read it — merged under the definition's merge policy, its
+ * events, its memberships in `segmentMembership.ups` — and the expression is
+ * evaluated once by the reference interpreter with tracing on (services/pql.ts
+ * traceQuery), so the trace's root is the result; the membership store gives
+ * the status and the transitions that led to it.
+ */
+import type { Clock } from "../platform/clock.js";
+import type { MembershipReads, ProfileReads } from "../profiles/store.js";
+import type { Identity, MembershipTransition, MergePolicySpec } from "../profiles/types.js";
+import { normalizeNamespace } from "../profiles/validate.js";
+import { expressionText, parseChecked, type ExpressionInput } from "../services/definition-analysis.js";
+import { ApiError, ErrorCodes, badRequest, notFound } from "../services/errors.js";
+import { traceQuery, type TraceNode } from "../services/pql.js";
+import { scopeOf, type TenantContext } from "../services/tenancy.js";
+import type { MetadataStore } from "../stores/types.js";
+
+/** Events read per explain, newest kept (the streaming engine's bound on a loaded profile). */
+export const EXPLAIN_MAX_EVENTS = 10_000;
+/** Transitions shown per explain (the most recent). */
+export const EXPLAIN_MAX_HISTORY = 100;
+const ARRAY_SHOWN = 10;
+const STRING_SHOWN = 256;
+const DEPTH_SHOWN = 6;
+
+export interface ExplainRequest {
+  identity: { id: string; namespace: string };
+  /** A stored definition, or a draft expression (with its merge policy, default the sandbox's). */
+  definitionId?: string;
+  draft?: { expression: ExpressionInput; mergePolicyId?: string };
+}
+
+export interface Explanation {
+  segmentId: string | null;
+  entityId: string;
+  entityIdNS: string;
+  profileId: string;
+  evaluatedAt: string;
+  mergePolicyId: string | null;
+  /** What the expression gives for the profile now (consent exclusion applied). */
+  result: boolean;
+  /** The profile opted out of data use and the definition excludes opted-out profiles: out whatever the expression says. */
+  excludedByConsent: boolean;
+  membership: { status: "realized" | "exited" | null; lastQualificationTime: string | null; history: Omit<MembershipTransition, "profileId" | "definitionId">[] };
+  /** The profile's status in each audience the expression references with inSegment. */
+  references: { id: string; status: "realized" | "exited" | null }[];
+  events: { read: number; truncated: boolean };
+  trace: TraceNode;
+}
+
+/** A value as the trace shows it: bounded arrays, strings and depth; events by id, type and time. */
+export function shown(v: unknown, depth = 0): unknown {
+  if (typeof v === "string") return v.length > STRING_SHOWN ? `${v.slice(0, STRING_SHOWN)}…` : v;
+  if (v === null || typeof v !== "object") return v === undefined ? null : v;
+  if (v instanceof Date) return v.toISOString();
+  if (depth >= DEPTH_SHOWN) return Array.isArray(v) ? `[${v.length} items]` : "{…}";
+  if (Array.isArray(v)) {
+    const items = v.slice(0, ARRAY_SHOWN).map((x) => shown(x, depth + 1));
+    return v.length > ARRAY_SHOWN ? { count: v.length, first: items } : items;
+  }
+  const o = v as Record<string, unknown>;
+  if (typeof o["_id"] === "string" && "timestamp" in o) return { _id: o["_id"], eventType: o["eventType"] ?? null, timestamp: o["timestamp"] };
+  return Object.fromEntries(Object.entries(o).map(([k, x]) => [k, shown(x, depth + 1)]));
+}
+
+function shownTrace(n: TraceNode): TraceNode {
+  return {
+    kind: n.kind,
+    text: n.text,
+    value: shown(n.value),
+    children: n.children.map(shownTrace),
+    ...(n.items ? { items: { tested: n.items.tested, held: n.items.held, first: n.items.first.map((x) => shown(x)) } } : {}),
+    ...(n.bounds ? { bounds: n.bounds } : {}),
+  };
+}
+
+export class AudienceExplainer {
+  constructor(
+    private readonly meta: MetadataStore,
+    private readonly hub: ProfileReads & MembershipReads,
+    private readonly clock: Clock,
+  ) {}
+
+  async explain(ctx: TenantContext, req: ExplainRequest): Promise<Explanation> {
+    const scope = scopeOf(ctx);
+    let text: string;
+    let mergePolicyId: string | undefined;
+    let excludeOptOut = true;
+    if (req.definitionId !== undefined) {
+      const rec = await this.meta.definitions.get(scope, req.definitionId);
+      if (!rec) throw notFound("Segment definition", req.definitionId);
+      text = rec.canonicalText;
+      mergePolicyId = rec.definition.mergePolicyId;
+      excludeOptOut = rec.definition.dataGovernancePolicy.excludeOptOut;
+    } else if (req.draft !== undefined) {
+      text = expressionText(req.draft.expression, ctx.limits.expressionBytes).text;
+      mergePolicyId = req.draft.mergePolicyId;
+    } else {
+      throw badRequest("Name a definition or send an expression to explain");
+    }
+    const query = parseChecked(text);
+    const policy = mergePolicyId !== undefined
+      ? await this.meta.mergePolicies.get(scope, mergePolicyId)
+      : await this.meta.mergePolicies.getDefault(scope, "_xdm.context.profile");
+    if (!policy) {
+      throw new ApiError(400, ErrorCodes.mergePolicy, mergePolicyId !== undefined
+        ? `merge policy '${mergePolicyId}' does not exist in sandbox '${ctx.sandbox.sandboxName}'`
+        : `sandbox '${ctx.sandbox.sandboxName}' has no default merge policy for schema class '_xdm.context.profile'; pass mergePolicyId`);
+    }
+    // A stored policy is a MergePolicySpec as it is (the profile routes' resolver passes it the same way).
+    const spec: MergePolicySpec = policy.policy;
+    const identity: Identity = { namespace: normalizeNamespace(req.identity.namespace), id: req.identity.id };
+    const profile = await this.hub.getProfile(scope, identity, spec);
+    if (profile === null) throw notFound("Profile", `${req.identity.namespace}:${req.identity.id}`);
+
+    const now = this.clock.now();
+    const page = await this.hub.getEvents(scope, identity, spec, { order: "desc", limit: EXPLAIN_MAX_EVENTS });
+    const events = page.events.map((e) => e.body).reverse();
+    const { value, trace } = traceQuery(query, { profile: profile.entity, events, now });
+    const excludedByConsent = excludeOptOut && profile.optedOut;
+    // A segment's top level is a boolean position: only `true` qualifies (the engines' rule).
+    const result = !excludedByConsent && value === true;
+
+    const memberships = await this.hub.getMemberships(scope, profile.profileId);
+    const byDef = new Map(memberships.map((m) => [m.definitionId, m]));
+    const mine = req.definitionId === undefined ? undefined : byDef.get(req.definitionId);
+    const history = req.definitionId === undefined ? [] : await this.hub.listTransitions(scope, { definitionId: req.definitionId, profileId: profile.profileId });
+    const refs = [...new Set(collectInSegment(trace))];
+    return {
+      segmentId: req.definitionId ?? null,
+      entityId: req.identity.id,
+      entityIdNS: req.identity.namespace,
+      profileId: profile.profileId,
+      evaluatedAt: new Date(now).toISOString(),
+      mergePolicyId: policy.policy.id,
+      result,
+      excludedByConsent,
+      membership: {
+        status: mine?.status ?? null,
+        lastQualificationTime: mine?.lastQualificationTime ?? null,
+        history: history.slice(-EXPLAIN_MAX_HISTORY).map((t) => ({ from: t.from, to: t.to, source: t.source, at: t.at })),
+      },
+      references: refs.map((id) => ({ id, status: byDef.get(id)?.status ?? null })),
+      events: { read: events.length, truncated: page.next !== null },
+      trace: shownTrace(trace),
+    };
+  }
+}
+
+/** The ids inSegment calls evaluated (their argument's traced value). */
+function collectInSegment(n: TraceNode, out: string[] = []): string[] {
+  if (n.kind === "Call:inSegment" && typeof n.children[0]?.value === "string") out.push(n.children[0].value);
+  for (const c of n.children) collectInSegment(c, out);
+  return out;
+}

@@ -1,0 +1,154 @@
+/**
+ * Explain over real HTTP (#28): after a batch job, for each kind of query and
+ * each profile, the explanation's result equals the membership the job wrote,
+ * its trace's root is that result, and the history shows the job's transition;
+ * consent exclusion, draft expressions, and bad requests (status, code,
+ * message; another organization sees nothing).
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { DEFS, ORG_B, TOKEN_B, arr, client, definitionBody, obj, startHarness, type Client, type Harness } from "./helpers/server-harness.js";
+
+const PROFILE_CLASS = "https://ns.adobe.com/xdm/context/profile";
+const EVENT_CLASS = "https://ns.adobe.com/xdm/context/experienceevent";
+const JOBS = "/data/core/ups/segment/jobs";
+const DAY = 86_400_000;
+
+let h: Harness;
+let a: Client;
+
+function message(datasetId: string, schemaId: string, entity: Record<string, unknown>) {
+  return { header: { schemaRef: { id: schemaId, contentType: "application/vnd.adobe.xed-full+json;version=1" }, datasetId }, body: { xdmMeta: { schemaRef: { id: schemaId } }, xdmEntity: entity } };
+}
+
+async function dataset(name: string, schemaId: string): Promise<string> {
+  const r = await a.post("/data/foundation/catalog/dataSets", { name, schemaRef: { id: schemaId, contentType: "application/vnd.adobe.xed+json;version=1" }, tags: { unifiedProfile: ["enabled:true"] } });
+  assert.equal(r.status, 201, r.text);
+  return String(arr(r.json)[0]).split("/").pop()!;
+}
+
+async function explain(id: string, email: string, c: Client = a) {
+  return c.get(`${DEFS}/${id}/explain?entityId=${encodeURIComponent(email)}&entityIdNS=Email`);
+}
+
+const PEOPLE = {
+  "ann@example.com": { person: { age: 41 }, purchases: [2, 10] },
+  "bob@example.com": { person: { age: 25 }, purchases: [40] },
+  "cat@example.com": { person: { age: 50 }, purchases: [1], consents: { marketing: { preferred: "n" } } },
+} as const;
+
+const QUERIES = {
+  "profile-only": "person.age > 30",
+  "single event": 'xEvent.exists(e => e.eventType = "commerce.purchases" and e.timestamp occurs <= 7 days before now)',
+  "count in a window": 'xEvent[eventType = "commerce.purchases" and timestamp occurs <= 30 days before now].count() >= 2',
+  "event with profile": 'person.age > 20 and xEvent.exists(e => e.eventType = "commerce.purchases")',
+};
+
+describe("explain", () => {
+  const ids: Record<string, string> = {};
+  before(async () => {
+    h = await startHarness("explain");
+    a = client(h.url);
+    const profiles = await dataset("crm", PROFILE_CLASS);
+    const events = await dataset("web", EVENT_CLASS);
+    const now = Date.now();
+    for (const [email, p] of Object.entries(PEOPLE)) {
+      const { purchases, ...attrs } = p;
+      const r = await a.post("/collection/explain?syncValidation=true", message(profiles, PROFILE_CLASS, { identityMap: { Email: [{ id: email, primary: true }] }, ...attrs }));
+      assert.equal(r.status, 200, r.text);
+      for (const [i, days] of purchases.entries()) {
+        const e = await a.post("/collection/explain?syncValidation=true", message(events, EVENT_CLASS, {
+          _id: `${email}-p${i}`, eventType: "commerce.purchases", timestamp: new Date(now - days * DAY).toISOString(), identityMap: { Email: [{ id: email, primary: true }] },
+        }));
+        assert.equal(e.status, 200, e.text);
+      }
+    }
+    for (const [kind, pql] of Object.entries(QUERIES)) {
+      const d = await a.post(DEFS, definitionBody(`explain ${kind}`, pql));
+      assert.equal(d.status, 200, d.text);
+      ids[kind] = obj(d.json).id as string;
+    }
+    const child = await a.post(DEFS, definitionBody("explain segment of segments", `inSegment("${ids["profile-only"]!}") and inSegment("${ids["single event"]!}")`));
+    ids["segment of segments"] = obj(child.json).id as string;
+    const job = await a.post(JOBS, { segments: [{ segmentId: "*" }] });
+    assert.equal(job.status, 200, job.text);
+    for (let i = 0; ; i++) {
+      const j = obj((await a.get(`${JOBS}/${obj(job.json).id as string}`)).json);
+      if (j.status === "SUCCEEDED") break;
+      assert.ok(j.status !== "FAILED" && i < 400, JSON.stringify(j));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+  after(async () => h.close());
+
+  test("for every query type and profile: the result is the membership the batch job wrote, the trace's root is the result", async () => {
+    let realized = 0;
+    for (const [kind, id] of Object.entries(ids)) {
+      for (const email of Object.keys(PEOPLE)) {
+        const r = await explain(id, email);
+        assert.equal(r.status, 200, r.text);
+        const x = obj(r.json);
+        const m = obj(x.membership);
+        assert.equal(x.result, m.status === "realized", `${kind} / ${email}: ${JSON.stringify(x)}`);
+        const root = obj(x.trace);
+        assert.equal(root.kind, "Query");
+        assert.equal(root.value === true && !x.excludedByConsent, x.result, `${kind} / ${email}: the trace's root`);
+        if (m.status === "realized") {
+          realized++;
+          const last = obj(arr(m.history).at(-1));
+          assert.deepEqual([last.from, last.to, last.source], [null, "realized", "batch"]);
+        }
+      }
+    }
+    assert.ok(realized >= 4, "the fixture puts profiles in audiences");
+  });
+
+  test("the trace shows the attribute read, the events that matched, inSegment references and consent exclusion", async () => {
+    const single = obj((await explain(ids["single event"]!, "ann@example.com")).json);
+    const exists = obj(arr(obj(single.trace).children)[0]);
+    assert.equal(exists.kind, "Method:exists");
+    const items = obj(exists.items);
+    assert.equal(items.held, 1);
+    assert.deepEqual(Object.keys(obj(arr(items.first)[0])).sort(), ["_id", "eventType", "timestamp"]);
+    assert.equal(obj(single.events).read, 2);
+
+    const age = obj((await explain(ids["profile-only"]!, "bob@example.com")).json);
+    const cmp = obj(arr(obj(age.trace).children)[0]);
+    assert.deepEqual([cmp.text, cmp.value], ["person.age > 30", false]);
+    assert.deepEqual(obj(arr(cmp.children)[0]).value, 25, "the attribute's value");
+
+    const sos = obj((await explain(ids["segment of segments"]!, "ann@example.com")).json);
+    assert.deepEqual(sos.references, [{ id: ids["profile-only"], status: "realized" }, { id: ids["single event"], status: "realized" }]);
+
+    const cat = obj((await explain(ids["profile-only"]!, "cat@example.com")).json);
+    assert.equal(cat.excludedByConsent, true);
+    assert.equal(cat.result, false);
+    assert.equal(obj(cat.trace).value, true, "the expression holds; consent excludes the profile");
+  });
+
+  test("a draft expression is explained without saving anything", async () => {
+    const before = obj(obj((await a.get(`${DEFS}?limit=1`)).json).page).totalCount;
+    const r = await a.post(`${DEFS}/explain`, { expression: { type: "PQL", format: "pql/text", value: "person.age > 40" }, entityId: "ann@example.com", entityIdNS: "Email" });
+    assert.equal(r.status, 200, r.text);
+    const x = obj(r.json);
+    assert.equal(x.segmentId, null);
+    assert.equal(x.result, true);
+    assert.deepEqual(obj(x.membership), { status: null, lastQualificationTime: null, history: [] });
+    assert.equal(obj(obj((await a.get(`${DEFS}?limit=1`)).json).page).totalCount, before);
+  });
+
+  test("bad requests: unknown definition or profile, missing identity, invalid PQL, another organization", async () => {
+    const cases: [Promise<{ status: number; json: unknown }>, number, string][] = [
+      [explain("no-such-definition", "ann@example.com"), 404, "Segment definition with id 'no-such-definition' was not found"],
+      [explain(ids["profile-only"]!, "nobody@example.com"), 404, "Profile with id 'Email:nobody@example.com' was not found"],
+      [a.get(`${DEFS}/${ids["profile-only"]!}/explain?entityId=ann%40example.com`), 400, "Invalid request: querystring entityIdNS is required"],
+      [a.post(`${DEFS}/explain`, { expression: { type: "PQL", format: "pql/text", value: "person.age >" }, entityId: "ann@example.com", entityIdNS: "Email" }), 400, "The PQL expression is invalid (1 error)"],
+      [explain(ids["profile-only"]!, "ann@example.com", client(h.url, { token: TOKEN_B, org: ORG_B })), 404, `Segment definition with id '${ids["profile-only"]!}' was not found`],
+    ];
+    for (const [p, status, title] of cases) {
+      const r = await p;
+      assert.equal(r.status, status, JSON.stringify(r.json));
+      assert.equal(obj(r.json).title, title);
+    }
+  });
+});
