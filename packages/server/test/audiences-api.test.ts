@@ -318,6 +318,17 @@ describe("list, bulk-get, tenants", () => {
     const created = await adobe("POST", AUD, { ...PLATFORM_SAMPLE, name: "aepp sample", ttlInDays: 60 });
     assert.equal(created.status, 201, created.text);
     assert.equal(created.json.ttlInDays, 60);
+    // aepp's EXTERNAL_AUDIENCE_DICT (its createAudience takes either): a custom upload audience; ttlInDays arrives as a string.
+    const external = await adobe("POST", AUD, {
+      name: "Sample external audience", description: "A sample version of an external audience",
+      fields: [{ name: "ppid", type: "string", identityNs: "email" }, { name: "list_id", type: "string", labels: ["core/C2", "custom/deep"] }],
+      sourceSpec: { params: { path: "activation/sample-source/example.csv", type: "file", sourceType: "Cloud Storage", baseConnectionId: "1d1d4bc5-b527-46a3-9863-530246a61b2b" } },
+      ttlInDays: "40", labels: ["core/C1"], audienceType: "people", originName: "CUSTOM_UPLOAD",
+    });
+    assert.equal(external.status, 201, external.text);
+    for (const [k, v] of Object.entries({ type: "ExternalSegment", originName: "CUSTOM_UPLOAD", namespace: "CustomerAudienceUpload", ttlInDays: 40, audienceId: external.json.id })) {
+      assert.deepEqual(external.json[k], v, k);
+    }
   });
 
   test("bulk-get mixes kinds and reports missing ids; counts and none-found are refused", async () => {

@@ -1,6 +1,7 @@
 /**
- * Explain over real HTTP (#28): after a batch job, for each kind of query and
- * each profile, the explanation's result equals the membership the job wrote,
+ * Explain over real HTTP (#28): after a batch job, for each kind of query
+ * (profile-only, single event, event with profile, multiple events, chain, count
+ * and sum in a window, segment of segments, consent-excluded) and each profile, the explanation's result equals the membership the job wrote,
  * its trace's root is that result, and the history shows the job's transition;
  * consent exclusion, draft expressions, and bad requests (status, code,
  * message; another organization sees nothing).
@@ -31,10 +32,11 @@ async function explain(id: string, email: string, c: Client = a) {
   return c.get(`${DEFS}/${id}/explain?entityId=${encodeURIComponent(email)}&entityIdNS=Email`);
 }
 
+/** Attributes, purchases and page views (days ago) of each profile. */
 const PEOPLE = {
-  "ann@example.com": { person: { age: 41 }, purchases: [2, 10] },
-  "bob@example.com": { person: { age: 25 }, purchases: [40] },
-  "cat@example.com": { person: { age: 50 }, purchases: [1], consents: { marketing: { preferred: "n" } } },
+  "ann@example.com": { person: { age: 41 }, purchases: [2, 10], views: [5] },
+  "bob@example.com": { person: { age: 25 }, purchases: [40], views: [] },
+  "cat@example.com": { person: { age: 50 }, purchases: [1], views: [3], consents: { marketing: { preferred: "n" } } },
 } as const;
 
 const QUERIES = {
@@ -42,6 +44,9 @@ const QUERIES = {
   "single event": 'xEvent.exists(e => e.eventType = "commerce.purchases" and e.timestamp occurs <= 7 days before now)',
   "count in a window": 'xEvent[eventType = "commerce.purchases" and timestamp occurs <= 30 days before now].count() >= 2',
   "event with profile": 'person.age > 20 and xEvent.exists(e => e.eventType = "commerce.purchases")',
+  "multiple events": 'xEvent.exists(e => e.eventType = "commerce.purchases") and xEvent.exists(e => e.eventType = "web.pageViews")',
+  "chain": 'chain(xEvent, timestamp, [A: WHAT(eventType = "web.pageViews"), B: WHAT(eventType = "commerce.purchases")])',
+  "sum in a window": 'xEvent[eventType = "commerce.purchases" and timestamp occurs <= 30 days before now].sum(commerce.order.priceTotal) > 100',
 };
 
 describe("explain", () => {
@@ -53,13 +58,15 @@ describe("explain", () => {
     const events = await dataset("web", EVENT_CLASS);
     const now = Date.now();
     for (const [email, p] of Object.entries(PEOPLE)) {
-      const { purchases, ...attrs } = p;
+      const { purchases, views, ...attrs } = p;
       const r = await a.post("/collection/explain?syncValidation=true", message(profiles, PROFILE_CLASS, { identityMap: { Email: [{ id: email, primary: true }] }, ...attrs }));
       assert.equal(r.status, 200, r.text);
-      for (const [i, days] of purchases.entries()) {
-        const e = await a.post("/collection/explain?syncValidation=true", message(events, EVENT_CLASS, {
-          _id: `${email}-p${i}`, eventType: "commerce.purchases", timestamp: new Date(now - days * DAY).toISOString(), identityMap: { Email: [{ id: email, primary: true }] },
-        }));
+      const all = [
+        ...purchases.map((days, i) => ({ _id: `${email}-p${i}`, eventType: "commerce.purchases", commerce: { order: { priceTotal: 80 } }, timestamp: new Date(now - days * DAY).toISOString() })),
+        ...views.map((days, i) => ({ _id: `${email}-v${i}`, eventType: "web.pageViews", timestamp: new Date(now - days * DAY).toISOString() })),
+      ];
+      for (const body of all) {
+        const e = await a.post("/collection/explain?syncValidation=true", message(events, EVENT_CLASS, { ...body, identityMap: { Email: [{ id: email, primary: true }] } }));
         assert.equal(e.status, 200, e.text);
       }
     }
@@ -100,7 +107,7 @@ describe("explain", () => {
         }
       }
     }
-    assert.ok(realized >= 4, "the fixture puts profiles in audiences");
+    assert.ok(realized >= 8, "the fixture puts profiles in audiences");
   });
 
   test("the trace shows the attribute read, the events that matched, inSegment references and consent exclusion", async () => {
@@ -110,7 +117,17 @@ describe("explain", () => {
     const items = obj(exists.items);
     assert.equal(items.held, 1);
     assert.deepEqual(Object.keys(obj(arr(items.first)[0])).sort(), ["_id", "eventType", "timestamp"]);
-    assert.equal(obj(single.events).read, 2);
+    assert.equal(obj(single.events).read, 3);
+    // The 2-day-old purchase holds the 7-day window. A window inside a lambda has no static size,
+    // so the sweep re-checks it at each UTC midnight: out at the first midnight after it leaves.
+    const held = Date.parse(obj(arr(items.first)[0]).timestamp as string);
+    assert.equal(single.exitsAt, new Date((Math.floor((held + 7 * DAY) / DAY) + 1) * DAY).toISOString());
+    const counted = obj((await explain(ids["count in a window"]!, "ann@example.com")).json);
+    const filter = obj(arr(obj(arr(obj(arr(obj(counted.trace).children)[0]).children)[0]).children)[0]);
+    assert.equal(filter.kind, "Filter");
+    const older = Math.min(...arr(obj(filter.items).first).map((e) => Date.parse(obj(e).timestamp as string)));
+    assert.equal(counted.exitsAt, new Date(older + 30 * DAY + 1).toISOString(), "two purchases in 30 days: out when the older one leaves");
+    assert.equal(obj((await explain(ids["profile-only"]!, "ann@example.com")).json).exitsAt, null, "no window, no exit");
 
     const age = obj((await explain(ids["profile-only"]!, "bob@example.com")).json);
     const cmp = obj(arr(obj(age.trace).children)[0]);
@@ -135,6 +152,41 @@ describe("explain", () => {
     assert.equal(x.result, true);
     assert.deepEqual(obj(x.membership), { status: null, lastQualificationTime: null, history: [] });
     assert.equal(obj(obj((await a.get(`${DEFS}?limit=1`)).json).page).totalCount, before);
+  });
+
+  test("members: a page at a time, with identities and the transition that set the status", async () => {
+    const id = ids["event with profile"]!;
+    const seen: string[] = [];
+    let start = "";
+    for (let i = 0; i < 5; i++) {
+      const r = await a.get(`${DEFS}/${id}/members?limit=1${start === "" ? "" : `&start=${start}`}`);
+      assert.equal(r.status, 200, r.text);
+      const page = obj(r.json);
+      assert.equal(obj(page._page).totalCount, 2);
+      for (const c of arr(page.children).map(obj)) {
+        seen.push(...arr(c.identities).map((x) => obj(x).id as string));
+        assert.equal(c.status, "realized");
+        assert.equal(obj(c.since).source, "batch");
+        assert.equal(typeof c.lastQualificationTime, "string");
+      }
+      const next = obj(page._page).next;
+      if (next === null) break;
+      start = next as string;
+    }
+    assert.deepEqual(seen.sort(), ["ann@example.com", "bob@example.com"], "cat is excluded by consent");
+    const exited = obj((await a.get(`${DEFS}/${id}/members?status=exited`)).json);
+    assert.deepEqual(exited.children, []);
+    const cases: [string, Client, number, string][] = [
+      [`${DEFS}/no-such/members`, a, 404, "Segment definition with id 'no-such' was not found"],
+      [`${DEFS}/${id}/members?limit=101`, a, 400, "Invalid request: querystring limit must be <= 100"],
+      [`${DEFS}/${id}/members?start=abc`, a, 400, 'Invalid request: querystring start must match pattern "^[0-9]{1,18}$"'],
+      [`${DEFS}/${id}/members`, client(h.url, { token: TOKEN_B, org: ORG_B }), 404, `Segment definition with id '${id}' was not found`],
+    ];
+    for (const [url, c, status, title] of cases) {
+      const r = await c.get(url);
+      assert.equal(r.status, status, r.text);
+      assert.equal(obj(r.json).title, title);
+    }
   });
 
   test("bad requests: unknown definition or profile, missing identity, invalid PQL, another organization", async () => {

@@ -12,7 +12,7 @@ import type { Identity, MembershipTransition, MergePolicySpec } from "../profile
 import { normalizeNamespace } from "../profiles/validate.js";
 import { expressionText, parseChecked, type ExpressionInput } from "../services/definition-analysis.js";
 import { ApiError, ErrorCodes, badRequest, notFound } from "../services/errors.js";
-import { traceQuery, type TraceNode } from "../services/pql.js";
+import { compiledPredicate, eventWindowsMs, qualifies, traceQuery, type Query, type TraceNode } from "../services/pql.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { MetadataStore } from "../stores/types.js";
 
@@ -20,6 +20,10 @@ import type { MetadataStore } from "../stores/types.js";
 export const EXPLAIN_MAX_EVENTS = 10_000;
 /** Transitions shown per explain (the most recent). */
 export const EXPLAIN_MAX_HISTORY = 100;
+/** Instants tried when looking for the exit a window will make. */
+export const EXPLAIN_MAX_EXIT_CHECKS = 1_000;
+const DAY_MS = 86_400_000;
+const YEAR_MS = 366 * DAY_MS;
 const ARRAY_SHOWN = 10;
 const STRING_SHOWN = 256;
 const DEPTH_SHOWN = 6;
@@ -42,6 +46,12 @@ export interface Explanation {
   result: boolean;
   /** The profile opted out of data use and the definition excludes opted-out profiles: out whatever the expression says. */
   excludedByConsent: boolean;
+  /**
+   * When the profile qualifies because of events in a window: the first instant, with no new data,
+   * at which it stops qualifying — an event leaving a window, or a UTC midnight (the instants the
+   * streaming sweep re-checks) — within a year or the longest window; null otherwise.
+   */
+  exitsAt: string | null;
   membership: { status: "realized" | "exited" | null; lastQualificationTime: string | null; history: Omit<MembershipTransition, "profileId" | "definitionId">[] };
   /** The profile's status in each audience the expression references with inSegment. */
   references: { id: string; status: "realized" | "exited" | null }[];
@@ -119,13 +129,13 @@ export class AudienceExplainer {
     const events = page.events.map((e) => e.body).reverse();
     const { value, trace } = traceQuery(query, { profile: profile.entity, events, now });
     const excludedByConsent = excludeOptOut && profile.optedOut;
-    // A segment's top level is a boolean position: only `true` qualifies (the engines' rule).
-    const result = !excludedByConsent && value === true;
+    const result = !excludedByConsent && qualifies(value);
+    const exitsAt = result ? nextExit(query, profile.entity, events, page.events.map((e) => e.timestamp), now) : null;
 
     const memberships = await this.hub.getMemberships(scope, profile.profileId);
     const byDef = new Map(memberships.map((m) => [m.definitionId, m]));
     const mine = req.definitionId === undefined ? undefined : byDef.get(req.definitionId);
-    const history = req.definitionId === undefined ? [] : await this.hub.listTransitions(scope, { definitionId: req.definitionId, profileId: profile.profileId });
+    const history = req.definitionId === undefined ? [] : await this.hub.listTransitions(scope, { definitionId: req.definitionId, profileIds: [profile.profileId] });
     const refs = [...new Set(collectInSegment(trace))];
     return {
       segmentId: req.definitionId ?? null,
@@ -136,6 +146,7 @@ export class AudienceExplainer {
       mergePolicyId: policy.policy.id,
       result,
       excludedByConsent,
+      exitsAt: exitsAt === null ? null : new Date(exitsAt).toISOString(),
       membership: {
         status: mine?.status ?? null,
         lastQualificationTime: mine?.lastQualificationTime ?? null,
@@ -146,6 +157,26 @@ export class AudienceExplainer {
       trace: shownTrace(trace),
     };
   }
+}
+
+/**
+ * The sweep's re-check instants after `now` (each event leaving each window, +1 ms as the sweep
+ * schedules it; each UTC midnight), tried in order with the engines' compiled predicate: the
+ * first at which the query no longer holds. Null when none does within the horizon.
+ */
+function nextExit(query: Query, profile: Record<string, unknown>, events: Record<string, unknown>[], eventTimes: number[], now: number): number | null {
+  const windows = eventWindowsMs(query);
+  if (eventTimes.length === 0 || windows.length === 0) return null;
+  // A window classify cannot size statically is re-checked at each midnight: look a year ahead at least.
+  const horizon = now + Math.max(windows[windows.length - 1]!, YEAR_MS) + DAY_MS;
+  const instants = new Set<number>();
+  for (const t of eventTimes) for (const w of windows) if (t + w + 1 > now && t + w + 1 <= horizon) instants.add(t + w + 1);
+  for (let d = (Math.floor(now / DAY_MS) + 1) * DAY_MS; d <= horizon; d += DAY_MS) instants.add(d);
+  const holds = compiledPredicate(query);
+  for (const t of [...instants].sort((a, b) => a - b).slice(0, EXPLAIN_MAX_EXIT_CHECKS)) {
+    if (!holds({ profile, events, now: t })) return t;
+  }
+  return null;
 }
 
 /** The ids inSegment calls evaluated (their argument's traced value). */

@@ -10,14 +10,17 @@ import { tenantOf } from "../http/request-context.js";
 import { authHeaders, commonErrorResponses, idParam } from "../http/schemas.js";
 import type { Clock } from "../platform/clock.js";
 import type { MetadataStore } from "../stores/types.js";
-import type { MembershipReads, ProfileReads } from "../profiles/store.js";
+import type { ProfileReads } from "../profiles/store.js";
 import type { ExpressionInput } from "../services/definition-analysis.js";
 import { AudienceMetricsService, type MetricWindow } from "./audience-metrics.js";
 import { AudienceExplainer } from "./explain.js";
+import { AudienceMembers, MEMBERS_DEFAULT_LIMIT, MEMBERS_MAX_LIMIT, type MembersHub } from "./members.js";
+import type { MembershipStatus } from "../profiles/types.js";
 
 export interface MetricsRoutesOptions extends AuthDeps {
   metrics: AudienceMetricsService;
   explainer: AudienceExplainer;
+  members: AudienceMembers;
 }
 
 const identityQuery = {
@@ -48,6 +51,7 @@ const explanationSchema = {
     mergePolicyId: { type: "string", nullable: true },
     result: { type: "boolean" },
     excludedByConsent: { type: "boolean" },
+    exitsAt: { type: "string", nullable: true },
     membership: {
       type: "object",
       properties: {
@@ -60,7 +64,7 @@ const explanationSchema = {
     events: { type: "object", properties: { read: { type: "integer" }, truncated: { type: "boolean" } } },
     trace: traceNodeSchema,
   },
-  required: ["segmentId", "entityId", "entityIdNS", "profileId", "evaluatedAt", "result", "excludedByConsent", "membership", "references", "events", "trace"],
+  required: ["segmentId", "entityId", "entityIdNS", "profileId", "evaluatedAt", "result", "excludedByConsent", "exitsAt", "membership", "references", "events", "trace"],
 } as const;
 
 const bucketSchema = {
@@ -110,6 +114,54 @@ export async function metricsRoutes(app: FastifyInstance, opts: MetricsRoutesOpt
     },
   }, async (request) => opts.metrics.metrics(tenantOf(request), request.params.id, request.query.window));
 
+  app.get<{ Params: { id: string }; Querystring: { status?: MembershipStatus; limit?: number; start?: string } }>("/segment/definitions/:id/members", {
+    schema: {
+      tags: ["Explain"],
+      summary: "An audience's members, a page at a time: identities, status, last qualification time and the transition that set it (segmentd extension)",
+      headers: authHeaders,
+      params: idParam("id"),
+      querystring: {
+        type: "object",
+        properties: {
+          status: { type: "string", enum: ["realized", "exited"], default: "realized" },
+          limit: { type: "integer", minimum: 1, maximum: MEMBERS_MAX_LIMIT, default: MEMBERS_DEFAULT_LIMIT },
+          start: { type: "string", pattern: "^[0-9]{1,18}$", description: "_page.next of the previous page" },
+        },
+      },
+      response: {
+        200: {
+          type: "object",
+          properties: {
+            segmentId: { type: "string" },
+            status: { type: "string" },
+            children: {
+              type: "array",
+              items: {
+                type: "object",
+                properties: {
+                  profileId: { type: "string" },
+                  identities: { type: "array", items: { type: "object", properties: { namespace: { type: "string" }, id: { type: "string" } } } },
+                  status: { type: "string" },
+                  lastQualificationTime: { type: "string" },
+                  since: { type: "object", nullable: true, properties: { source: { type: "string" }, at: { type: "string" } } },
+                },
+              },
+            },
+            _page: { type: "object", properties: { count: { type: "integer" }, limit: { type: "integer" }, totalCount: { type: "integer" }, next: { type: "string", nullable: true } } },
+          },
+          required: ["segmentId", "status", "children", "_page"],
+        },
+        ...commonErrorResponses,
+        404: { ...commonErrorResponses[400], description: "No such definition in this sandbox" },
+      },
+    },
+  }, async (request) => {
+    const q = request.query;
+    return opts.members.page(tenantOf(request), request.params.id, {
+      status: q.status ?? "realized", limit: q.limit ?? MEMBERS_DEFAULT_LIMIT, ...(q.start === undefined ? {} : { after: q.start }),
+    });
+  });
+
   const explainTags = ["Explain"];
   app.get<{ Params: { id: string }; Querystring: { entityId: string; entityIdNS: string } }>("/segment/definitions/:id/explain", {
     schema: {
@@ -152,7 +204,7 @@ export async function metricsRoutes(app: FastifyInstance, opts: MetricsRoutesOpt
 export interface AudienceMetricsPluginOptions extends AuthDeps {
   meta: MetadataStore;
   /** The membership transitions the engines recorded; profiles and events for explain. */
-  hub: ProfileReads & MembershipReads;
+  hub: ProfileReads & MembersHub;
   clock: Clock;
 }
 
@@ -165,7 +217,8 @@ export const audienceMetricsPlugin = fp(
   async (app: FastifyInstance, opts: AudienceMetricsPluginOptions) => {
     const metrics = new AudienceMetricsService(opts.meta, opts.hub, opts.clock);
     const explainer = new AudienceExplainer(opts.meta, opts.hub, opts.clock);
-    await metricsRoutes(app, { authenticator: opts.authenticator, tenants: opts.tenants, metrics, explainer });
+    const members = new AudienceMembers(opts.meta, opts.hub);
+    await metricsRoutes(app, { authenticator: opts.authenticator, tenants: opts.tenants, metrics, explainer, members });
   },
   { name: "segmentd-audience-metrics", fastify: "5.x", encapsulate: true },
 );

@@ -144,8 +144,8 @@ export function landedAsDecided(expect: Float64Array, stored: Float64Array | und
 
 export interface TransitionQuery {
   definitionId?: string;
-  /** One profile's transitions (explain); read through the definition's index, so name a definition too where the log is large. */
-  profileId?: string;
+  /** These profiles' transitions (explain, members); read through the definition's index, so name a definition too where the log is large. */
+  profileIds?: readonly string[];
   sources?: MembershipSource[];
   /** Inclusive, epoch ms. */
   since?: number;

@@ -40,7 +40,7 @@ export interface AudienceBody {
   mergePolicyId?: string;
   evaluationInfo?: DefinitionInput["evaluationInfo"];
   dataGovernancePolicy?: { excludeOptOut?: boolean };
-  ttlInDays?: number;
+  ttlInDays?: number | string;
   audienceId?: string;
   namespace?: string;
   originName?: string;
@@ -222,7 +222,7 @@ export class AudienceService {
       ...(body.evaluationInfo ?? previous?.evaluationInfo ? { evaluationInfo: body.evaluationInfo ?? previous!.evaluationInfo } : {}),
       ...(body.mergePolicyId ?? previous?.mergePolicyId ? { mergePolicyId: body.mergePolicyId ?? previous!.mergePolicyId } : {}),
       ...(body.profileInstanceId !== undefined ? { profileInstanceId: body.profileInstanceId } : {}),
-      ...(body.ttlInDays !== undefined ? { ttlInDays: body.ttlInDays } : {}),
+      ...(body.ttlInDays !== undefined ? { ttlInDays: ttlOf(body.ttlInDays) } : {}),
       ...(body.dataGovernancePolicy ?? previous?.dataGovernancePolicy ? { dataGovernancePolicy: body.dataGovernancePolicy ?? previous!.dataGovernancePolicy } : {}),
     };
   }
@@ -316,6 +316,13 @@ function externalOptionals(body: AudienceBody): Partial<ExternalAudience> {
     ...(body.sourceId !== undefined ? { sourceId: body.sourceId } : {}),
     ...(body.linkedAudienceRef !== undefined ? { linkedAudienceRef: body.linkedAudienceRef } : {}),
     ...(body.audienceMeta !== undefined ? { audienceMeta: body.audienceMeta } : {}),
-    ...(body.ttlInDays !== undefined ? { ttlInDays: body.ttlInDays } : {}),
+    ...(body.ttlInDays !== undefined ? { ttlInDays: ttlOf(body.ttlInDays) } : {}),
   };
+}
+
+/** ttlInDays as a number (the route admits 1–3650 or the same as a string of digits). */
+function ttlOf(v: number | string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > 3650) throw invalid("ttlInDays must be a whole number of days from 1 to 3650.");
+  return n;
 }

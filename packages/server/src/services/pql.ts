@@ -2,7 +2,7 @@
  * The one place the server touches the PQL package. Services call these
  * helpers; when the language package's API moves, only this file changes.
  */
-import { check, classify, format, fromPqlJson, parse, toPqlJson, traceEvaluation, walk, PqlError } from "@segmentd/pql";
+import { check, classify, compilePredicate, format, fromPqlJson, parse, toBoolean, toPqlJson, traceEvaluation, walk, PqlError } from "@segmentd/pql";
 import type { Diagnostic, Query, TraceNode } from "@segmentd/pql";
 
 export type { Diagnostic, Query, TraceNode };
@@ -27,6 +27,23 @@ export function parsePql(text: string): Query {
 /** A query's value for one profile and its events at `now`, with the trace of the evaluation (explain). */
 export function traceQuery(query: Query, ctx: { profile: Record<string, unknown>; events: readonly Record<string, unknown>[]; now: number }): { value: unknown; trace: TraceNode } {
   return traceEvaluation(query, { profile: ctx.profile, events: [...ctx.events], now: ctx.now });
+}
+
+/** The segment reading of a query's value: `true`, or a non-empty select/filter result (pql.md §6.4), as the engines read it. */
+export function qualifies(value: unknown): boolean {
+  return toBoolean(value);
+}
+
+/** The compiled predicate the engines run. */
+export function compiledPredicate(query: Query): (ctx: { profile: Record<string, unknown>; events: Record<string, unknown>[]; now: number }) => boolean {
+  return compilePredicate(query);
+}
+
+const DAY_MS = 86_400_000;
+
+/** The windows of the query's event conditions (a day where one has none), as the streaming sweep schedules them. */
+export function eventWindowsMs(query: Query): number[] {
+  return [...new Set(classify(query).events.map((e) => e.windowMs ?? DAY_MS))].sort((a, b) => a - b);
 }
 
 /** Canonical PQL text of a query. */

@@ -55,7 +55,8 @@ const audienceBodySchema = {
     mergePolicyId: { type: "string", minLength: 1, maxLength: 256 },
     evaluationInfo: evaluationInfoInputSchema,
     dataGovernancePolicy: { type: "object", properties: { excludeOptOut: { type: "boolean" } } },
-    ttlInDays: { type: "integer", minimum: 1, maximum: 3650 },
+    // aepp's external audience sample sends it as a string of digits.
+    ttlInDays: { anyOf: [{ type: "integer", minimum: 1, maximum: 3650 }, { type: "string", pattern: "^[1-9][0-9]{0,3}$" }] },
     audienceId: { type: "string", minLength: 1, maxLength: 256 },
     namespace: { type: "string", minLength: 1, maxLength: 256 },
     originName: text(64),

@@ -250,7 +250,7 @@ export async function listTransitions(s: StoreCtx, scope: TenantScope, q: Transi
     params.push(def);
   }
   if (q.sources !== undefined && q.sources.length > 0) { where.push(`source IN (${q.sources.map(() => "?").join(", ")})`); params.push(...q.sources.map(sourceCode)); }
-  if (q.profileId !== undefined) { where.push("pid = ?"); params.push(Number(q.profileId)); }
+  if (q.profileIds !== undefined) { where.push("pid IN (SELECT value FROM json_each(?))"); params.push(JSON.stringify(q.profileIds.map(Number))); }
   const rows = s.db.prepare(`SELECT pid, def, from_status, to_status, source, at FROM transitions WHERE ${where.join(" AND ")} ORDER BY at, seq LIMIT ?`)
     .all(...params, q.limit ?? 10_000) as Array<{ pid: number; def: number; from_status: number | null; to_status: number; source: number; at: number }>;
   return rows.map((r) => ({ profileId: String(r.pid), definitionId: s.defCodes.idOf(r.def), from: r.from_status === null ? null : statusName(r.from_status),
