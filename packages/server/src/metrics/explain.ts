@@ -12,7 +12,7 @@ import type { Identity, MembershipTransition, MergePolicySpec } from "../profile
 import { normalizeNamespace } from "../profiles/validate.js";
 import { expressionText, parseChecked, type ExpressionInput } from "../services/definition-analysis.js";
 import { ApiError, ErrorCodes, badRequest, notFound } from "../services/errors.js";
-import { compiledPredicate, eventWindowsMs, qualifies, traceQuery, type Query, type TraceNode } from "../services/pql.js";
+import { compiledPredicate, eventWindowsMs, inSegmentReferences, qualifies, traceQuery, type Query, type TraceNode } from "../services/pql.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { MetadataStore } from "../stores/types.js";
 
@@ -136,7 +136,7 @@ export class AudienceExplainer {
     const byDef = new Map(memberships.map((m) => [m.definitionId, m]));
     const mine = req.definitionId === undefined ? undefined : byDef.get(req.definitionId);
     const history = req.definitionId === undefined ? [] : await this.hub.listTransitions(scope, { definitionId: req.definitionId, profileIds: [profile.profileId] });
-    const refs = [...new Set(collectInSegment(trace))];
+    const refs = inSegmentReferences(query);
     return {
       segmentId: req.definitionId ?? null,
       entityId: req.identity.id,
@@ -177,11 +177,4 @@ function nextExit(query: Query, profile: Record<string, unknown>, events: Record
     if (!holds({ profile, events, now: t })) return t;
   }
   return null;
-}
-
-/** The ids inSegment calls evaluated (their argument's traced value). */
-function collectInSegment(n: TraceNode, out: string[] = []): string[] {
-  if (n.kind === "Call:inSegment" && typeof n.children[0]?.value === "string") out.push(n.children[0].value);
-  for (const c of n.children) collectInSegment(c, out);
-  return out;
 }

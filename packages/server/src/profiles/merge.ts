@@ -102,7 +102,9 @@ export function buildMergedProfile(input: MergeInput): MergedProfile {
   // identityMap arrays would be replaced fragment by fragment; the graph is the truth.
   // Ingested namespaces (external audiences' members) stay; `ups` is the service's own.
   const ingested = attrs["segmentMembership"];
-  const segmentMembership = { ...(ingested !== null && typeof ingested === "object" && !Array.isArray(ingested) ? ingested : {}), ...segmentMembershipOf(input.memberships) };
+  const own = segmentMembershipOf(input.memberships);
+  // Most profiles have no ingested namespace: no second object for them (batch scans merge millions).
+  const segmentMembership = ingested !== null && typeof ingested === "object" && !Array.isArray(ingested) ? { ...ingested, ...own } : own;
   const entity: JsonObject = { ...attrs, identityMap: identityMapOf(identities), segmentMembership };
   const sources = [...new Set(fragments.map((f) => f.datasetId))].sort();
   const lastModifiedAt = fragments.length === 0 ? null : Math.max(...fragments.map((f) => f.timestamp));

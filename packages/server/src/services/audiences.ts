@@ -118,6 +118,13 @@ export class AudienceService {
     ];
   }
 
+  /** The namespace of the audience with this id (segment search's taxonomy), undefined when there is none. */
+  async namespaceOf(ctx: TenantContext, id: string): Promise<string | undefined> {
+    const scope = scopeOf(ctx);
+    if (await this.store.definitions.get(scope, id)) return PLATFORM_NAMESPACE;
+    return (await this.store.externalAudiences.get(scope, id))?.namespace;
+  }
+
   private async platform(scope: TenantScope, id: string): Promise<Audience | undefined> {
     const rec = await this.store.definitions.get(scope, id);
     if (!rec) return undefined;

@@ -153,7 +153,7 @@ export async function searchRoutes(app: FastifyInstance, opts: SearchRoutesOptio
     checkRequest(request, true);
     const id = request.query.entityId;
     if (id === undefined || id === "") throw badRequest("The query parameter entityId is required", SEARCH_CODE);
-    const found = (await opts.audiences.bulkGet(tenantOf(request), [id])).get(id)?.["namespace"] === request.query.namespace;
+    const found = (await opts.audiences.namespaceOf(tenantOf(request), id)) === request.query.namespace;
     // Adobe answers an unknown entity with an empty taxonomy and says so in the status.
     return { taxonomy: [], status: { message: found ? "Success" : `Cannot find entityId ${id.slice(0, 100)}.` } };
   });
