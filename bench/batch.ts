@@ -18,7 +18,9 @@
  *    membership in one transaction; prints wall time, its split and peak memory (RSS);
  * 5. runs a hand-written SQL query over the same SQLite store computing the same 100 audiences in
  *    one pass, checks that all 100 member counts agree, and prints the ratio;
- * 6. times an estimate (preview) on the resident snapshot;
+ * 6. times an estimate (preview) on the resident snapshot, and edit impact (issue #28: a definition's
+ *    expression replaced by another's, both evaluated over every profile) for three edits, checking
+ *    that entering + staying and leaving + staying equal job 1's counts of the two definitions;
  * 7. changes some data (profile updates, new purchases) and times a second job (realized /
  *    existing / exited), checking its counts against the hand-written SQL again;
  * 8. simulates a restart (issue #26): closes the store and the snapshot cache, opens the store
@@ -44,6 +46,7 @@ import type { JsonObject, TenantScope } from "../packages/server/src/profiles/ty
 import { SnapshotCache } from "../packages/server/src/batch/columnar/cache.js";
 import { evaluateJob, type Backend, type EvaluationOutcome, type JobDefinition } from "../packages/server/src/batch/engine/evaluate-job.js";
 import { PreviewService } from "../packages/server/src/batch/previews/preview-service.js";
+import { compareEdit, type ImpactSide } from "../packages/server/src/batch/previews/impact-service.js";
 import { SqliteBatchRepository } from "../packages/server/src/batch/store/sqlite-repository.js";
 
 const { values: args } = parseArgs({
@@ -432,6 +435,7 @@ async function main(): Promise<void> {
   const est = await previews.estimate(tenant, created.previewId);
   console.log(`estimate: ${est.estimatedSize} of ${est.totalRows} (±${(1.96 * est.standardError).toFixed(0)}, ${est.profilesReadSoFar} read) in ${s(performance.now() - tp)} (target ≤ 2 s at 1M)`);
   await repo.close();
+  if (backend === "columnar") ok = (await editImpacts(store, cache, jobDefs, first.outcome)) && ok;
 
   const tc = performance.now();
   await changeData(store, profiles, changes);
@@ -445,6 +449,32 @@ async function main(): Promise<void> {
   if (backend === "columnar") ok = (await afterRestart(store, cache, jobDefs, chunk, buildMs, defs, hand2.counts)) && ok;
   else await store.close();
   if (!ok) process.exitCode = 1;
+}
+
+/**
+ * Edit impact on the resident snapshot: the two slowest definitions of job 1 edited into each
+ * other, and the first (profile-only) into the slowest. Job 1 ran at the same instant on the same
+ * data, so the sides' counts must equal its counts of the two definitions.
+ */
+async function editImpacts(store: EmbeddedProfileStore, cache: SnapshotCache, jobDefs: JobDefinition[], o: EvaluationOutcome): Promise<boolean> {
+  const ms = o.definitionMs ?? {};
+  const slow = [...jobDefs].sort((x, y) => (ms[y.id] ?? 0) - (ms[x.id] ?? 0));
+  const side = (d: JobDefinition): ImpactSide => ({ query: d.query, text: d.id, references: d.references, policy: POLICY, mergePolicyId: POLICY.id, excludeOptOut: d.excludeOptOut });
+  let ok = true;
+  let worst = 0;
+  for (const [x, y] of [[slow[0]!, slow[1]!], [slow[1]!, slow[0]!], [jobDefs[0]!, slow[0]!]] as const) {
+    const t0 = performance.now();
+    const c = await compareEdit(store, cache, SCOPE, side(x), side(y), NOW, 10);
+    const took = performance.now() - t0;
+    worst = Math.max(worst, took);
+    const [bx, by] = [o.counters.get(x.id)!.qualified, o.counters.get(y.id)!.qualified];
+    const agree = c.before === bx && c.after === by && c.leave.count + c.stay.count === bx && c.enter.count + c.stay.count === by;
+    ok &&= agree;
+    const jobMs = (ms[x.id] ?? 0) + (ms[y.id] ?? 0);
+    console.log(`impact ${x.id} → ${y.id}: enter ${c.enter.count}, leave ${c.leave.count}, stay ${c.stay.count} of ${c.profiles} in ${s(took)}; job 1 evaluated the two in ${s(jobMs)} (ratio ${(took / jobMs).toFixed(2)}); ${agree ? "counts equal job 1's" : `COUNTS DIFFER from job 1's (${bx} → ${by})`}`);
+  }
+  target("edit impact ≤ 2 s at 1M profiles / 10M events", s(worst), worst <= 2000);
+  return ok;
 }
 
 /**

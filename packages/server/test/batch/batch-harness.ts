@@ -90,6 +90,7 @@ export async function startBatchHarness(label: string, opts: HarnessOptions = {}
     ...auth,
     metadata,
     profiles: opts.wrapProfiles ? opts.wrapProfiles(profiles) : profiles,
+    eligibility: (ctx, expr, mergePolicyId, schemaName) => services.definitions.eligibility(ctx, expr, mergePolicyId, schemaName),
     repo: openRepo(batchLocation),
     clock,
     ...(opts.chunkSize === undefined ? {} : { chunkSize: opts.chunkSize }),

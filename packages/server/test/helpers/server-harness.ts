@@ -146,3 +146,30 @@ export function arr(v: unknown): unknown[] {
   if (!Array.isArray(v)) throw new Error(`expected a JSON array, got ${JSON.stringify(v)?.slice(0, 200)}`);
   return v;
 }
+
+export const PROFILE_CLASS = "https://ns.adobe.com/xdm/context/profile";
+export const EVENT_CLASS = "https://ns.adobe.com/xdm/context/experienceevent";
+
+/** A streaming-collection message (POST /collection/{inlet}) carrying one XDM record. */
+export function xdmMessage(datasetId: string, schemaId: string, entity: Record<string, unknown>): Record<string, unknown> {
+  return { header: { schemaRef: { id: schemaId, contentType: "application/vnd.adobe.xed-full+json;version=1" }, datasetId }, body: { xdmMeta: { schemaRef: { id: schemaId } }, xdmEntity: entity } };
+}
+
+/** A profile-enabled dataset of a standard class; its id. */
+export async function profileDataset(c: Client, name: string, schemaId: string): Promise<string> {
+  const r = await c.post("/data/foundation/catalog/dataSets", { name, schemaRef: { id: schemaId, contentType: "application/vnd.adobe.xed+json;version=1" }, tags: { unifiedProfile: ["enabled:true"] } });
+  if (r.status !== 201) throw new Error(`dataset ${name}: ${r.status} ${r.text}`);
+  return String(arr(r.json)[0]).split("/").pop()!;
+}
+
+/** A batch job over every published definition (`segmentId: "*"`), polled until it succeeds. */
+export async function runSegmentJob(c: Client): Promise<void> {
+  const job = await c.post("/data/core/ups/segment/jobs", { segments: [{ segmentId: "*" }] });
+  if (job.status !== 200) throw new Error(`segment job: ${job.status} ${job.text}`);
+  for (let i = 0; ; i++) {
+    const j = obj((await c.get(`/data/core/ups/segment/jobs/${obj(job.json).id as string}`)).json);
+    if (j.status === "SUCCEEDED") return;
+    if (j.status === "FAILED" || i >= 400) throw new Error(`segment job: ${JSON.stringify(j)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -125,14 +125,7 @@ export async function evaluateColumnar(
     compiledCache.set(d.id, compiled);
     if (compiled.columnar) columnarDefinitions.push(d.id);
     else fallbacks[d.id] = compiled.reason ?? "evaluated on row objects";
-    const overrides = await overridesFor(snap, d.references);
-    const qual = new Uint8Array(snap.ordinals);
-    snap.parts().forEach(({ part, masked, offset }, k) => {
-      if (part.rows === 0) return;
-      const out = new Uint8Array(part.rows);
-      compiled.run(part.data(overrides[k]), out);
-      entryFlagsToProfiles(part, masked, out, d.excludeOptOut, qual, offset);
-    });
+    const qual = qualifyOnSnapshot(snap, compiled, await overridesFor(snap, d.references), d.excludeOptOut);
     if (referencedLater.has(d.id)) results.set(d.id, { snap, qual });
 
     // Previous statuses: 1 realized, 2 exited.
@@ -200,6 +193,22 @@ export async function evaluateColumnar(
   }
   report(Math.max(totalProfiles, lastReported));
   return { memberships, writes: membershipWrites(memberships), counters, totalProfiles, profilesByPolicy, sqlDefinitions: [], inMemoryDefinitions: fallbacks, columnarDefinitions, definitionMs };
+}
+
+/**
+ * One predicate over every profile of a snapshot (`overrides`: the inSegment status columns per
+ * part): 1 at the global ordinal of each live profile that qualifies. Jobs and edit impact both
+ * evaluate through it.
+ */
+export function qualifyOnSnapshot(snap: Snapshot, compiled: ColumnarCompiled, overrides: ReadonlyArray<Map<string, Column>>, excludeOptOut: boolean): Uint8Array {
+  const qual = new Uint8Array(snap.ordinals);
+  snap.parts().forEach(({ part, masked, offset }, k) => {
+    if (part.rows === 0) return;
+    const out = new Uint8Array(part.rows);
+    compiled.run(part.data(overrides[k]), out);
+    entryFlagsToProfiles(part, masked, out, excludeOptOut, qual, offset);
+  });
+  return qual;
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
  * The batch area as ONE Fastify plugin: segment jobs, schedules, exports,
- * previews. It owns its job runner and the resident columnar snapshots: on ready it recovers
+ * previews, edit impact. It owns its job runner and the resident columnar snapshots: on ready it recovers
  * segment and export jobs interrupted by a crash, on close it lets the running jobs finish
  * (an export still waiting for its segment job fails) and closes the repository. It is
  * encapsulated (its hooks and routes stay under its prefix) and named `segmentd-batch`.
@@ -21,6 +21,8 @@ import { exportRoutes } from "./exports-routes.js";
 import { jobRoutes } from "./jobs-routes.js";
 import { previewRoutes } from "./previews-routes.js";
 import { scheduleRoutes } from "./schedules-routes.js";
+import { ImpactService, type EligibilityOf } from "../previews/impact-service.js";
+import { impactRoutes } from "./impact-routes.js";
 
 /** What the area's services call on the profile store: jobs, previews and exports together. */
 export type BatchProfileStore = JobRunnerStore & PreviewStore & ExportStore;
@@ -34,6 +36,8 @@ export interface BatchPluginOptions
   scheduleTickMs?: number;
   /** Keeps snapshots on disk (`dir`, `storeIdentity`, `onWarning`): the first job after a restart loads one instead of scanning. */
   snapshotFiles?: Pick<SnapshotCacheOptions, "dir" | "storeIdentity" | "onWarning">;
+  /** The eligibility answer (services/definitions.ts) edit impact reports for the edited expression. */
+  eligibility: EligibilityOf;
   /** Receives the area's services (tests and the CLI wait on `runner.idle()`, tick the scheduler). */
   expose?: (handles: BatchHandles) => void;
 }
@@ -55,12 +59,14 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
   const schedules = new ScheduleService(opts.repo, jobs, opts.clock, opts.logger);
   const previews = new PreviewService(opts.profiles, opts.repo, opts.clock, opts.logger, snapshots);
   const exports = new ExportService(opts.metadata, opts.profiles, opts.repo, opts.clock, opts.logger, jobs);
+  const impact = new ImpactService(metadata, profiles, snapshots, clock, opts.eligibility);
   opts.expose?.({ runner, jobs, schedules, previews, exports });
   const auth = { authenticator: opts.authenticator, tenants: opts.tenants };
   await app.register(jobRoutes, { ...auth, jobs });
   await app.register(scheduleRoutes, { ...auth, schedules });
   await app.register(previewRoutes, { ...auth, previews });
   await app.register(exportRoutes, { ...auth, exports });
+  await app.register(impactRoutes, { ...auth, impact });
   let timer: NodeJS.Timeout | undefined;
   app.addHook("onReady", async () => {
     await runner.recover();
