@@ -1,6 +1,6 @@
 /**
  * The batch area as ONE Fastify plugin: segment jobs, schedules, exports,
- * previews, edit impact. It owns its job runner and the resident columnar snapshots: on ready it recovers
+ * previews, edit impact, the audience builder's palette and estimates. It owns its job runner and the resident columnar snapshots: on ready it recovers
  * segment and export jobs interrupted by a crash, on close it lets the running jobs finish
  * (an export still waiting for its segment job fails) and closes the repository. It is
  * encapsulated (its hooks and routes stay under its prefix) and named `segmentd-batch`.
@@ -23,6 +23,9 @@ import { previewRoutes } from "./previews-routes.js";
 import { scheduleRoutes } from "./schedules-routes.js";
 import { ImpactService, type EligibilityOf } from "../previews/impact-service.js";
 import { impactRoutes } from "./impact-routes.js";
+import { BuilderEstimator } from "../builder/estimates.js";
+import { BuilderFields, type DescriptorsOf } from "../builder/fields.js";
+import { builderRoutes } from "./builder-routes.js";
 
 /** What the area's services call on the profile store: jobs, previews and exports together. */
 export type BatchProfileStore = JobRunnerStore & PreviewStore & ExportStore;
@@ -38,6 +41,8 @@ export interface BatchPluginOptions
   snapshotFiles?: Pick<SnapshotCacheOptions, "dir" | "storeIdentity" | "onWarning">;
   /** The eligibility answer (services/definitions.ts) edit impact reports for the edited expression. */
   eligibility: EligibilityOf;
+  /** The sandbox's identity descriptors (Schema Registry) the builder's palette names; default none. */
+  descriptors?: DescriptorsOf;
   /** Receives the area's services (tests and the CLI wait on `runner.idle()`, tick the scheduler). */
   expose?: (handles: BatchHandles) => void;
 }
@@ -67,6 +72,8 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
   await app.register(previewRoutes, { ...auth, previews });
   await app.register(exportRoutes, { ...auth, exports });
   await app.register(impactRoutes, { ...auth, impact });
+  const fields = new BuilderFields(profiles, clock, opts.descriptors ?? (async () => []));
+  await app.register(builderRoutes, { ...auth, fields, estimator: new BuilderEstimator(profiles, snapshots, clock) });
   let timer: NodeJS.Timeout | undefined;
   app.addHook("onReady", async () => {
     await runner.recover();

@@ -108,6 +108,62 @@ export function estimateFrom(p: { totalRows: number; read: number; matched: numb
   return { size, standardError: se, low: Math.max(0, Math.floor(size - 1.96 * se)), high: Math.ceil(size + 1.96 * se) };
 }
 
+export interface SampleCount {
+  read: number;
+  matched: number;
+  byNamespace: Record<string, number>;
+  members: Array<{ profileId: string; identities: string[] }>;
+}
+
+/**
+ * On the resident snapshot: one columnar predicate over every profile, then the sample (a stable
+ * hash of the profile id) is counted. The whole snapshot is evaluated: that is cheaper than
+ * gathering the sample's rows. Previews and the builder's live estimates count through it.
+ */
+export function sampleOnSnapshot(snap: Snapshot, query: Query, fraction: number, now: number, inSegment: ReadonlyMap<string, Float64Array>, keepMembers: number): SampleCount {
+  const compiled = compileDefinition(query, now);
+  const members = new Map<string, Uint8Array>();
+  for (const [id, list] of inSegment) members.set(id, membersOfPids(snap, list));
+  const overrides = statusOverrides(snap, members);
+  const r: SampleCount = { read: 0, matched: 0, byNamespace: {}, members: [] };
+  snap.parts().forEach(({ part, masked }, k) => {
+    if (part.rows === 0) return;
+    const out = new Uint8Array(part.rows);
+    compiled.run(part.data(overrides[k]), out);
+    for (let o = 0; o < part.ordinals; o++) {
+      if (masked !== null && masked[o] === 1) continue;
+      const pid = part.profileIds[o]!;
+      if (fraction < 1 && unit(pid) >= fraction) continue;
+      r.read++;
+      let matchRow = -1;
+      for (let x = part.ordinalStart[o]!; x < part.ordinalStart[o + 1]!; x++) {
+        if (out[x] === 1 && part.optedOut[x] === 0) {
+          matchRow = x;
+          break;
+        }
+      }
+      if (matchRow < 0) continue;
+      r.matched++;
+      const namespaces = new Set<string>();
+      for (let x = part.nsStart[matchRow]!; x < part.nsStart[matchRow + 1]!; x++) namespaces.add(part.namespaces[part.nsCodes[x]!]!);
+      for (const ns of namespaces) r.byNamespace[ns] = (r.byNamespace[ns] ?? 0) + 1;
+      if (r.members.length < keepMembers) r.members.push({ profileId: pid, identities: part.identitiesOf(matchRow) });
+    }
+  });
+  return r;
+}
+
+/** Stored members of the definitions the expression names with inSegment (the snapshot keeps no statuses). */
+export async function inSegmentMemberPids(profiles: MembershipReads, scope: TenantScope, query: Query): Promise<Map<string, Float64Array>> {
+  const ids = new Set<string>();
+  walk(query, (n) => {
+    if (n.type === "Call" && n.name === "inSegment" && n.args[0]?.type === "Literal" && typeof n.args[0].value === "string") ids.add(n.args[0].value);
+  });
+  const out = new Map<string, Float64Array>();
+  for (const id of ids) out.set(id, await profiles.listMemberPids(scope, id, "realized"));
+  return out;
+}
+
 /** Scans or the resident snapshot, and the realized members `inSegment` reads. */
 export type PreviewStore = SnapshotStore & MembershipReads;
 
@@ -187,7 +243,7 @@ export class PreviewService {
       p.numRowsToRead = want;
       await this.save(ctx, p);
       const now = this.clock.now();
-      if (this.snapshots !== undefined) this.evaluateOnSnapshot(p, query, await this.snapshotFor(scope, policy, query), fraction, now, await this.inSegmentMembers(scope, query));
+      if (this.snapshots !== undefined) this.evaluateOnSnapshot(p, query, await this.snapshotFor(scope, policy, query), fraction, now, await inSegmentMemberPids(this.profiles, scope, query));
       else await this.evaluateByScan(p, query, scope, policy, fraction, now);
       p.state = "RESULT_READY";
     } catch (e) {
@@ -201,51 +257,12 @@ export class PreviewService {
     return this.snapshots!.get(this.profiles, scope, policy, { events: policy.identityGraph.type !== "pdg" || usesEvents(query) });
   }
 
-  /** Stored members of the definitions the expression names with inSegment (the snapshot keeps no statuses). */
-  private async inSegmentMembers(scope: TenantScope, query: Query): Promise<Map<string, Float64Array>> {
-    const ids = new Set<string>();
-    walk(query, (n) => {
-      if (n.type === "Call" && n.name === "inSegment" && n.args[0]?.type === "Literal" && typeof n.args[0].value === "string") ids.add(n.args[0].value);
-    });
-    const out = new Map<string, Float64Array>();
-    for (const id of ids) out.set(id, await this.profiles.listMemberPids(scope, id, "realized"));
-    return out;
-  }
-
-  /**
-   * On the resident snapshot: one columnar predicate over every profile, then
-   * the sample (a stable hash of the profile id) is counted. The whole snapshot
-   * is evaluated: that is cheaper than gathering the sample's rows.
-   */
   private evaluateOnSnapshot(p: StoredPreview, query: Query, snap: Snapshot, fraction: number, now: number, inSegment: Map<string, Float64Array>): void {
-    const compiled = compileDefinition(query, now);
-    const members = new Map<string, Uint8Array>();
-    for (const [id, list] of inSegment) members.set(id, membersOfPids(snap, list));
-    const overrides = statusOverrides(snap, members);
-    snap.parts().forEach(({ part, masked }, k) => {
-      if (part.rows === 0) return;
-      const out = new Uint8Array(part.rows);
-      compiled.run(part.data(overrides[k]), out);
-      for (let o = 0; o < part.ordinals; o++) {
-        if (masked !== null && masked[o] === 1) continue;
-        const pid = part.profileIds[o]!;
-        if (fraction < 1 && unit(pid) >= fraction) continue;
-        p.profilesReadSoFar++;
-        let matchRow = -1;
-        for (let r = part.ordinalStart[o]!; r < part.ordinalStart[o + 1]!; r++) {
-          if (out[r] === 1 && part.optedOut[r] === 0) {
-            matchRow = r;
-            break;
-          }
-        }
-        if (matchRow < 0) continue;
-        p.profilesMatchedSoFar++;
-        const namespaces = new Set<string>();
-        for (let x = part.nsStart[matchRow]!; x < part.nsStart[matchRow + 1]!; x++) namespaces.add(part.namespaces[part.nsCodes[x]!]!);
-        for (const ns of namespaces) p.byNamespace[ns] = (p.byNamespace[ns] ?? 0) + 1;
-        if (p.members.length < MAX_KEPT_MEMBERS) p.members.push({ profileId: pid, identities: part.identitiesOf(matchRow) });
-      }
-    });
+    const r = sampleOnSnapshot(snap, query, fraction, now, inSegment, MAX_KEPT_MEMBERS);
+    p.profilesReadSoFar += r.read;
+    p.profilesMatchedSoFar += r.matched;
+    for (const [ns, n] of Object.entries(r.byNamespace)) p.byNamespace[ns] = (p.byNamespace[ns] ?? 0) + n;
+    p.members.push(...r.members);
   }
 
   /** Without a snapshot cache: one scan of the store. */
