@@ -133,6 +133,10 @@ describe("explain", () => {
     const cmp = obj(arr(obj(age.trace).children)[0]);
     assert.deepEqual([cmp.text, cmp.value], ["person.age > 30", false]);
     assert.deepEqual(obj(arr(cmp.children)[0]).value, 25, "the attribute's value");
+    const [attr] = arr(age.attributes).map(obj);
+    assert.deepEqual([attr!.path, attr!.value, attr!.rule, obj(attr!.source).recordId], ["person.age", 25, "timestampOrdered", "email:bob@example.com"]);
+    assert.equal(arr(age.attributes).length, 1);
+    assert.deepEqual(single.attributes, [], "event fields are not profile attributes");
 
     const sos = obj((await explain(ids["segment of segments"]!, "ann@example.com")).json);
     assert.deepEqual(sos.references, [{ id: ids["profile-only"], status: "realized" }, { id: ids["single event"], status: "realized" }]);

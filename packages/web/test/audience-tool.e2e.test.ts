@@ -22,11 +22,10 @@ import { fileURLToPath } from "node:url";
 import type { BrowserContext, Page } from "playwright-core";
 import { launchChromium } from "./helpers/browser.js";
 import { startE2eServer, type E2eServer } from "./helpers/e2e-server.js";
+import { shoot as shootPage, tenantApi, type TenantApi } from "./helpers/e2e-api.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const SHOTS = path.join(ROOT, "docs", "screenshots");
-const DESKTOP = { width: 1280, height: 800 };
-const PHONE = { width: 390, height: 844 };
 const TIMEOUT = 15_000;
 
 const PROFILE_ONLY = 'homeAddress.countryCode = "US"';
@@ -44,31 +43,9 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
   let dependentId = "";
   let eventsDatasetId = "";
 
-  const api = async (method: string, p: string, body?: unknown, tenant = true): Promise<{ status: number; json: unknown }> => {
-    const headers: Record<string, string> = { "content-type": "application/json" };
-    if (tenant) {
-      Object.assign(headers, {
-        authorization: `Bearer ${server.creds.token}`,
-        "x-api-key": server.creds.apiKey,
-        "x-gw-ims-org-id": server.creds.orgId,
-        "x-sandbox-name": server.creds.sandboxName,
-      });
-    }
-    const r = await fetch(server.url + p, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-    const text = await r.text();
-    return { status: r.status, json: text === "" ? undefined : (JSON.parse(text) as unknown) };
-  };
-
-  const shoot = async (name: string) => {
-    for (const [suffix, size] of [["desktop", DESKTOP], ["phone", PHONE]] as const) {
-      await page.setViewportSize(size);
-      await page.evaluate(() => window.scrollTo(0, 0));
-      // Layout settles after the resize (media queries, wrapped header).
-      await page.waitForTimeout(150);
-      await page.screenshot({ path: path.join(SHOTS, `${name}-${suffix}.png`), fullPage: true });
-    }
-    await page.setViewportSize(DESKTOP);
-  };
+  let http: TenantApi;
+  const api = (method: string, p: string, body?: unknown, tenant = true) => http.call(method, p, body, tenant);
+  const shoot = (name: string) => shootPage(page, SHOTS, name);
 
   const checked = () => page.getByText("Checked with the server.").waitFor({ timeout: TIMEOUT });
   const edgeRadio = () => page.getByRole("radio", { name: "Edge" });
@@ -84,6 +61,7 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
     // Test the UI as it is in the sources now, not a bundle left by an older build.
     execFileSync(process.execPath, [path.join(ROOT, "packages", "web", "build.mjs")], { stdio: "inherit" });
     server = await startE2eServer();
+    http = tenantApi(server);
     const index = await fetch(server.url + "/");
     if (index.status !== 200 || !(index.headers.get("content-type") ?? "").startsWith("text/html")) {
       throw new Error(`segmentd does not serve the audience tool at / (HTTP ${index.status}): register webRoutes (packages/server/src/web/routes.ts) in app.ts`);

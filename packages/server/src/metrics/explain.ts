@@ -4,15 +4,21 @@
  * events, its memberships in `segmentMembership.ups` — and the expression is
  * evaluated once by the reference interpreter with tracing on (services/pql.ts
  * traceQuery), so the trace's root is the result; the membership store gives
- * the status and the transitions that led to it.
+ * the status and the transitions that led to it. Each profile attribute the
+ * expression reads is credited to the fragment that supplied it, found by the
+ * merge's own fold (profiles/merge.ts attributeSource) over the fragments of the
+ * same read as the profile.
  */
 import type { Clock } from "../platform/clock.js";
+import { attributeSources, datasetRank } from "../profiles/merge.js";
+import { fragmentRecordId } from "../profiles/quarantine.js";
 import type { MembershipReads, ProfileReads } from "../profiles/store.js";
-import type { Identity, MembershipTransition, MergePolicySpec } from "../profiles/types.js";
+import type { Identity, JsonObject, MembershipTransition, MergePolicySpec, ProfileFragment } from "../profiles/types.js";
 import { normalizeNamespace } from "../profiles/validate.js";
 import { expressionText, parseChecked, type ExpressionInput } from "../services/definition-analysis.js";
 import { ApiError, ErrorCodes, badRequest, notFound } from "../services/errors.js";
 import { compiledPredicate, eventWindowsMs, inSegmentReferences, qualifies, traceQuery, type Query, type TraceNode } from "../services/pql.js";
+import { profileAttributePaths } from "../services/pql-paths.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { MetadataStore } from "../stores/types.js";
 
@@ -35,6 +41,19 @@ export interface ExplainRequest {
   draft?: { expression: ExpressionInput; mergePolicyId?: string };
 }
 
+/** A profile attribute the expression reads, with the fragment and merge-policy rule that supplied its value. */
+export interface AttributeProvenance {
+  path: string;
+  /** The merged profile's value (shown as the trace shows values); through an array, each item's. */
+  value: unknown;
+  /** The fragment whose value the merge kept: its dataset, record id (`namespace:id` of its primary identity) and time; null when none has one. */
+  source: { datasetId: string; recordId: string; timestamp: string } | null;
+  /** The merge policy's attribute rule that picked the source; identityGraph for identityMap (built from the graph); none when no fragment has a value. */
+  rule: "timestampOrdered" | "dataSetPrecedence" | "identityGraph" | "none";
+  /** dataSetPrecedence: the source's dataset's place in the policy's order (1 = first), null when unlisted or no source. */
+  rank?: number | null;
+}
+
 export interface Explanation {
   segmentId: string | null;
   entityId: string;
@@ -55,6 +74,8 @@ export interface Explanation {
   membership: { status: "realized" | "exited" | null; lastQualificationTime: string | null; history: Omit<MembershipTransition, "profileId" | "definitionId">[] };
   /** The profile's status in each audience the expression references with inSegment. */
   references: { id: string; status: "realized" | "exited" | null }[];
+  /** Each profile attribute the expression reads (not segmentMembership.ups: `references`), in source order. */
+  attributes: AttributeProvenance[];
   events: { read: number; truncated: boolean };
   trace: TraceNode;
 }
@@ -121,8 +142,9 @@ export class AudienceExplainer {
     // A stored policy is a MergePolicySpec as it is (the profile routes' resolver passes it the same way).
     const spec: MergePolicySpec = policy.policy;
     const identity: Identity = { namespace: normalizeNamespace(req.identity.namespace), id: req.identity.id };
-    const profile = await this.hub.getProfile(scope, identity, spec);
-    if (profile === null) throw notFound("Profile", `${req.identity.namespace}:${req.identity.id}`);
+    const read = await this.hub.getProfileWithFragments(scope, identity, spec);
+    if (read === null) throw notFound("Profile", `${req.identity.namespace}:${req.identity.id}`);
+    const { profile, fragments } = read;
 
     const now = this.clock.now();
     const page = await this.hub.getEvents(scope, identity, spec, { order: "desc", limit: EXPLAIN_MAX_EVENTS });
@@ -135,7 +157,7 @@ export class AudienceExplainer {
     const memberships = await this.hub.getMemberships(scope, profile.profileId);
     const byDef = new Map(memberships.map((m) => [m.definitionId, m]));
     const mine = req.definitionId === undefined ? undefined : byDef.get(req.definitionId);
-    const history = req.definitionId === undefined ? [] : await this.hub.listTransitions(scope, { definitionId: req.definitionId, profileIds: [profile.profileId] });
+    const history = req.definitionId === undefined ? [] : await this.hub.listTransitions(scope, { definitionId: req.definitionId, profileIds: [profile.profileId], latestPerMembership: EXPLAIN_MAX_HISTORY });
     const refs = inSegmentReferences(query);
     return {
       segmentId: req.definitionId ?? null,
@@ -150,13 +172,43 @@ export class AudienceExplainer {
       membership: {
         status: mine?.status ?? null,
         lastQualificationTime: mine?.lastQualificationTime ?? null,
-        history: history.slice(-EXPLAIN_MAX_HISTORY).map((t) => ({ from: t.from, to: t.to, source: t.source, at: t.at })),
+        history: history.map((t) => ({ from: t.from, to: t.to, source: t.source, at: t.at })),
       },
       references: refs.map((id) => ({ id, status: byDef.get(id)?.status ?? null })),
+      attributes: provenance(profileAttributePaths(query).filter((p) => !isOwnMembership(p)), profile.entity, fragments, spec),
       events: { read: events.length, truncated: page.next !== null },
       trace: shownTrace(trace),
     };
   }
+}
+
+/** segmentMembership.ups is the service's own memberships (`references`); ingested namespaces are fragments' data. */
+function isOwnMembership(path: readonly string[]): boolean {
+  return path[0] === "segmentMembership" && (path.length === 1 || path[1] === "ups");
+}
+
+function provenance(paths: readonly (readonly string[])[], entity: JsonObject, fragments: readonly ProfileFragment[], policy: MergePolicySpec): AttributeProvenance[] {
+  const sources = attributeSources(fragments, policy, paths);
+  return paths.map((path, i): AttributeProvenance => {
+    const at = { path: path.join("."), value: shown(valueAt(entity, path)) };
+    if (path[0] === "identityMap") return { ...at, source: null, rule: "identityGraph" };
+    const f = sources[i] ?? null;
+    const rank = policy.attributeMerge.type === "dataSetPrecedence" ? { rank: f === null ? null : datasetRank(policy, f.datasetId) } : {};
+    if (f === null) return { ...at, source: null, rule: "none", ...rank };
+    const source = { datasetId: f.datasetId, recordId: fragmentRecordId(f.primary), timestamp: new Date(f.timestamp).toISOString() };
+    return { ...at, source, rule: policy.attributeMerge.type, ...rank };
+  });
+}
+
+/** The value at `path`; through an array, each item's (as PQL projects a field over an array). */
+function valueAt(v: unknown, path: readonly string[]): unknown {
+  let cur = v;
+  for (let i = 0; i < path.length; i++) {
+    if (Array.isArray(cur)) return cur.map((x) => valueAt(x, path.slice(i)) ?? null);
+    if (cur === null || typeof cur !== "object" || !Object.hasOwn(cur, path[i]!)) return undefined;
+    cur = (cur as Record<string, unknown>)[path[i]!];
+  }
+  return cur;
 }
 
 /**

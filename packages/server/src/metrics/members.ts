@@ -43,10 +43,10 @@ export class AudienceMembers {
     const ids = members.map((m) => m.profileId);
     const [counts, transitions, identities] = await Promise.all([
       this.hub.countMembers(scope, definitionId),
-      ids.length === 0 ? [] : this.hub.listTransitions(scope, { definitionId, profileIds: ids }),
+      ids.length === 0 ? [] : this.hub.listTransitions(scope, { definitionId, profileIds: ids, latestPerMembership: 1 }),
       Promise.all(ids.map((id) => this.hub.graphIdentities(scope, id))),
     ]);
-    // Transitions come oldest first: the last one of a profile set its current status.
+    // The newest transition of each member: the one that set its current status.
     const last = new Map(transitions.map((t) => [t.profileId, t]));
     const children = members.map((m, i): Member => {
       const t = last.get(m.profileId);

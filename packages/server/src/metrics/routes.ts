@@ -2,6 +2,7 @@
  * GET /data/core/ups/segment/definitions/{id}/metrics?window=24h|7d|30d —
  * the "Profiles over time" card of the audience tool (total qualified, new
  * audience updated and its chart buckets). See docs/streaming-and-edge.md.
+ * With it, #28's explain, members and a profile's memberships (docs/explain.md).
  */
 import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
@@ -15,12 +16,14 @@ import type { ExpressionInput } from "../services/definition-analysis.js";
 import { AudienceMetricsService, type MetricWindow } from "./audience-metrics.js";
 import { AudienceExplainer } from "./explain.js";
 import { AudienceMembers, MEMBERS_DEFAULT_LIMIT, MEMBERS_MAX_LIMIT, type MembersHub } from "./members.js";
+import { ProfileMembershipsService, type ProfileMembershipsHub } from "./profile-memberships.js";
 import type { MembershipStatus } from "../profiles/types.js";
 
 export interface MetricsRoutesOptions extends AuthDeps {
   metrics: AudienceMetricsService;
   explainer: AudienceExplainer;
   members: AudienceMembers;
+  profileMemberships: ProfileMembershipsService;
 }
 
 const identityQuery = {
@@ -30,6 +33,31 @@ const identityQuery = {
     entityIdNS: { type: "string", minLength: 1, maxLength: 256, description: "Its namespace code (Email, ECID, ...)" },
   },
   required: ["entityId", "entityIdNS"],
+} as const;
+
+const transitionSchema = {
+  type: "object",
+  properties: { from: { type: "string", nullable: true }, to: { type: "string" }, source: { type: "string", enum: ["batch", "streaming", "edge"] }, at: { type: "string" } },
+  required: ["from", "to", "source", "at"],
+} as const;
+
+const attributeSchema = {
+  type: "object",
+  description: "A profile attribute the expression reads, with the fragment and merge-policy rule that supplied its value",
+  properties: {
+    path: { type: "string" },
+    value: { description: "The merged profile's value, shown as the trace shows values (through an array, each item's)" },
+    source: {
+      type: "object",
+      nullable: true,
+      description: "The fragment whose value the merge kept; null when no fragment has one",
+      properties: { datasetId: { type: "string" }, recordId: { type: "string", description: "namespace:id of the fragment's primary identity" }, timestamp: { type: "string" } },
+      required: ["datasetId", "recordId", "timestamp"],
+    },
+    rule: { type: "string", enum: ["timestampOrdered", "dataSetPrecedence", "identityGraph", "none"] },
+    rank: { type: "integer", nullable: true, description: "dataSetPrecedence: the source's dataset's place in the policy's order (1 = first); null when unlisted" },
+  },
+  required: ["path", "value", "source", "rule"],
 } as const;
 
 const traceNodeSchema = {
@@ -57,14 +85,15 @@ const explanationSchema = {
       properties: {
         status: { type: "string", nullable: true },
         lastQualificationTime: { type: "string", nullable: true },
-        history: { type: "array", items: { type: "object", properties: { from: { type: "string", nullable: true }, to: { type: "string" }, source: { type: "string" }, at: { type: "string" } } } },
+        history: { type: "array", items: transitionSchema },
       },
     },
     references: { type: "array", items: { type: "object", properties: { id: { type: "string" }, status: { type: "string", nullable: true } } } },
+    attributes: { type: "array", items: attributeSchema },
     events: { type: "object", properties: { read: { type: "integer" }, truncated: { type: "boolean" } } },
     trace: traceNodeSchema,
   },
-  required: ["segmentId", "entityId", "entityIdNS", "profileId", "evaluatedAt", "result", "excludedByConsent", "exitsAt", "membership", "references", "events", "trace"],
+  required: ["segmentId", "entityId", "entityIdNS", "profileId", "evaluatedAt", "result", "excludedByConsent", "exitsAt", "membership", "references", "attributes", "events", "trace"],
 } as const;
 
 const bucketSchema = {
@@ -199,12 +228,48 @@ export async function metricsRoutes(app: FastifyInstance, opts: MetricsRoutesOpt
       identity: { id: b.entityId, namespace: b.entityIdNS },
     });
   });
+
+  app.get<{ Querystring: { entityId: string; entityIdNS: string } }>("/segment/memberships", {
+    schema: {
+      tags: explainTags,
+      summary: "A profile's memberships across every audience, each with its status and most recent transitions (segmentd extension)",
+      headers: authHeaders,
+      querystring: identityQuery,
+      response: {
+        200: {
+          type: "object",
+          properties: {
+            entityId: { type: "string" },
+            entityIdNS: { type: "string" },
+            profileId: { type: "string" },
+            memberships: {
+              type: "array",
+              items: {
+                type: "object",
+                properties: {
+                  segmentId: { type: "string" },
+                  name: { type: "string", nullable: true },
+                  status: { type: "string", enum: ["realized", "exited"] },
+                  lastQualificationTime: { type: "string" },
+                  transitions: { type: "array", description: "Oldest first: the most recent 100", items: transitionSchema },
+                },
+                required: ["segmentId", "name", "status", "lastQualificationTime", "transitions"],
+              },
+            },
+          },
+          required: ["entityId", "entityIdNS", "profileId", "memberships"],
+        },
+        ...commonErrorResponses,
+        404: { ...commonErrorResponses[400], description: "No such profile in this sandbox" },
+      },
+    },
+  }, async (request) => opts.profileMemberships.get(tenantOf(request), { id: request.query.entityId, namespace: request.query.entityIdNS }));
 }
 
 export interface AudienceMetricsPluginOptions extends AuthDeps {
   meta: MetadataStore;
   /** The membership transitions the engines recorded; profiles and events for explain. */
-  hub: ProfileReads & MembersHub;
+  hub: ProfileReads & MembersHub & ProfileMembershipsHub;
   clock: Clock;
 }
 
@@ -218,7 +283,8 @@ export const audienceMetricsPlugin = fp(
     const metrics = new AudienceMetricsService(opts.meta, opts.hub, opts.clock);
     const explainer = new AudienceExplainer(opts.meta, opts.hub, opts.clock);
     const members = new AudienceMembers(opts.meta, opts.hub);
-    await metricsRoutes(app, { authenticator: opts.authenticator, tenants: opts.tenants, metrics, explainer, members });
+    const profileMemberships = new ProfileMembershipsService(opts.meta, opts.hub);
+    await metricsRoutes(app, { authenticator: opts.authenticator, tenants: opts.tenants, metrics, explainer, members, profileMemberships });
   },
   { name: "segmentd-audience-metrics", fastify: "5.x", encapsulate: true },
 );

@@ -1,7 +1,7 @@
 // Builds merged profiles from the rows a store read for one chunk of graphs (or
 // one graph). Shared by both stores so that scans and lookups merge identically.
-import { buildMergedProfile } from "./merge.js";
-import { StoreError, type MembershipChange, type ScannedProfile } from "./store.js";
+import { buildMergedProfile, fragmentsOfProfile } from "./merge.js";
+import { StoreError, type MembershipChange, type ProfileWithFragments, type ScannedProfile } from "./store.js";
 import type { Identity, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, ProfileFragment, StoredEvent } from "./types.js";
 import { identityKey } from "./validate.js";
 
@@ -52,6 +52,12 @@ export function lookupProfile(pid: number, rows: GraphRows, policy: MergePolicyS
     if (!own) return null;
   }
   return buildMergedProfile({ profileId, graphIdentities: rows.identities, fragments: rows.fragments, memberships: rows.memberships, policy, lookedUp: identity });
+}
+
+/** lookupProfile with the fragments the merge used (ProfileSources.getProfileWithFragments). */
+export function lookupProfileWithFragments(pid: number, rows: GraphRows, policy: MergePolicySpec, identity: Identity): ProfileWithFragments | null {
+  const profile = lookupProfile(pid, rows, policy, identity);
+  return profile === null ? null : { profile, fragments: fragmentsOfProfile(rows.fragments, policy, identity) };
 }
 
 export function encodeCursor(ts: number, seq: number): string {

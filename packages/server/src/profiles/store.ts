@@ -18,6 +18,7 @@ import type {
   MembershipTransition,
   MergedProfile,
   MergePolicySpec,
+  ProfileFragment,
   StoredEvent,
   TenantScope,
   ValidRecord,
@@ -144,8 +145,10 @@ export function landedAsDecided(expect: Float64Array, stored: Float64Array | und
 
 export interface TransitionQuery {
   definitionId?: string;
-  /** These profiles' transitions (explain, members); read through the definition's index, so name a definition too where the log is large. */
+  /** These profiles' transitions (explain, members, a profile's memberships): read through the per-profile index, with or without a definition. */
   profileIds?: readonly string[];
+  /** Only the most recent this many of each profile and definition (before `limit`; the result stays oldest first). */
+  latestPerMembership?: number;
   sources?: MembershipSource[];
   /** Inclusive, epoch ms. */
   since?: number;
@@ -331,8 +334,23 @@ export interface IdentityGraph {
   graphIdentities(scope: TenantScope, profileId: string): Promise<Identity[]>;
 }
 
-/** Merged profiles and their events, one at a time or scanned in chunks. */
-export interface ProfileReads {
+/** A merged profile and the fragments it was merged from (those of its graph the policy's identity graph keeps). */
+export interface ProfileWithFragments {
+  profile: MergedProfile;
+  fragments: ProfileFragment[];
+}
+
+/** Explain's read: which fragment supplied each attribute of a profile (merge.ts attributeSource). */
+export interface ProfileSources {
+  /** getProfile, with the fragments of the same read: the merge they give is the profile's. */
+  getProfileWithFragments(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<ProfileWithFragments | null>;
+}
+
+/**
+ * Merged profiles and their events, one at a time or scanned in chunks. Every reader of profiles
+ * serves their sources too (the hub handles the audience routes are given are ProfileReads).
+ */
+export interface ProfileReads extends ProfileSources {
   getProfile(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null>;
   getEvents(scope: TenantScope, identity: Identity, policy: MergePolicySpec, query?: EventQuery): Promise<EventPage>;
   /** Every merged profile with its events, chunk by chunk (never all in memory). */

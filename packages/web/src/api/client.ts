@@ -12,6 +12,10 @@ import type {
   DatasetExpiration,
   DefinitionPage,
   EligibilityAnswer,
+  Explanation,
+  ImpactAnswer,
+  MemberPage,
+  MembershipStatus,
   MergePolicy,
   Method,
   MetricWindow,
@@ -140,6 +144,28 @@ export class ApiClient {
 
   metrics(id: string, window: MetricWindow): Promise<AudienceMetrics> {
     return this.request("GET", `${UPS}/segment/definitions/${encodeURIComponent(id)}/metrics?window=${window}`);
+  }
+
+  /** Why one profile is in or out of the audience now (segmentd's explain extension). */
+  explain(id: string, namespace: string, entityId: string): Promise<Explanation> {
+    const q = new URLSearchParams({ entityId, entityIdNS: namespace });
+    return this.request("GET", `${UPS}/segment/definitions/${encodeURIComponent(id)}/explain?${q.toString()}`);
+  }
+
+  /** A page of the audience's members; `start` is the previous page's `_page.next`. */
+  members(id: string, status: MembershipStatus, limit: number, start?: string): Promise<MemberPage> {
+    const q = new URLSearchParams({ status, limit: String(limit) });
+    if (start !== undefined) q.set("start", start);
+    return this.request("GET", `${UPS}/segment/definitions/${encodeURIComponent(id)}/members?${q.toString()}`);
+  }
+
+  /** Who would enter, leave and stay if the audience had this expression and merge policy; nothing is saved. */
+  impact(id: string, expression: string, mergePolicyId: string, sampleSize: number): Promise<ImpactAnswer> {
+    return this.request("POST", `${UPS}/segment/definitions/${encodeURIComponent(id)}/impact`, {
+      expression: { type: "PQL", format: "pql/text", value: expression },
+      ...(mergePolicyId === "" ? {} : { mergePolicyId }),
+      sampleSize,
+    });
   }
 
   createJob(segmentId: string): Promise<SegmentJob> {

@@ -110,3 +110,106 @@ export interface UiConfig {
   devTenant: boolean;
   credentials?: { token: string; apiKey: string; orgId: string; sandboxName: string };
 }
+
+/** Time bounds an `occurs` tested against (epoch ms; PQL's OccursBounds). */
+export interface OccursBounds {
+  lower?: number;
+  lowerInclusive: boolean;
+  upper?: number;
+  upperInclusive: boolean;
+  exclude?: { start: number; end: number };
+  empty?: boolean;
+}
+
+/** One node of an explanation's trace (PQL's TraceNode as the server sends it). */
+export interface TraceNode {
+  kind: string;
+  text: string;
+  value: unknown;
+  children: TraceNode[];
+  items?: { tested: number; held: number; first: unknown[] };
+  bounds?: OccursBounds;
+}
+
+export type MembershipStatus = "realized" | "exited";
+
+export interface MembershipTransition {
+  from: MembershipStatus | null;
+  to: MembershipStatus;
+  source: string;
+  at: string;
+}
+
+/** Which fragment and merge rule supplied an attribute the expression read (newer servers only). */
+export interface ExplainedAttribute {
+  path: string;
+  value: unknown;
+  /** The fragment the merge kept: its dataset, record (`namespace:id` of its primary identity) and time. */
+  source: { datasetId: string; recordId?: string; timestamp?: string } | null;
+  /** timestampOrdered, dataSetPrecedence, identityGraph or none (no fragment has a value). */
+  rule: string;
+  /** dataSetPrecedence: the dataset's place in the policy's order (1 = first); null when unlisted. */
+  rank?: number | null;
+}
+
+export interface Explanation {
+  segmentId: string | null;
+  entityId: string;
+  entityIdNS: string;
+  profileId: string;
+  evaluatedAt: string;
+  mergePolicyId: string | null;
+  result: boolean;
+  excludedByConsent: boolean;
+  exitsAt: string | null;
+  membership: { status: MembershipStatus | null; lastQualificationTime: string | null; history: MembershipTransition[] };
+  references: Array<{ id: string; status: MembershipStatus | null }>;
+  events: { read: number; truncated: boolean };
+  trace: TraceNode;
+  attributes?: ExplainedAttribute[];
+}
+
+export interface Identity {
+  namespace: string;
+  id: string;
+}
+
+export interface Member {
+  profileId: string;
+  identities: Identity[];
+  status: MembershipStatus;
+  lastQualificationTime: string;
+  since: { source: string; at: string } | null;
+}
+
+export interface MemberPage {
+  segmentId: string;
+  status: MembershipStatus;
+  children: Member[];
+  _page: { count: number; limit: number; totalCount: number; next: string | null };
+}
+
+export interface ImpactGroup {
+  count: number;
+  sample: Array<{ profileId: string; identities: Identity[] }>;
+}
+
+export interface ImpactSide {
+  qualified: number;
+  expression: string;
+  mergePolicyId: string;
+}
+
+export interface ImpactAnswer {
+  segmentId: string;
+  evaluatedAt: string;
+  exact: boolean;
+  profiles: number;
+  before: ImpactSide;
+  after: ImpactSide;
+  enter: ImpactGroup;
+  leave: ImpactGroup;
+  stay: ImpactGroup;
+  eligibility?: Partial<EligibilityAnswer>;
+  tookMs: number;
+}

@@ -16,6 +16,7 @@ import { choicesFromLocal, choicesFromServer, keepSelection, localVerdict, type 
 import { METHOD_HINTS, METHOD_LABELS, METHODS, methodOf } from "../methods.js";
 import { audiencePath, navigate } from "../router.js";
 import { openDeleteDialog } from "./delete-dialog.js";
+import { createImpactPanel } from "./impact-panel.js";
 
 const SERVER_CHECK_DELAY_MS = 350;
 
@@ -64,6 +65,8 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
   const classification = h("p", { class: "classification muted" });
   let choices: MethodChoice[] = choicesFromLocal(localVerdict(draft.expression), undefined);
   let hasErrors = false;
+  // Editing only: what saving the edited expression would do to the audience.
+  const impact = existing ? createImpactPanel(ctx, existing.id, { expression: draft.expression, mergePolicyId: draft.mergePolicyId }) : undefined;
 
   const renderChoices = () => {
     draft.method = keepSelection(draft.method, choices);
@@ -96,6 +99,7 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
     choices = choicesFromLocal(v, selectedPolicy());
     classification.textContent = v.queryType ? `Query type: ${v.queryType}` : "";
     renderChoices();
+    impact?.changed(text, policySelect.value, !hasErrors);
     window.clearTimeout(serverTimer);
     const seq = ++checkSeq;
     if (hasErrors) {
@@ -167,6 +171,7 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
         h("button", { type: "button", class: "button-secondary", onclick: insertYear }, "Insert condition"),
         yearStatus)),
     h("fieldset", { class: "methods" }, h("legend", {}, "Evaluation method"), checkStatus, choicesBox),
+    impact?.element,
     saveStatus,
     h("div", { class: "form-actions" },
       h("a", { class: "button-secondary", href: existing ? audiencePath(existing.id) : "/audiences" }, "Cancel"),
@@ -186,6 +191,14 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
     if (hasErrors) {
       saveStatus.replaceChildren(notice("error", "The expression has errors.", "Fix the errors listed under the expression, then save."));
       editor.textarea.focus();
+      return;
+    }
+    if (impact && !impact.seen(draft.expression, draft.mergePolicyId)) {
+      // The change has not been shown yet: show it first; the next Save saves.
+      impact.showNow();
+      impact.element.scrollIntoView({ block: "nearest" });
+      saveStatus.replaceChildren(notice("info", "Review the impact of this change above, then save again."));
+      ctx.announce("Review the impact of this change, then save again.");
       return;
     }
     saveButton.disabled = true;

@@ -1,8 +1,11 @@
 /**
- * An audience's details: the expression, the method, total qualified and
- * "new audience updated" with its chart over the last 24 hours, week or 30
- * days, and an on-demand batch job with its progress (polled every second
- * until it ends or the user leaves).
+ * An audience's page, in three tabs. Overview: the expression, the method,
+ * total qualified and "new audience updated" with its chart over the last 24
+ * hours, week or 30 days, and an on-demand batch job with its progress
+ * (polled every second until it ends or the user leaves). Members: who is in
+ * or has exited (members.ts). Check a profile: why one profile is in or out
+ * (check-profile.ts). ?tab=members|check (with &ns=…&id=… to check an
+ * identity at once) opens a tab directly.
  */
 import { messageOf } from "../api/errors.js";
 import type { AudienceMetrics, MetricWindow, SegmentDefinition, SegmentJob } from "../api/types.js";
@@ -14,7 +17,10 @@ import { formatCount, formatDateTime, formatDelta } from "../format.js";
 import { METHOD_HINTS, METHOD_LABELS, methodOf } from "../methods.js";
 import { audiencePath } from "../router.js";
 import { methodBadge } from "./audiences.js";
+import { createTabs } from "../tabs.js";
+import { createCheckProfile } from "./check-profile.js";
 import { openDeleteDialog } from "./delete-dialog.js";
+import { createMembers } from "./members.js";
 
 export const WINDOWS: ReadonlyArray<{ value: MetricWindow; label: string }> = [
   { value: "24h", label: "Last 24 hours" },
@@ -150,16 +156,7 @@ export async function renderDetails(ctx: PageContext, id: string): Promise<void>
     );
   });
 
-  ctx.main.replaceChildren(
-    h("nav", { class: "breadcrumb", "aria-label": "Breadcrumb" }, h("a", { href: "/audiences" }, "Audiences"), h("span", { "aria-hidden": "true" }, " / "), h("span", { "aria-current": "page" }, def.name)),
-    h("div", { class: "page-head" },
-      h("div", {},
-        h("h1", {}, def.name),
-        def.description ? h("p", { class: "lead" }, def.description) : null),
-      h("div", { class: "actions" },
-        h("a", { class: "button-secondary", href: audiencePath(def.id, true) }, "Edit"),
-        h("button", { type: "button", class: "button-secondary button-danger-outline", onclick: () => openDeleteDialog(ctx, def) }, "Delete"))),
-    h("div", { class: "details-grid" },
+  const overview = h("div", { class: "details-grid" },
       h("section", { class: "card", "aria-labelledby": "def-title" },
         h("h2", { id: "def-title" }, "Definition"),
         h("dl", { class: "props" },
@@ -176,7 +173,46 @@ export async function renderDetails(ctx: PageContext, id: string): Promise<void>
         h("h2", { id: "job-title" }, "On-demand evaluation"),
         h("p", { class: "muted" }, `Evaluate this audience over every profile now with a segment job${method === "batch" ? "" : ` (it is also evaluated ${METHOD_LABELS[method] === "Edge" ? "on the edge" : "as data streams in"})`}.`),
         runButton,
-        jobBox)),
+        jobBox));
+
+  const setAddress = (params: Record<string, string | null>) => {
+    const url = new URL(location.href);
+    for (const [k, v] of Object.entries(params)) {
+      if (v === null) url.searchParams.delete(k);
+      else url.searchParams.set(k, v);
+    }
+    history.replaceState(null, "", url.pathname + url.search);
+  };
+  const checker = createCheckProfile(ctx, def, (ns, entityId) => setAddress({ tab: "check", ns, id: entityId }));
+  const members = createMembers(ctx, def, (ns, entityId) => {
+    tabs.select("check", "panel");
+    checker.check(ns, entityId);
+  });
+  const tabs = createTabs("Audience views", [
+    { id: "overview", label: "Overview", panel: overview },
+    { id: "members", label: "Members", panel: members.element },
+    { id: "check", label: "Check a profile", panel: checker.element },
+  ], (tab) => {
+    if (tab === "members") members.show();
+    if (tab !== "check") setAddress({ ns: null, id: null });
+  });
+
+  ctx.main.replaceChildren(
+    h("nav", { class: "breadcrumb", "aria-label": "Breadcrumb" }, h("a", { href: "/audiences" }, "Audiences"), h("span", { "aria-hidden": "true" }, " / "), h("span", { "aria-current": "page" }, def.name)),
+    h("div", { class: "page-head" },
+      h("div", {},
+        h("h1", {}, def.name),
+        def.description ? h("p", { class: "lead" }, def.description) : null),
+      h("div", { class: "actions" },
+        h("a", { class: "button-secondary", href: audiencePath(def.id, true) }, "Edit"),
+        h("button", { type: "button", class: "button-secondary button-danger-outline", onclick: () => openDeleteDialog(ctx, def) }, "Delete"))),
+    tabs.element,
   );
+  const query = new URLSearchParams(location.search);
+  const tab = query.get("tab");
+  tabs.select(tab === "members" || tab === "check" ? tab : "overview");
+  const ns = query.get("ns");
+  const entityId = query.get("id");
+  if (tab === "check" && ns !== null && entityId !== null) checker.check(ns, entityId);
   await loadMetrics();
 }

@@ -251,7 +251,16 @@ export async function listTransitions(s: StoreCtx, scope: TenantScope, q: Transi
   }
   if (q.sources !== undefined && q.sources.length > 0) { where.push(`source IN (${q.sources.map(() => "?").join(", ")})`); params.push(...q.sources.map(sourceCode)); }
   if (q.profileIds !== undefined) { where.push("pid IN (SELECT value FROM json_each(?))"); params.push(JSON.stringify(q.profileIds.map(Number))); }
-  const rows = s.db.prepare(`SELECT pid, def, from_status, to_status, source, at FROM transitions WHERE ${where.join(" AND ")} ORDER BY at, seq LIMIT ?`)
+  const cols = "pid, def, from_status, to_status, source, at";
+  // Without statistics SQLite takes the definition's index (it gives the order too) even for a
+  // few profiles, and reads the definition's whole log: their own index, named.
+  const table = q.profileIds === undefined ? "transitions" : "transitions INDEXED BY transitions_pid";
+  // The newest of each (profile, definition), numbered newest first.
+  const from = q.latestPerMembership === undefined
+    ? `${table} WHERE ${where.join(" AND ")}`
+    : `(SELECT seq, ${cols}, row_number() OVER (PARTITION BY pid, def ORDER BY at DESC, seq DESC) AS n FROM ${table} WHERE ${where.join(" AND ")}) WHERE n <= ?`;
+  if (q.latestPerMembership !== undefined) params.push(q.latestPerMembership);
+  const rows = s.db.prepare(`SELECT ${cols} FROM ${from} ORDER BY at, seq LIMIT ?`)
     .all(...params, q.limit ?? 10_000) as Array<{ pid: number; def: number; from_status: number | null; to_status: number; source: number; at: number }>;
   return rows.map((r) => ({ profileId: String(r.pid), definitionId: s.defCodes.idOf(r.def), from: r.from_status === null ? null : statusName(r.from_status),
     to: statusName(r.to_status), source: sourceName(r.source), at: new Date(r.at).toISOString() }));

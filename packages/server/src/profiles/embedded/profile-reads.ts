@@ -2,9 +2,9 @@
 // Functions over the store's one connection and write queue (StoreCtx, store-context.ts).
 
 import type Database from "better-sqlite3";
-import { assembleGraph, decodeCursor, encodeCursor, listedPids, lookupProfile, type GraphRows } from "../scan-assembly.js";
+import { assembleGraph, decodeCursor, encodeCursor, listedPids, lookupProfile, lookupProfileWithFragments, type GraphRows } from "../scan-assembly.js";
 import { fragmentRecordId } from "../quarantine.js";
-import { type EventPage, type EventQuery, type LakeRecord, type ProfileDataTimes, type ScanOptions, type ScannedProfile } from "../store.js";
+import { type EventPage, type EventQuery, type LakeRecord, type ProfileDataTimes, type ProfileWithFragments, type ScanOptions, type ScannedProfile } from "../store.js";
 import type { Identity, MergedProfile, MergePolicySpec, TenantScope } from "../types.js";
 import { identityKey } from "../validate.js";
 import { type FragmentRow, type EventRow, type StoredMembershipRow, SELECT_EVENTS_BY_PID, SELECT_MEMBERSHIPS, membershipOf, type StoreCtx } from "./store-context.js";
@@ -66,7 +66,8 @@ export function readGraphs(s: StoreCtx, scope: TenantScope, tid: number, lo: num
   return graphs;
 }
 
-export async function getProfile(s: StoreCtx, scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null> {
+/** The rows of the graph `identity` belongs to, as a look-up merges them; null for an unknown identity. */
+function lookupRows(s: StoreCtx, scope: TenantScope, identity: Identity, policy: MergePolicySpec): { pid: number; rows: GraphRows } | null {
   s.identitiesCurrent();
   const tid = s.tid(scope, false);
   const pid = s.pidOf(tid, identity);
@@ -78,7 +79,17 @@ export async function getProfile(s: StoreCtx, scope: TenantScope, identity: Iden
       .all(tid, pid, identity.namespace, identity.id) as EventRow[];
     rows.events = s.eventsFrom(scope, ev).map((e) => e.event);
   }
-  return lookupProfile(pid, rows, policy, identity);
+  return { pid, rows };
+}
+
+export async function getProfile(s: StoreCtx, scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null> {
+  const g = lookupRows(s, scope, identity, policy);
+  return g === null ? null : lookupProfile(g.pid, g.rows, policy, identity);
+}
+
+export async function getProfileWithFragments(s: StoreCtx, scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<ProfileWithFragments | null> {
+  const g = lookupRows(s, scope, identity, policy);
+  return g === null ? null : lookupProfileWithFragments(g.pid, g.rows, policy, identity);
 }
 
 export async function getEvents(s: StoreCtx, scope: TenantScope, identity: Identity, policy: MergePolicySpec, query: EventQuery = {}): Promise<EventPage> {

@@ -30,8 +30,10 @@ CREATE UNIQUE INDEX IF NOT EXISTS lake_eid ON lake_records (tid, ds, eid);
 CREATE INDEX IF NOT EXISTS lake_identity ON lake_records (tid, ns, idv);
 -- memberships, transitions and definition_codes: membership-codes.ts (MEMBERSHIP_SCHEMA), created
 -- after migrateTextMemberships has converted an older file's text tables.
--- One transitions index: the engines' transition queries all name a definition (one without scans
--- the table); each index costs ~0.2 µs per transition in bulk membership writes.
+-- Two transitions indexes: per definition (the engines' queries, audience metrics; ~0.2 µs per
+-- transition in bulk membership writes) and per profile (explain, members, a profile's memberships
+-- with history; bench:batch measures its cost); a query naming neither scans the table. An older
+-- file gains the per-profile one when opened (MEMBERSHIP_SCHEMA builds it once).
 DROP INDEX IF EXISTS transitions_at;
 CREATE TABLE IF NOT EXISTS batches (tid INTEGER NOT NULL, id TEXT NOT NULL, ds TEXT NOT NULL, status TEXT NOT NULL,
   created INTEGER NOT NULL, updated INTEGER NOT NULL, completed INTEGER, records_read INTEGER NOT NULL DEFAULT 0,

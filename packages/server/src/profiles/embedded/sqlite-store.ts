@@ -23,7 +23,7 @@ import { DEFAULT_IDENTITY_CACHE_ENTRIES, IdentityPidCache } from "./identity-cac
 import { mergeTouched, touchProfiles, type FeedHistory } from "../change-feed.js";
 import { SqliteChangeLog } from "./change-log.js";
 import { clampQuarantineLimit, parseStoredBody, QuarantineLog, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineKind, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
-import { type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery, type DecidedChanges, type DecidedAppendResult } from "../store.js";
+import { type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ProfileWithFragments, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery, type DecidedChanges, type DecidedAppendResult } from "../store.js";
 import type { Dataset, DatasetInput, Identity, JsonObject, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, StoredEvent, TenantScope, ValidRecord } from "../types.js";
 import { SQLITE_SCHEMA } from "./schema.js";
 import { EventIndexMerger, MERGE_AT, MERGE_STEP, MERGE_STEP_MIN, migrateEventIndex } from "./event-index.js";
@@ -34,7 +34,7 @@ import { sandboxNameKey } from "../../platform/tenant.js";
 import { type EventRow, type QueuedWrite, NO_TENANT, WAL_CATCH_UP_BYTES, SCAN_CACHE_KIB, type QuarantineRow, quarantineEntry, type StoreCtx } from "./store-context.js";
 import { createDataset, getDataset, listDatasets, deleteDataset, deleteByIdentities, deleteDatasetRecords, updateFields } from "./lifecycle-writes.js";
 import { append, appendDecided, createBatch, getBatch, listBatches, setBatchStatus, stageBatchRecords, completeBatch, abortBatch } from "./append-batches.js";
-import { findProfileId, findProfileIds, graphIdentities, getProfile, getEvents, eventsStoredThrough, scanProfiles, countProfiles, listProfileIds, profileDataTimes, listLakeRecords } from "./profile-reads.js";
+import { findProfileId, findProfileIds, graphIdentities, getProfile, getProfileWithFragments, getEvents, eventsStoredThrough, scanProfiles, countProfiles, listProfileIds, profileDataTimes, listLakeRecords } from "./profile-reads.js";
 import { applyMembershipChanges, writeMembershipChanges, applyMembershipSets, getMemberships, listMembers, listMemberIds, listMemberPids, countMembers, listTransitions } from "./membership-store.js";
 
 export interface EmbeddedStoreOptions {
@@ -594,6 +594,9 @@ export class EmbeddedProfileStore implements ProfileStore {
   }
   getProfile(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null> {
     return getProfile(this.ctx, scope, identity, policy);
+  }
+  getProfileWithFragments(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<ProfileWithFragments | null> {
+    return getProfileWithFragments(this.ctx, scope, identity, policy);
   }
   getEvents(scope: TenantScope, identity: Identity, policy: MergePolicySpec, query: EventQuery = {}): Promise<EventPage> {
     return getEvents(this.ctx, scope, identity, policy, query);

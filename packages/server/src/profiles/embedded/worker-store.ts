@@ -27,7 +27,7 @@ import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import type { FeedHistory } from "../change-feed.js";
 import { FeedMirror, type FeedDelta } from "./feed-mirror.js";
-import { StoreError, StoreUnavailableError, type AppendOptions, type AppendResult, type DecidedAppendResult, type DecidedChanges, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
+import { StoreError, StoreUnavailableError, type AppendOptions, type AppendResult, type DecidedAppendResult, type DecidedChanges, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ProfileWithFragments, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
 import type { Dataset, DatasetInput, Identity, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, TenantScope, ValidRecord } from "../types.js";
 import type { EmbeddedStoreOptions } from "./sqlite-store.js";
 import { withLazyBody } from "../lazy-body.js";
@@ -526,6 +526,9 @@ export class WorkerProfileStore implements ProfileStore {
   }
   getProfile(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null> {
     return this.call("getProfile", [scope, identity, policy]);
+  }
+  getProfileWithFragments(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<ProfileWithFragments | null> {
+    return this.call("getProfileWithFragments", [scope, identity, policy]);
   }
   getEvents(scope: TenantScope, identity: Identity, policy: MergePolicySpec, query?: EventQuery): Promise<EventPage> {
     return this.call("getEvents", [scope, identity, policy, query]);

@@ -1,8 +1,8 @@
 // Reads of the PostgreSQL profile store: identities, profiles, events, scans and
 // lake records (pure reads; unservable bodies are skipped via ctx.servable).
 import { fragmentRecordId } from "../quarantine.js";
-import { assembleGraph, decodeCursor, encodeCursor, listedPids, lookupProfile, toMembership, type GraphRows, type MembershipRow } from "../scan-assembly.js";
-import type { EventPage, EventQuery, LakeRecord, ProfileDataTimes, ScanOptions, ScannedProfile } from "../store.js";
+import { assembleGraph, decodeCursor, encodeCursor, listedPids, lookupProfile, lookupProfileWithFragments, toMembership, type GraphRows, type MembershipRow } from "../scan-assembly.js";
+import type { EventPage, EventQuery, LakeRecord, ProfileDataTimes, ProfileWithFragments, ScanOptions, ScannedProfile } from "../store.js";
 import type { Identity, JsonObject, MergedProfile, MergePolicySpec, StoredEvent, TenantScope } from "../types.js";
 import { identityKey } from "../validate.js";
 import { IDENTITY_CHUNK, NO_TENANT, queryRows, type EventRow, type PgStoreContext, type Q } from "./pg-context.js";
@@ -82,7 +82,8 @@ export async function readGraphs(ctx: PgStoreContext, scope: TenantScope, tid: n
   return graphs;
 }
 
-export async function getProfile(ctx: PgStoreContext, scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null> {
+/** The rows of the graph `identity` belongs to, as a look-up merges them; null for an unknown identity. */
+async function lookupRows(ctx: PgStoreContext, scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<{ pid: number; rows: GraphRows } | null> {
   const tid = await ctx.tid(ctx.pool, scope, false);
   const pid = await pidOf(ctx.pool, tid, identity);
   if (pid === null) return null;
@@ -92,7 +93,17 @@ export async function getProfile(ctx: PgStoreContext, scope: TenantScope, identi
       [tid, pid, identity.namespace, identity.id]);
     rows.events = eventsFrom(ctx, scope, ev).map((e) => e.event);
   }
-  return lookupProfile(pid, rows, policy, identity);
+  return { pid, rows };
+}
+
+export async function getProfile(ctx: PgStoreContext, scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null> {
+  const g = await lookupRows(ctx, scope, identity, policy);
+  return g === null ? null : lookupProfile(g.pid, g.rows, policy, identity);
+}
+
+export async function getProfileWithFragments(ctx: PgStoreContext, scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<ProfileWithFragments | null> {
+  const g = await lookupRows(ctx, scope, identity, policy);
+  return g === null ? null : lookupProfileWithFragments(g.pid, g.rows, policy, identity);
 }
 
 export async function getEvents(ctx: PgStoreContext, scope: TenantScope, identity: Identity, policy: MergePolicySpec, query: EventQuery = {}): Promise<EventPage> {

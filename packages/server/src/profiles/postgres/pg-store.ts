@@ -31,6 +31,7 @@ import {
   type MembershipSetOptions,
   type ProfileDataTimes,
   type ProfileStore,
+  type ProfileWithFragments,
   type PartitionBatchResult,
   type PartitionBatchWrite,
   type PartitionFence,
@@ -545,6 +546,10 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
 
   getProfile(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<MergedProfile | null> {
     return reads.getProfile(this.ctx, scope, identity, policy);
+  }
+
+  getProfileWithFragments(scope: TenantScope, identity: Identity, policy: MergePolicySpec): Promise<ProfileWithFragments | null> {
+    return reads.getProfileWithFragments(this.ctx, scope, identity, policy);
   }
 
   getEvents(scope: TenantScope, identity: Identity, policy: MergePolicySpec, query: EventQuery = {}): Promise<EventPage> {
