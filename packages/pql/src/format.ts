@@ -65,7 +65,8 @@ const BINARY_PREC: Record<string, number> = {
   "%": PREC_MUL,
 };
 
-const PLURAL: Record<TimeUnit, string> = {
+/** The plural each time unit is written with (`3 days`). */
+export const TIME_UNIT_PLURALS: Readonly<Record<TimeUnit, string>> = {
   millisecond: "milliseconds",
   second: "seconds",
   minute: "minutes",
@@ -232,7 +233,7 @@ function fmtBinary(e: Expr & { type: "Binary" }, tail: Tail): string {
 function fmtTail(t: OccursTail, tail: Tail): string {
   switch (t.kind) {
     case "relative":
-      return `${t.op} ${t.amount} ${t.amount === 1 ? t.unit : PLURAL[t.unit]} ${t.direction} ${fmt(t.ref, PREC_POSTFIX, tail)}`;
+      return `${t.op} ${t.amount} ${t.amount === 1 ? t.unit : TIME_UNIT_PLURALS[t.unit]} ${t.direction} ${fmt(t.ref, PREC_POSTFIX, tail)}`;
     case "direction":
       return `${t.direction} ${fmt(t.ref, PREC_POSTFIX, tail)}`;
     case "between":

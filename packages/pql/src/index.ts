@@ -8,7 +8,7 @@ export type { BuiltinSpec, PqlType } from "./catalog.js";
 export { PqlError, positionAt, diagnosticAt } from "./errors.js";
 export type { Diagnostic, Position } from "./errors.js";
 export { parse } from "./parser.js";
-export { format } from "./format.js";
+export { format, TIME_UNIT_PLURALS } from "./format.js";
 export { toPqlJson, fromPqlJson } from "./pqljson.js";
 export type { PqlJsonNode } from "./pqljson.js";
 export { check } from "./check.js";

@@ -4,7 +4,7 @@
  * operator id stands for exactly one PQL shape, so a condition reads back as
  * the operator it was written with.
  */
-import type { CmpOp, Direction, TimeUnit } from "@segmentd/pql";
+import { TIME_UNIT_PLURALS, type CmpOp, type Direction, type TimeUnit } from "@segmentd/pql";
 import type { ConditionRule, Operand } from "./model.js";
 
 export type OperatorId =
@@ -194,19 +194,8 @@ export const COUNT_OPERATORS: readonly { op: CmpOp; label: string }[] = [
 
 /** Labels of the general relative form's parts. */
 export const DIRECTION_LABELS: Readonly<Record<Direction, string>> = { before: "before", after: "after", from: "from" };
-export const TIME_UNIT_LABELS: Readonly<Record<TimeUnit, string>> = {
-  millisecond: "milliseconds",
-  second: "seconds",
-  minute: "minutes",
-  hour: "hours",
-  day: "days",
-  week: "weeks",
-  month: "months",
-  year: "years",
-  decade: "decades",
-  century: "centuries",
-  millennium: "millennia",
-};
+/** Time units as the builder's menus name them: PQL's own plurals. */
+export const TIME_UNIT_LABELS: Readonly<Record<TimeUnit, string>> = TIME_UNIT_PLURALS;
 
 /**
  * The value type a condition is about, from its operator and operands
