@@ -1,8 +1,9 @@
 /**
  * A profile's memberships across every audience, with history (issue #28): for each definition
  * it has a membership in, the status, last qualification time and the most recent transitions,
- * read from the membership store through the transition log's per-profile index (one query
- * however many audiences the profile is in, never a definition's whole log).
+ * read from the membership store through the transition log's (definition, profile) index, the
+ * definitions named from the profile's membership rows (one query however many audiences the
+ * profile is in, never a definition's whole log).
  */
 import type { IdentityGraph, MembershipReads } from "../profiles/store.js";
 import type { MembershipStatus, MembershipTransition } from "../profiles/types.js";
@@ -51,7 +52,7 @@ export class ProfileMembershipsService {
     const [definitions, transitions] = await Promise.all([
       ids.length === 0 ? new Map() : this.meta.definitions.getMany(scope, ids),
       ids.length === 0 ? [] : this.hub.listTransitions(scope, {
-        profileIds: [profileId], latestPerMembership: PROFILE_MEMBERSHIPS_MAX_HISTORY, limit: ids.length * PROFILE_MEMBERSHIPS_MAX_HISTORY,
+        definitionIds: ids, profileIds: [profileId], latestPerMembership: PROFILE_MEMBERSHIPS_MAX_HISTORY, limit: ids.length * PROFILE_MEMBERSHIPS_MAX_HISTORY,
       }),
     ]);
     const byDefinition = new Map<string, ProfileMembership["transitions"]>();

@@ -145,7 +145,12 @@ export function landedAsDecided(expect: Float64Array, stored: Float64Array | und
 
 export interface TransitionQuery {
   definitionId?: string;
-  /** These profiles' transitions (explain, members, a profile's memberships): read through the per-profile index, with or without a definition. */
+  /** Several definitions' transitions (a profile's memberships across audiences). */
+  definitionIds?: readonly string[];
+  /**
+   * These profiles' transitions (explain, members, a profile's memberships): read through the
+   * (definition, profile) index, so name the definitions too — without them the log is scanned.
+   */
   profileIds?: readonly string[];
   /** Only the most recent this many of each profile and definition (before `limit`; the result stays oldest first). */
   latestPerMembership?: number;

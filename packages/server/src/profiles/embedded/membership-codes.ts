@@ -118,7 +118,7 @@ CREATE INDEX IF NOT EXISTS memberships_def ON memberships (tid, def, status, pid
 CREATE TABLE IF NOT EXISTS transitions (seq INTEGER PRIMARY KEY, tid INTEGER NOT NULL, pid INTEGER NOT NULL, def INTEGER NOT NULL,
   from_status INTEGER, to_status INTEGER NOT NULL, source INTEGER NOT NULL, at INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS transitions_def_at ON transitions (tid, def, at);
-CREATE INDEX IF NOT EXISTS transitions_pid ON transitions (tid, pid, def, at);
+CREATE INDEX IF NOT EXISTS transitions_def_pid ON transitions (tid, def, pid, at);
 `;
 
 /**

@@ -243,18 +243,19 @@ export async function countMembers(s: StoreCtx, scope: TenantScope, definitionId
 export async function listTransitions(s: StoreCtx, scope: TenantScope, q: TransitionQuery = {}): Promise<MembershipTransition[]> {
   const where = ["tid = ?", "at >= ?", "at < ?"];
   const params: Array<string | number> = [s.tid(scope, false), q.since ?? Number.MIN_SAFE_INTEGER, q.until ?? Number.MAX_SAFE_INTEGER];
-  if (q.definitionId !== undefined) {
-    const def = s.defCodes.find(q.definitionId);
-    if (def === undefined) return [];
-    where.push("def = ?");
-    params.push(def);
+  const named = [...(q.definitionId === undefined ? [] : [q.definitionId]), ...(q.definitionIds ?? [])];
+  if (q.definitionId !== undefined || q.definitionIds !== undefined) {
+    const defs = named.map((id) => s.defCodes.find(id)).filter((d): d is number => d !== undefined);
+    if (defs.length === 0) return [];
+    where.push(`def IN (${defs.map(() => "?").join(", ")})`);
+    params.push(...defs);
   }
   if (q.sources !== undefined && q.sources.length > 0) { where.push(`source IN (${q.sources.map(() => "?").join(", ")})`); params.push(...q.sources.map(sourceCode)); }
   if (q.profileIds !== undefined) { where.push("pid IN (SELECT value FROM json_each(?))"); params.push(JSON.stringify(q.profileIds.map(Number))); }
   const cols = "pid, def, from_status, to_status, source, at";
-  // Without statistics SQLite takes the definition's index (it gives the order too) even for a
-  // few profiles, and reads the definition's whole log: their own index, named.
-  const table = q.profileIds === undefined ? "transitions" : "transitions INDEXED BY transitions_pid";
+  // Without statistics SQLite takes the (definition, time) index (it gives the order too) even for
+  // a few profiles, and reads the definitions' whole logs: the (definition, profile) one, named.
+  const table = q.profileIds === undefined || named.length === 0 ? "transitions" : "transitions INDEXED BY transitions_def_pid";
   // The newest of each (profile, definition), numbered newest first.
   const from = q.latestPerMembership === undefined
     ? `${table} WHERE ${where.join(" AND ")}`

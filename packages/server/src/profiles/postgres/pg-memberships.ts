@@ -110,14 +110,15 @@ export async function countMembers(ctx: PgStoreContext, scope: TenantScope, defi
 export async function listTransitions(ctx: PgStoreContext, scope: TenantScope, q: TransitionQuery = {}): Promise<MembershipTransition[]> {
   const cols = "pid, def, from_status, to_status, source, at";
   const where = `tid = $1 AND at >= $2 AND at < $3
-      AND ($4::text IS NULL OR def = $4) AND ($5::text[] IS NULL OR source = ANY($5)) AND ($7::int8[] IS NULL OR pid = ANY($7))`;
+      AND ($4::text[] IS NULL OR def = ANY($4)) AND ($5::text[] IS NULL OR source = ANY($5)) AND ($7::int8[] IS NULL OR pid = ANY($7))`;
   // The newest of each (profile, definition), numbered newest first.
   const from = q.latestPerMembership === undefined
     ? `transitions WHERE ${where}`
     : `(SELECT seq, ${cols}, row_number() OVER (PARTITION BY pid, def ORDER BY at DESC, seq DESC) AS n FROM transitions WHERE ${where}) t WHERE n <= $8`;
   const rows = await queryRows<{ pid: number; def: string; from_status: MembershipStatus | null; to_status: MembershipStatus; source: MembershipChange["source"]; at: number }>(ctx.pool,
     `SELECT ${cols} FROM ${from} ORDER BY at, seq LIMIT $6`,
-    [await ctx.tid(ctx.pool, scope, false), q.since ?? Number.MIN_SAFE_INTEGER, q.until ?? Number.MAX_SAFE_INTEGER, q.definitionId ?? null,
+    [await ctx.tid(ctx.pool, scope, false), q.since ?? Number.MIN_SAFE_INTEGER, q.until ?? Number.MAX_SAFE_INTEGER,
+      q.definitionId === undefined && q.definitionIds === undefined ? null : [...(q.definitionId === undefined ? [] : [q.definitionId]), ...(q.definitionIds ?? [])],
       q.sources !== undefined && q.sources.length > 0 ? q.sources : null, q.limit ?? 10_000, q.profileIds === undefined ? null : q.profileIds.map(Number),
       ...(q.latestPerMembership === undefined ? [] : [q.latestPerMembership])]);
   return rows.map((r) => ({ profileId: String(r.pid), definitionId: r.def, from: r.from_status, to: r.to_status, source: r.source, at: new Date(r.at).toISOString() }));

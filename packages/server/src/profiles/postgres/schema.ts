@@ -27,9 +27,11 @@ CREATE INDEX IF NOT EXISTS memberships_def ON memberships (tid, def, status, pid
 CREATE TABLE IF NOT EXISTS transitions (seq bigserial PRIMARY KEY, tid int NOT NULL, pid int8 NOT NULL, def text NOT NULL,
   from_status text, to_status text NOT NULL, source text NOT NULL, at int8 NOT NULL);
 CREATE INDEX IF NOT EXISTS transitions_def_at ON transitions (tid, def, at);
--- A profile's transitions (explain, members, a profile's memberships with history) without its
--- definitions' whole logs; an older schema gains it when opened, built once over its transitions.
-CREATE INDEX IF NOT EXISTS transitions_pid ON transitions (tid, pid, def, at);
+-- A profile's transitions in named definitions (explain, members, a profile's memberships with
+-- history) without the definitions' whole logs. Definition first: a job writes a definition's
+-- transitions in profile order, so its inserts sweep one key range instead of the whole index.
+-- An older schema gains it when opened, built once over its transitions.
+CREATE INDEX IF NOT EXISTS transitions_def_pid ON transitions (tid, def, pid, at);
 -- How far each partition of the streaming workers' stream was applied (written with what it covers).
 CREATE TABLE IF NOT EXISTS partition_positions (part text PRIMARY KEY, seq int8 NOT NULL);
 CREATE INDEX IF NOT EXISTS transitions_at ON transitions (tid, at);
