@@ -19,8 +19,8 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import type { BrowserContext, Page } from "playwright-core";
-import { launchChromium } from "./helpers/browser.js";
+import type { Page } from "playwright-core";
+import { watchedBrowser, type WatchedBrowser } from "./helpers/browser.js";
 import { startE2eServer, type E2eServer } from "./helpers/e2e-server.js";
 import { shoot as shootPage, tenantApi, type TenantApi } from "./helpers/e2e-api.js";
 
@@ -34,11 +34,8 @@ const TWO_HOURS = 'chain(xEvent, timestamp, [C0: WHAT(eventType = "commerce.purc
 
 describe("audience tool in a real browser", { timeout: 180_000 }, () => {
   let server: E2eServer;
-  let browser: Awaited<ReturnType<typeof launchChromium>>;
-  let context: BrowserContext;
+  let browser: WatchedBrowser;
   let page: Page;
-  const foreignRequests: string[] = [];
-  const pageErrors: string[] = [];
   let audienceId = "";
   let dependentId = "";
   let eventsDatasetId = "";
@@ -66,15 +63,8 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
     if (index.status !== 200 || !(index.headers.get("content-type") ?? "").startsWith("text/html")) {
       throw new Error(`segmentd does not serve the audience tool at / (HTTP ${index.status}): register webRoutes (packages/server/src/web/routes.ts) in app.ts`);
     }
-    browser = await launchChromium();
-    context = browser.context;
-    const origin = new URL(server.url).origin;
-    context.on("request", (req) => {
-      const u = req.url();
-      if (!u.startsWith(origin + "/") && !u.startsWith("data:")) foreignRequests.push(u);
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.on("pageerror", (err) => pageErrors.push(err.message));
+    browser = await watchedBrowser(server.url);
+    page = browser.page;
   });
 
   after(async () => {
@@ -312,7 +302,7 @@ describe("audience tool in a real browser", { timeout: 180_000 }, () => {
   });
 
   it("never contacted another host and no page threw", () => {
-    assert.deepEqual(foreignRequests, []);
-    assert.deepEqual(pageErrors, []);
+    assert.deepEqual(browser.foreignRequests, []);
+    assert.deepEqual(browser.pageErrors, []);
   });
 });

@@ -20,8 +20,8 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import type { BrowserContext, Page } from "playwright-core";
-import { launchChromium } from "./helpers/browser.js";
+import type { Page } from "playwright-core";
+import { watchedBrowser, type WatchedBrowser } from "./helpers/browser.js";
 import { startE2eServer, type E2eServer } from "./helpers/e2e-server.js";
 import { shoot as shootPage, tenantApi, type TenantApi } from "./helpers/e2e-api.js";
 
@@ -76,11 +76,8 @@ function expectedImpact(from: string, to: string) {
 
 describe("check a profile, members and edit impact in a real browser", { timeout: 240_000 }, () => {
   let server: E2eServer;
-  let browser: Awaited<ReturnType<typeof launchChromium>>;
-  let context: BrowserContext;
+  let browser: WatchedBrowser;
   let page: Page;
-  const foreignRequests: string[] = [];
-  const pageErrors: string[] = [];
   const NAME = "Recent buyers over 30";
   let audienceId = "";
   let profilesDataset = "";
@@ -123,15 +120,8 @@ describe("check a profile, members and edit impact in a real browser", { timeout
     const job = await runJob();
     assert.equal(job.metrics?.segmentedProfileCounter?.[audienceId], PEOPLE.filter(RULES[OVER_30]!).length);
 
-    browser = await launchChromium();
-    context = browser.context;
-    const origin = new URL(server.url).origin;
-    context.on("request", (req) => {
-      const u = req.url();
-      if (!u.startsWith(origin + "/") && !u.startsWith("data:")) foreignRequests.push(u);
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.on("pageerror", (err) => pageErrors.push(err.message));
+    browser = await watchedBrowser(server.url);
+    page = browser.page;
     await page.goto(server.url + "/signin");
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.waitForURL(/\/audiences$/);
@@ -288,7 +278,7 @@ describe("check a profile, members and edit impact in a real browser", { timeout
   });
 
   it("never contacted another host and no page threw", () => {
-    assert.deepEqual(foreignRequests, []);
-    assert.deepEqual(pageErrors, []);
+    assert.deepEqual(browser.foreignRequests, []);
+    assert.deepEqual(browser.pageErrors, []);
   });
 });

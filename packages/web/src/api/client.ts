@@ -9,6 +9,8 @@ import type { Session } from "../session.js";
 import { ApiFailure, describeFailure, statusWords } from "./errors.js";
 import type {
   AudienceMetrics,
+  BuilderEstimates,
+  BuilderPalette,
   DatasetExpiration,
   DefinitionPage,
   EligibilityAnswer,
@@ -166,6 +168,16 @@ export class ApiClient {
       ...(mergePolicyId === "" ? {} : { mergePolicyId }),
       sampleSize,
     });
+  }
+
+  /** The visual builder's palette: attributes and event types found in the sandbox's data. */
+  builderFields(refresh = false): Promise<BuilderPalette> {
+    return this.request("GET", `${UPS}/segment/builder/fields${refresh ? "?refresh=true" : ""}`);
+  }
+
+  /** Estimated sizes of up to 20 expressions, each equal to what POST /preview + GET /estimate answer. */
+  builderEstimate(expressions: string[], graphType: "none" | "pdg"): Promise<BuilderEstimates> {
+    return this.request("POST", `${UPS}/segment/builder/estimate`, { expressions, graphType });
   }
 
   createJob(segmentId: string): Promise<SegmentJob> {

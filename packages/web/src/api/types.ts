@@ -30,6 +30,8 @@ export interface MergePolicy {
   isActiveOnEdge: boolean;
   default: boolean;
   schema: { name: string };
+  /** "pdg" stitches profiles by the identity graph; older answers may lack it. */
+  identityGraph?: { type: string };
 }
 
 export interface EligibilityAnswer {
@@ -211,5 +213,49 @@ export interface ImpactAnswer {
   leave: ImpactGroup;
   stay: ImpactGroup;
   eligibility?: Partial<EligibilityAnswer>;
+  tookMs: number;
+}
+
+/** A field of the builder's palette, as GET …/segment/builder/fields samples it. */
+export type BuilderFieldType = "string" | "number" | "integer" | "boolean" | "date" | "date-time" | "array" | "object";
+
+export interface BuilderField {
+  path: string;
+  type: BuilderFieldType;
+  /** Arrays: the type of their items. */
+  items?: BuilderFieldType;
+  /** Sampled records holding the field. */
+  count: number;
+  examples: (string | number | boolean)[];
+}
+
+export interface BuilderEventType {
+  eventType: string;
+  count: number;
+  fields: BuilderField[];
+}
+
+export interface BuilderPalette {
+  computedAt: string;
+  profile: { sampled: number; fields: BuilderField[] };
+  events: { sampled: number; eventTypes: BuilderEventType[]; fields: BuilderField[] };
+  identities: { namespaces: string[]; descriptors: { path: string; namespace: string; primary: boolean }[] };
+}
+
+/** One expression's estimate, the figures GET /estimate/{previewId} answers for it. */
+export interface ExpressionEstimate {
+  estimatedSize: number;
+  standardError: number;
+  estimatedSizeRange: { low: number; high: number };
+  profilesReadSoFar: number;
+  profilesMatchedSoFar: number;
+}
+
+export interface BuilderEstimates {
+  evaluatedAt: string;
+  totalRows: number;
+  numRowsToRead: number;
+  confidenceInterval: string;
+  estimates: ExpressionEstimate[];
   tookMs: number;
 }

@@ -1,9 +1,12 @@
 /**
  * The audience builder (create and edit): name, description, merge policy,
- * the PQL editor with live diagnostics, the "ignore year" helper and the
- * evaluation method choice. Edge and Streaming can be chosen only when the
- * expression and merge policy qualify; otherwise the radio is disabled and
- * the reasons are shown beside it (eligibility.ts explains the two sources).
+ * the rules in two tabs — PQL (the editor with live diagnostics and the
+ * "ignore year" helper) and Visual (palette and rule canvas, visual/) — the
+ * live size estimate, and the evaluation method choice. The PQL text is what
+ * is saved; the Visual tab reads it and writes it. Edge and Streaming can be
+ * chosen only when the expression and merge policy qualify; otherwise the
+ * radio is disabled and the reasons are shown beside it (eligibility.ts
+ * explains the two sources).
  */
 import type { DefinitionDraft } from "../api/client.js";
 import { detailsOf, messageOf } from "../api/errors.js";
@@ -15,10 +18,28 @@ import { COMMON_DATE_FIELDS, isFieldPath, withIgnoreYear } from "../editor/ignor
 import { choicesFromLocal, choicesFromServer, keepSelection, localVerdict, type MethodChoice } from "../eligibility.js";
 import { METHOD_HINTS, METHOD_LABELS, METHODS, methodOf } from "../methods.js";
 import { audiencePath, navigate } from "../router.js";
+import { createTabs } from "../tabs.js";
 import { openDeleteDialog } from "./delete-dialog.js";
 import { createImpactPanel } from "./impact-panel.js";
+import { createEstimateView } from "./visual/estimate.js";
+import { createVisualBuilder } from "./visual/visual-builder.js";
 
 const SERVER_CHECK_DELAY_MS = 350;
+/** The tab last used to edit rules, opened first next time. */
+const TAB_KEY = "segmentd.builder.tab";
+
+/** The estimate's identity graph: the merge policy's ("pdg" stitches profiles), as the preview API names it. */
+function graphTypeOf(policy: MergePolicy | undefined): "none" | "pdg" {
+  return policy?.identityGraph?.type === "pdg" ? "pdg" : "none";
+}
+
+function storedTab(): string | null {
+  try {
+    return localStorage.getItem(TAB_KEY);
+  } catch {
+    return null;
+  }
+}
 
 export async function renderBuilder(ctx: PageContext, id: string | undefined): Promise<void> {
   ctx.title(id ? "Edit audience" : "Create audience");
@@ -100,6 +121,7 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
     classification.textContent = v.queryType ? `Query type: ${v.queryType}` : "";
     renderChoices();
     impact?.changed(text, policySelect.value, !hasErrors);
+    refreshEstimate();
     window.clearTimeout(serverTimer);
     const seq = ++checkSeq;
     if (hasErrors) {
@@ -122,7 +144,27 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
       );
     }, SERVER_CHECK_DELAY_MS);
   };
-  const editor = createPqlEditor("aud-expression", draft.expression, () => evaluate());
+  // Set while the Visual tab writes the text, so that only typing in the PQL tab counts as a PQL edit.
+  let writingFromRules = false;
+  const editor = createPqlEditor("aud-expression", draft.expression, () => {
+    if (!writingFromRules) visual.pqlEdited();
+    evaluate();
+  });
+  let activeTab = "pql";
+  const visual = createVisualBuilder(ctx, {
+    ...(existing ? { excludeSegmentId: existing.id } : {}),
+    write: (pql) => {
+      writingFromRules = true;
+      try {
+        editor.setValue(pql);
+      } finally {
+        writingFromRules = false;
+      }
+    },
+    changed: () => refreshEstimate(),
+  });
+  const estimate = createEstimateView(ctx, (counts) => visual.paintCounts(counts));
+  const refreshEstimate = () => estimate.update(editor.value(), !hasErrors, activeTab === "visual" ? visual.model() : undefined, graphTypeOf(selectedPolicy()));
   ctx.onLeave(() => window.clearTimeout(serverTimer));
   policySelect.addEventListener("change", evaluate);
 
@@ -147,6 +189,33 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
     }
   });
 
+  const pqlPanel = h("div", { class: "pql-panel" },
+    h("div", { class: "field" },
+      h("label", { for: "aud-expression" }, "Expression (PQL)"),
+      editor.element),
+    h("details", { class: "helper" },
+      h("summary", {}, "Ignore year — match a date on today's month and day"),
+      h("div", { class: "helper-body" },
+        h("label", { for: "ignore-year-field" }, "Date field"), yearField,
+        h("datalist", { id: "date-fields" }, ...COMMON_DATE_FIELDS.map((f) => h("option", { value: f }))),
+        h("button", { type: "button", class: "button-secondary", onclick: insertYear }, "Insert condition"),
+        yearStatus)));
+  const tabs = createTabs("How to edit the rules", [
+    { id: "pql", label: "PQL", panel: pqlPanel },
+    { id: "visual", label: "Visual", panel: visual.element },
+  ], (tab) => {
+    activeTab = tab;
+    try {
+      localStorage.setItem(TAB_KEY, tab);
+    } catch {
+      // Storage may be off (private mode): the choice is then not remembered.
+    }
+    if (tab === "visual") visual.show(editor.value());
+    // The editor sizes itself to its text only while shown: text the rules wrote meanwhile needs a repaint.
+    else editor.setDiagnostics(localVerdict(editor.value()).diagnostics);
+    refreshEstimate();
+  });
+
   const saveStatus = h("div", { class: "form-status" });
   const saveButton = h("button", { type: "submit", class: "button" }, existing ? "Save changes" : "Save audience");
   const form = h("form", { class: "builder", novalidate: true },
@@ -158,18 +227,12 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
       h("div", { class: "field" }, h("label", { for: "aud-merge-policy" }, "Merge policy"), policySelect,
         policiesError ? h("p", { class: "hint hint-error" }, `Merge policies could not be loaded (${policiesError}); the sandbox default is used.`) : null)),
     h("div", { class: "field" }, h("label", { for: "aud-description" }, "Description"), descInput),
-    h("div", { class: "field" },
-      h("label", { for: "aud-expression" }, "Expression (PQL)"),
+    h("div", { class: "field rules-field" },
+      h("h2", { class: "rules-title" }, "Audience rules"),
       conversionError ? notice("error", "The stored pql/json expression could not be converted to text.", `${conversionError} Saving will replace it with the text written here.`) : null,
-      editor.element,
-      classification),
-    h("details", { class: "helper" },
-      h("summary", {}, "Ignore year — match a date on today's month and day"),
-      h("div", { class: "helper-body" },
-        h("label", { for: "ignore-year-field" }, "Date field"), yearField,
-        h("datalist", { id: "date-fields" }, ...COMMON_DATE_FIELDS.map((f) => h("option", { value: f }))),
-        h("button", { type: "button", class: "button-secondary", onclick: insertYear }, "Insert condition"),
-        yearStatus)),
+      tabs.element,
+      classification,
+      estimate.element),
     h("fieldset", { class: "methods" }, h("legend", {}, "Evaluation method"), checkStatus, choicesBox),
     impact?.element,
     saveStatus,
@@ -188,8 +251,20 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
       nameInput.focus();
       return;
     }
+    const unwritten = visual.problem();
+    if (activeTab === "visual" && unwritten) {
+      saveStatus.replaceChildren(notice("error", "A rule is not complete.", `${unwritten} Complete or remove it, then save.`));
+      visual.focusProblem();
+      return;
+    }
     if (hasErrors) {
+      if (draft.expression.trim() === "") {
+        saveStatus.replaceChildren(notice("error", "The audience has no rules.", "Add a rule in the Visual tab or write an expression in the PQL tab, then save."));
+        if (activeTab === "pql") editor.textarea.focus();
+        return;
+      }
       saveStatus.replaceChildren(notice("error", "The expression has errors.", "Fix the errors listed under the expression, then save."));
+      tabs.select("pql");
       editor.textarea.focus();
       return;
     }
@@ -218,5 +293,7 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
   });
   ctx.main.replaceChildren(form);
   evaluate();
+  const askedTab = new URLSearchParams(location.search).get("tab") ?? storedTab();
+  tabs.select(askedTab === "visual" ? "visual" : "pql");
   nameInput.focus();
 }

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { chromium, type BrowserContext } from "playwright-core";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
 
 export const CHROMIUM = process.env.SEGMENTD_CHROMIUM ?? "/usr/lib/chromium/chromium";
 
@@ -26,4 +26,30 @@ export async function launchChromium(): Promise<{ context: BrowserContext; close
       rmSync(profile, { recursive: true, force: true });
     },
   };
+}
+
+export interface WatchedBrowser {
+  context: BrowserContext;
+  page: Page;
+  /** Requests to any host but the server's (the tool must make none). */
+  foreignRequests: string[];
+  /** Uncaught errors of the page (the tool must throw none). */
+  pageErrors: string[];
+  close(): Promise<void>;
+}
+
+/** Chromium with one page, recording what a browser test asserts never happens: other hosts contacted, page errors. */
+export async function watchedBrowser(serverUrl: string): Promise<WatchedBrowser> {
+  const browser = await launchChromium();
+  const { context } = browser;
+  const origin = new URL(serverUrl).origin;
+  const foreignRequests: string[] = [];
+  const pageErrors: string[] = [];
+  context.on("request", (req) => {
+    const u = req.url();
+    if (!u.startsWith(origin + "/") && !u.startsWith("data:")) foreignRequests.push(u);
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.on("pageerror", (err) => pageErrors.push(err.message));
+  return { context, page, foreignRequests, pageErrors, close: () => browser.close() };
 }
