@@ -8,6 +8,8 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { parse } from "@segmentd/pql";
+import { combinations } from "../src/batch/builder/estimates.js";
 import { EVENT_CLASS, ORG_B, PROFILE_CLASS, TOKEN_B, arr, client, obj, profileDataset, startHarness, xdmMessage, type Client, type Harness } from "./helpers/server-harness.js";
 
 const FIELDS = "/data/core/ups/segment/builder/fields";
@@ -112,6 +114,9 @@ describe("audience builder API", () => {
       'loyalty.tier = "gold"',
       'xEvent.exists(e => e.eventType = "commerce.purchases")',
       "person.age > 1000",
+      // Combinations of the expressions above: counted from their flags, equal all the same.
+      'loyalty.tier = "gold" or xEvent.exists(e => e.eventType = "commerce.purchases")',
+      'loyalty.tier = "gold" and xEvent.exists(e => e.eventType = "commerce.purchases") and person.age > 1000',
     ];
     const r = await a.post(ESTIMATE, { expressions });
     assert.equal(r.status, 200, r.text);
@@ -127,7 +132,8 @@ describe("audience builder API", () => {
         text,
       );
     }
-    assert.deepEqual(got.map((e) => e.estimatedSize), [10, 10, 20, 0], "every third profile is silver and buys; 20 of 30 buy");
+    assert.deepEqual(combinations(expressions.map((x) => parse(x))), [null, null, null, null, { op: "or", of: [1, 2] }, { op: "and", of: [1, 2, 3] }], "the last two are combined, not evaluated");
+    assert.deepEqual(got.map((e) => e.estimatedSize), [10, 10, 20, 0, 30, 0], "every third profile is silver and buys; 20 of 30 buy, the other 10 are gold");
   });
 
   test("bad requests: status, code and message", async () => {

@@ -119,13 +119,30 @@ describe("edit impact", () => {
     assert.equal(obj(impact.stay).count, was.size);
   });
 
+  test("evaluation methods: a method the edit enables but the edited definition is not eligible for is reported as saving would refuse it", async () => {
+    const edit = { expression: { type: "PQL", format: "pql/text", value: 'xEvent.exists(e => e.eventType = "commerce.purchases")' }, evaluationInfo: { batch: { enabled: false }, synchronous: { enabled: true } } };
+    const r = await a.post(`${DEFS}/${buyers}/impact`, edit);
+    assert.equal(r.status, 200, r.text);
+    const impact = obj(r.json);
+    assert.deepEqual(obj(impact.after).evaluationInfo, { batch: { enabled: false }, continuous: { enabled: false }, synchronous: { enabled: true } });
+    assert.deepEqual(obj(obj(impact.before).evaluationInfo).batch, { enabled: true });
+    const refused = arr(impact.refused).map(obj);
+    assert.ok(refused.length > 0 && refused.every((x) => x.method === "synchronous"), r.text);
+    const saved = await a.patch(`${DEFS}/${buyers}`, definitionBody("impact: buyers", edit.expression.value, { evaluationInfo: edit.evaluationInfo }));
+    assert.equal(saved.status, 400, saved.text);
+    assert.deepEqual(arr(obj(obj(saved.json).errors)["400"]).map((x) => obj(x).message), refused.map((x) => `edge (synchronous): ${String(x.message)}`), "the save refuses exactly what impact reported");
+    const batchOnly = await a.post(`${DEFS}/${buyers}/impact`, { evaluationInfo: { batch: { enabled: true } } });
+    assert.equal(batchOnly.status, 200, batchOnly.text);
+    assert.deepEqual(obj(batchOnly.json).refused, []);
+  });
+
   test("bad requests: status, code and message; nothing stored; another organization sees nothing", async () => {
     const stored = (await a.get(`${DEFS}/${audience}`)).json;
     const expr = (value: string) => ({ expression: { type: "PQL", format: "pql/text", value } });
     const cases: [Client, string, unknown, number, string, string][] = [
       [a, "no-such", expr("person.age > 1"), 404, "SEGMENTD-NOT-FOUND-404", "Segment definition with id 'no-such' was not found"],
       [a, audience, expr("person.age >"), 400, "SEGMENTD-PQL-400", "The PQL expression is invalid (1 error)"],
-      [a, audience, {}, 400, "SEGMENTD-BAD-REQUEST-400", "Send the edit to measure: an expression, a mergePolicyId or a dataGovernancePolicy"],
+      [a, audience, {}, 400, "SEGMENTD-BAD-REQUEST-400", "Send the edit to measure: an expression, a mergePolicyId, a dataGovernancePolicy or an evaluationInfo"],
       [a, audience, { mergePolicyId: "no-such-policy" }, 400, "SEGMENTD-MERGE-POLICY-400", "merge policy 'no-such-policy' does not exist in sandbox 'prod'"],
       [a, audience, { ...expr("person.age > 1"), sampleSize: 101 }, 400, "UPLIB-101206-500", "Invalid request: sampleSize must be <= 100"],
       [a, audience, { ...expr("person.age > 1"), save: true }, 400, "UPLIB-101206-500", "Invalid request: save is not allowed"],

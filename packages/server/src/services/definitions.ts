@@ -71,7 +71,8 @@ function audienceOf(input: AudienceInput, previous: AudienceMeta | undefined): A
   };
 }
 
-function evaluationInfoOf(input: EvaluationInfoInput | undefined): EvaluationInfo {
+/** The evaluation methods a write asks for, as it is stored (impact reports them the same way). */
+export function evaluationInfoOf(input: EvaluationInfoInput | undefined): EvaluationInfo {
   // A missing evaluationInfo means batch only (decisions.md §1).
   if (!input) return { batch: { enabled: true }, continuous: { enabled: false }, synchronous: { enabled: false } };
   return {

@@ -305,6 +305,9 @@ export async function outcomeOf(d: Deployment): Promise<Outcome> {
   const c = new pg.Client({ connectionString: withUser(d.databaseUrl) });
   await c.connect();
   try {
+    // Statistics first: after a run's bulk writes the planner would take the tables for empty and
+    // walk the (definition, profile) index once per identity.
+    await c.query("ANALYZE identities, memberships, transitions");
     const m = await c.query<{ idv: string; def: string; status: string; lqt: string }>(`SELECT i.idv, m.def, m.status, m.lqt FROM memberships m JOIN identities i ON i.tid = m.tid AND i.pid = m.pid AND lower(i.ns) = 'ecid'`);
     const t = await c.query<{ idv: string; def: string; from_status: string | null; to_status: string; source: string; at: string }>(`SELECT i.idv, t.def, t.from_status, t.to_status, t.source, t.at FROM transitions t JOIN identities i ON i.tid = t.tid AND i.pid = t.pid AND lower(i.ns) = 'ecid'`);
     const name = (id: string) => names.get(id) ?? `?${id}`;

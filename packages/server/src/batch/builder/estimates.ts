@@ -5,15 +5,21 @@
  * stable hash of the profile id, AEP's sample sizes), the same resident snapshot and columnar
  * predicate (preview-service.ts `sampleOnSnapshot`), the same interval — so the builder's figures
  * equal the estimate API's for the same data. Nothing is stored.
+ *
+ * The builder sends an audience with its top-level rules: an expression that is the `and` (or
+ * `or`) of other expressions of the request is not evaluated again but combined from their entry
+ * flags — exact: PQL's `and`/`or` read each operand as the engines read a top-level value
+ * (`toBoolean`) and give a boolean, so an entry's flag for `a and b` is its flag for `a` and its
+ * flag for `b`.
  */
-import { parse, PqlError } from "@segmentd/pql";
+import { format, parse, PqlError, type Expr, type Query } from "@segmentd/pql";
 import type { Clock } from "../../platform/clock.js";
 import { NO_MERGE_POLICY, type MergePolicySpec } from "../../profiles/types.js";
 import { ApiError, ErrorCodes } from "../../services/errors.js";
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
 import type { SnapshotCache } from "../columnar/cache.js";
 import { usesEvents } from "../engine/uses-events.js";
-import { estimateFrom, inSegmentMemberPids, sampleOnSnapshot, sampleSize, type PreviewStore } from "../previews/preview-service.js";
+import { countSample, entryFlags, estimateFrom, inSegmentMemberPids, sampleSize, type PreviewStore } from "../previews/preview-service.js";
 
 export const MAX_ESTIMATE_EXPRESSIONS = 20;
 
@@ -66,12 +72,64 @@ export class BuilderEstimator {
     const fraction = total === 0 ? 1 : want / total;
     const snap = await this.snapshots.get(this.profiles, scope, policy, { events: policy.identityGraph.type !== "pdg" || queries.some(usesEvents) });
     const now = this.clock.now();
+    const plans = combinations(queries);
+    const flags: Array<Array<Uint8Array | null>> = [];
+    for (const [i, q] of queries.entries()) {
+      if (plans[i] === null) flags[i] = entryFlags(snap, q, now, await inSegmentMemberPids(this.profiles, scope, q));
+    }
     const estimates: ExpressionEstimate[] = [];
-    for (const q of queries) {
-      const r = sampleOnSnapshot(snap, q, fraction, now, await inSegmentMemberPids(this.profiles, scope, q), 0);
+    for (const [i, plan] of plans.entries()) {
+      if (plan !== null) flags[i] = combine(plan.op, plan.of.map((j) => flags[j]!));
+      const r = countSample(snap, flags[i]!, fraction, 0);
       const e = estimateFrom({ totalRows: total, read: r.read, matched: r.matched });
       estimates.push({ estimatedSize: e.size, standardError: e.standardError, estimatedSizeRange: { low: e.low, high: e.high }, profilesReadSoFar: r.read, profilesMatchedSoFar: r.matched });
     }
     return { evaluatedAt: new Date(now).toISOString(), totalRows: total, numRowsToRead: want, confidenceInterval: "95%", estimates, tookMs: Math.round(performance.now() - t0) };
   }
+}
+
+/** Each expression's operands when it is the `and`/`or` of other (evaluated) expressions of the list; null otherwise. */
+export function combinations(queries: readonly Query[]): Array<{ op: "and" | "or"; of: number[] } | null> {
+  const byText = new Map<string, number>();
+  queries.forEach((q, i) => {
+    if (q.params.length === 0 && !byText.has(format(q))) byText.set(format(q), i);
+  });
+  const plans = queries.map((q, i): { op: "and" | "or"; of: number[] } | null => {
+    if (q.params.length > 0 || q.body.type !== "Binary" || (q.body.op !== "and" && q.body.op !== "or")) return null;
+    const op = q.body.op;
+    const of: number[] = [];
+    for (const operand of operands(q.body, op)) {
+      const j = byText.get(format({ type: "Query", params: [], body: operand }));
+      if (j === undefined || j === i) return null;
+      of.push(j);
+    }
+    return { op, of };
+  });
+  // Only expressions evaluated on their own are combined (no chains of combinations).
+  return plans.map((p) => (p !== null && p.of.every((j) => plans[j] === null) ? p : null));
+}
+
+/** The operands of a left- or right-nested run of one boolean operator. */
+function operands(e: Expr, op: "and" | "or"): Expr[] {
+  const out: Expr[] = [];
+  const stack: Expr[] = [e];
+  while (stack.length > 0) {
+    const x = stack.pop()!;
+    if (x.type === "Binary" && x.op === op) stack.push(x.right, x.left);
+    else out.push(x);
+  }
+  return out;
+}
+
+function combine(op: "and" | "or", parts: ReadonlyArray<ReadonlyArray<Uint8Array | null>>): Array<Uint8Array | null> {
+  return parts[0]!.map((first, k) => {
+    if (first === null) return null;
+    const out = new Uint8Array(first);
+    for (const p of parts.slice(1)) {
+      const f = p[k]!;
+      if (op === "and") for (let r = 0; r < out.length; r++) out[r] = out[r]! & f[r]!;
+      else for (let r = 0; r < out.length; r++) out[r] = out[r]! | f[r]!;
+    }
+    return out;
+  });
 }

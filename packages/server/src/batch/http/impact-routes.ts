@@ -6,7 +6,7 @@
 import type { FastifyInstance } from "fastify";
 import { registerTenantHooks, type AuthDeps } from "../../http/auth.js";
 import { tenantOf } from "../../http/request-context.js";
-import { authHeaders, commonErrorResponses, expressionSchema, idParam } from "../../http/schemas.js";
+import { authHeaders, commonErrorResponses, evaluationInfoInputSchema, expressionSchema, idParam } from "../../http/schemas.js";
 import { IMPACT_MAX_SAMPLE, type ImpactInput, type ImpactService } from "../previews/impact-service.js";
 
 export interface ImpactRoutesOptions extends AuthDeps {
@@ -24,8 +24,11 @@ const group = {
 } as const;
 const side = {
   type: "object",
-  properties: { qualified: { type: "integer" }, expression: { type: "string" }, mergePolicyId: { type: "string" }, excludeOptOut: { type: "boolean" } },
-  required: ["qualified", "expression", "mergePolicyId", "excludeOptOut"],
+  properties: {
+    qualified: { type: "integer" }, expression: { type: "string" }, mergePolicyId: { type: "string" }, excludeOptOut: { type: "boolean" },
+    evaluationInfo: { type: "object", additionalProperties: true },
+  },
+  required: ["qualified", "expression", "mergePolicyId", "excludeOptOut", "evaluationInfo"],
 } as const;
 
 const impactSchema = {
@@ -41,9 +44,14 @@ const impactSchema = {
     leave: group,
     stay: group,
     eligibility: { type: "object", additionalProperties: true, description: "The edited expression's answer from POST /segment/eligibility" },
+    refused: {
+      type: "array",
+      description: "Methods the edit enables that the edited definition is not eligible for: saving it would be refused",
+      items: { type: "object", properties: { method: { type: "string" }, message: { type: "string" } }, required: ["method", "message"] },
+    },
     tookMs: { type: "integer" },
   },
-  required: ["segmentId", "evaluatedAt", "exact", "profiles", "before", "after", "enter", "leave", "stay", "eligibility", "tookMs"],
+  required: ["segmentId", "evaluatedAt", "exact", "profiles", "before", "after", "enter", "leave", "stay", "eligibility", "refused", "tookMs"],
 } as const;
 
 export async function impactRoutes(app: FastifyInstance, opts: ImpactRoutesOptions): Promise<void> {
@@ -61,6 +69,7 @@ export async function impactRoutes(app: FastifyInstance, opts: ImpactRoutesOptio
           expression: expressionSchema,
           mergePolicyId: { type: "string", minLength: 1, maxLength: 256 },
           dataGovernancePolicy: { type: "object", properties: { excludeOptOut: { type: "boolean" } }, required: ["excludeOptOut"], additionalProperties: false },
+          evaluationInfo: evaluationInfoInputSchema,
           sampleSize: { type: "integer", minimum: 0, maximum: IMPACT_MAX_SAMPLE },
         },
       },

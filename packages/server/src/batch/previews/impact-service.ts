@@ -12,8 +12,10 @@ import type { Clock } from "../../platform/clock.js";
 import type { Identity, MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { NO_MERGE_POLICY } from "../../profiles/types.js";
 import { analyzeExpression, type ExpressionInput } from "../../services/definition-analysis.js";
+import { evaluationInfoOf, type EvaluationInfoInput } from "../../services/definitions.js";
 import { ApiError, ErrorCodes, badRequest, notFound } from "../../services/errors.js";
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
+import type { EvaluationInfo } from "../../stores/records.js";
 import type { MetadataStore } from "../../stores/types.js";
 import type { SnapshotCache } from "../columnar/cache.js";
 import { compileDefinition } from "../columnar/predicate.js";
@@ -29,11 +31,13 @@ export interface ImpactInput {
   expression?: ExpressionInput;
   mergePolicyId?: string;
   dataGovernancePolicy?: { excludeOptOut: boolean };
+  /** The evaluation methods the edit would ask for (as on save: a flag left out is off). */
+  evaluationInfo?: EvaluationInfoInput;
   sampleSize?: number;
 }
 
 /** The answer of POST /segment/eligibility for the edited expression (services/definitions.ts). */
-export type EligibilityOf = (ctx: TenantContext, expr: ExpressionInput, mergePolicyId: string, schemaName: string) => Promise<unknown>;
+export type EligibilityOf = (ctx: TenantContext, expr: ExpressionInput, mergePolicyId: string, schemaName: string) => Promise<{ reasons: { continuous: string[]; synchronous: string[] } }>;
 
 /** One version of the definition: what a job would evaluate. */
 export interface ImpactSide {
@@ -44,6 +48,9 @@ export interface ImpactSide {
   mergePolicyId: string;
   excludeOptOut: boolean;
 }
+
+/** What impact reports of each version beside its count. */
+type SideView = { qualified: number; expression: string; mergePolicyId: string; excludeOptOut: boolean; evaluationInfo: EvaluationInfo };
 
 export interface ImpactGroup {
   count: number;
@@ -65,12 +72,14 @@ export interface Impact {
   /** Every profile of the snapshot was evaluated both ways: no sampling, no interval. */
   exact: true;
   profiles: number;
-  before: { qualified: number; expression: string; mergePolicyId: string; excludeOptOut: boolean };
-  after: { qualified: number; expression: string; mergePolicyId: string; excludeOptOut: boolean };
+  before: SideView;
+  after: SideView;
   enter: ImpactGroup;
   leave: ImpactGroup;
   stay: ImpactGroup;
   eligibility: unknown;
+  /** Methods the edit asks for that the edited definition is not eligible for: saving it would be refused (SEGMENTD-ELIGIBILITY-400). */
+  refused: { method: "continuous" | "synchronous"; message: string }[];
   tookMs: number;
 }
 
@@ -87,8 +96,8 @@ export class ImpactService {
 
   async impact(ctx: TenantContext, id: string, input: ImpactInput): Promise<Impact> {
     const t0 = performance.now();
-    if (input.expression === undefined && input.mergePolicyId === undefined && input.dataGovernancePolicy === undefined) {
-      throw badRequest("Send the edit to measure: an expression, a mergePolicyId or a dataGovernancePolicy");
+    if (input.expression === undefined && input.mergePolicyId === undefined && input.dataGovernancePolicy === undefined && input.evaluationInfo === undefined) {
+      throw badRequest("Send the edit to measure: an expression, a mergePolicyId, a dataGovernancePolicy or an evaluationInfo");
     }
     const scope = scopeOf(ctx);
     const rec = await this.meta.definitions.get(scope, id);
@@ -110,22 +119,25 @@ export class ImpactService {
     if (input.mergePolicyId !== undefined) after = { ...after, mergePolicyId: input.mergePolicyId, policy: await this.policy(ctx, input.mergePolicyId, true) };
     if (input.dataGovernancePolicy !== undefined) after = { ...after, excludeOptOut: input.dataGovernancePolicy.excludeOptOut };
     const eligibility = await this.eligibility(ctx, { type: "PQL", format: "pql/text", value: after.text }, after.mergePolicyId, rec.definition.schema.name);
+    const methods = { before: rec.definition.evaluationInfo, after: input.evaluationInfo === undefined ? rec.definition.evaluationInfo : evaluationInfoOf(input.evaluationInfo) };
+    const refused = (["synchronous", "continuous"] as const).flatMap((m) => (methods.after[m].enabled ? eligibility.reasons[m].map((message) => ({ method: m, message })) : []));
 
     const now = this.clock.now();
     const wanted = Math.min(input.sampleSize ?? IMPACT_DEFAULT_SAMPLE, IMPACT_MAX_SAMPLE);
     const c = await compareEdit(this.profiles, this.snapshots, scope, before, after, now, wanted);
-    const side = (s: ImpactSide, qualified: number) => ({ qualified, expression: s.text, mergePolicyId: s.mergePolicyId, excludeOptOut: s.excludeOptOut });
+    const side = (s: ImpactSide, qualified: number, evaluationInfo: EvaluationInfo): SideView => ({ qualified, expression: s.text, mergePolicyId: s.mergePolicyId, excludeOptOut: s.excludeOptOut, evaluationInfo });
     return {
       segmentId: id,
       evaluatedAt: new Date(now).toISOString(),
       exact: true,
       profiles: c.profiles,
-      before: side(before, c.before),
-      after: side(after, c.after),
+      before: side(before, c.before, methods.before),
+      after: side(after, c.after, methods.after),
       enter: c.enter,
       leave: c.leave,
       stay: c.stay,
       eligibility,
+      refused,
       tookMs: Math.round(performance.now() - t0),
     };
   }

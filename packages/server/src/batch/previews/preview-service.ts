@@ -121,15 +121,29 @@ export interface SampleCount {
  * gathering the sample's rows. Previews and the builder's live estimates count through it.
  */
 export function sampleOnSnapshot(snap: Snapshot, query: Query, fraction: number, now: number, inSegment: ReadonlyMap<string, Float64Array>, keepMembers: number): SampleCount {
+  return countSample(snap, entryFlags(snap, query, now, inSegment), fraction, keepMembers);
+}
+
+/** The predicate's flag of every entry row, per part of the snapshot (null for an empty part). */
+export function entryFlags(snap: Snapshot, query: Query, now: number, inSegment: ReadonlyMap<string, Float64Array>): Array<Uint8Array | null> {
   const compiled = compileDefinition(query, now);
   const members = new Map<string, Uint8Array>();
   for (const [id, list] of inSegment) members.set(id, membersOfPids(snap, list));
   const overrides = statusOverrides(snap, members);
-  const r: SampleCount = { read: 0, matched: 0, byNamespace: {}, members: [] };
-  snap.parts().forEach(({ part, masked }, k) => {
-    if (part.rows === 0) return;
+  return snap.parts().map(({ part }, k) => {
+    if (part.rows === 0) return null;
     const out = new Uint8Array(part.rows);
     compiled.run(part.data(overrides[k]), out);
+    return out;
+  });
+}
+
+/** The sample's profiles (a stable hash of the id) counted from entry flags: a profile matches through an entry that has not opted out. */
+export function countSample(snap: Snapshot, flags: ReadonlyArray<Uint8Array | null>, fraction: number, keepMembers: number): SampleCount {
+  const r: SampleCount = { read: 0, matched: 0, byNamespace: {}, members: [] };
+  snap.parts().forEach(({ part, masked }, k) => {
+    const out = flags[k];
+    if (out === null || out === undefined) return;
     for (let o = 0; o < part.ordinals; o++) {
       if (masked !== null && masked[o] === 1) continue;
       const pid = part.profileIds[o]!;

@@ -127,14 +127,14 @@ export function createVisualBuilder(ctx: PageContext, options: VisualBuilderOpti
 
   const loadPalette = (refresh: boolean) => {
     paletteView.set({ state: "loading" });
-    Promise.allSettled([ctx.api.builderFields(refresh), ctx.api.listDefinitions({ start: 0, limit: 100 })]).then(([fields, defs]) => {
+    Promise.allSettled([ctx.api.builderFields(refresh), allAudiences(ctx)]).then(([fields, defs]) => {
       if (ctx.left()) return;
       if (fields.status === "rejected") {
         paletteView.set({ state: "failed", message: messageOf(fields.reason) });
         return;
       }
       palette = fields.value;
-      audiences = defs.status === "fulfilled" ? defs.value.segments.filter((d) => d.id !== options.excludeSegmentId).map((d) => ({ id: d.id, name: d.name })) : [];
+      audiences = defs.status === "fulfilled" ? defs.value.filter((d) => d.id !== options.excludeSegmentId) : [];
       paletteView.set({ state: "ready", palette, audiences, ...(defs.status === "rejected" ? { audiencesError: messageOf(defs.reason) } : {}) });
       // Field types decide operators: draw the rules again with them.
       if (model) render();
@@ -257,4 +257,18 @@ export function createVisualBuilder(ctx: PageContext, options: VisualBuilderOpti
       paintCounts(canvasBox, counts);
     },
   };
+}
+
+/** Pages of the definitions list a palette reads at most (100 audiences each). */
+const MAX_AUDIENCE_PAGES = 50;
+
+/** The sandbox's audiences for inSegment rules, most recently updated first, every page of them (up to 5,000). */
+async function allAudiences(ctx: PageContext): Promise<AudienceRef[]> {
+  const out: AudienceRef[] = [];
+  for (let page = 0; page < MAX_AUDIENCE_PAGES; page++) {
+    const p = await ctx.api.listDefinitions({ start: page * 100, limit: 100 });
+    out.push(...p.segments.map((d) => ({ id: d.id, name: d.name })));
+    if (p.segments.length < 100 || out.length >= p.page.totalCount) break;
+  }
+  return out;
 }
