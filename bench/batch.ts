@@ -479,7 +479,7 @@ async function builderEstimate(store: EmbeddedProfileStore, cache: SnapshotCache
 async function editImpacts(store: EmbeddedProfileStore, cache: SnapshotCache, jobDefs: JobDefinition[], o: EvaluationOutcome): Promise<boolean> {
   const ms = o.definitionMs ?? {};
   const slow = [...jobDefs].sort((x, y) => (ms[y.id] ?? 0) - (ms[x.id] ?? 0));
-  const side = (d: JobDefinition): ImpactSide => ({ query: d.query, text: d.id, references: d.references, policy: POLICY, mergePolicyId: POLICY.id, excludeOptOut: d.excludeOptOut });
+  const side = (d: JobDefinition): ImpactSide => ({ query: d.query, text: d.id, policy: POLICY, mergePolicyId: POLICY.id, excludeOptOut: d.excludeOptOut });
   let ok = true;
   let worst = 0;
   for (const [x, y] of [[slow[0]!, slow[1]!], [slow[1]!, slow[0]!], [jobDefs[0]!, slow[0]!]] as const) {

@@ -92,7 +92,8 @@ export class BuilderEstimator {
 export function combinations(queries: readonly Query[]): Array<{ op: "and" | "or"; of: number[] } | null> {
   const byText = new Map<string, number>();
   queries.forEach((q, i) => {
-    if (q.params.length === 0 && !byText.has(format(q))) byText.set(format(q), i);
+    const text = format(q);
+    if (q.params.length === 0 && !byText.has(text)) byText.set(text, i);
   });
   const plans = queries.map((q, i): { op: "and" | "or"; of: number[] } | null => {
     if (q.params.length > 0 || q.body.type !== "Binary" || (q.body.op !== "and" && q.body.op !== "or")) return null;

@@ -22,7 +22,7 @@ import { parse } from "@segmentd/pql";
 import type { Logger } from "../../platform/logger.js";
 import type { Clock } from "../../platform/clock.js";
 import type { MembershipWrites } from "../../profiles/store.js";
-import { NO_MERGE_POLICY, type TenantScope } from "../../profiles/types.js";
+import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope } from "../../profiles/types.js";
 import type { MetadataStore } from "../../stores/types.js";
 import { SnapshotCache } from "../columnar/cache.js";
 import { evaluateJob, JobCancelledError, type Backend, type EvaluationStore, type JobDefinition } from "../engine/evaluate-job.js";
@@ -155,9 +155,7 @@ export class JobRunner {
       // A definition deleted after the job was created is skipped (it has no audience any more).
       if (rec === undefined) continue;
       const p = policies.get(rec.definition.mergePolicyId)?.policy;
-      const policy = p === undefined
-        ? { ...NO_MERGE_POLICY, id: rec.definition.mergePolicyId || "none" }
-        : { id: p.id, identityGraph: p.identityGraph, attributeMerge: p.attributeMerge.order === undefined ? { type: p.attributeMerge.type } : { type: p.attributeMerge.type, order: p.attributeMerge.order } };
+      const policy = p === undefined ? { ...NO_MERGE_POLICY, id: rec.definition.mergePolicyId || "none" } : { id: p.id, ...evaluatedPolicy(p) };
       out.push({ id, query: parse(rec.canonicalText), references: rec.references, excludeOptOut: rec.definition.dataGovernancePolicy.excludeOptOut, policy });
     }
     return out;
@@ -232,4 +230,13 @@ export class JobRunner {
       this.cancelRequested.delete(k);
     }
   }
+}
+
+/**
+ * What of a stored merge policy evaluation depends on (jobs, edit impact): the identity graph and
+ * the attribute merge, the order only when it has one — policies that differ in nothing else
+ * share a snapshot.
+ */
+export function evaluatedPolicy(p: MergePolicySpec): MergePolicySpec {
+  return { identityGraph: p.identityGraph, attributeMerge: p.attributeMerge.order === undefined ? { type: p.attributeMerge.type } : { type: p.attributeMerge.type, order: p.attributeMerge.order } };
 }

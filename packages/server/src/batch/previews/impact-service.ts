@@ -21,8 +21,9 @@ import type { SnapshotCache } from "../columnar/cache.js";
 import { compileDefinition } from "../columnar/predicate.js";
 import { membersOfPids, statusOverrides, type Snapshot } from "../columnar/snapshot.js";
 import { qualifyOnSnapshot } from "../engine/columnar-engine.js";
+import { evaluatedPolicy } from "../jobs/job-runner.js";
 import { usesEvents } from "../engine/uses-events.js";
-import type { PreviewStore } from "./preview-service.js";
+import { inSegmentMemberPids, type PreviewStore } from "./preview-service.js";
 
 export const IMPACT_DEFAULT_SAMPLE = 10;
 export const IMPACT_MAX_SAMPLE = 100;
@@ -43,7 +44,6 @@ export type EligibilityOf = (ctx: TenantContext, expr: ExpressionInput, mergePol
 export interface ImpactSide {
   query: Query;
   text: string;
-  references: readonly string[];
   policy: MergePolicySpec;
   mergePolicyId: string;
   excludeOptOut: boolean;
@@ -105,7 +105,6 @@ export class ImpactService {
     const before: ImpactSide = {
       query: parse(rec.canonicalText),
       text: rec.canonicalText,
-      references: rec.references,
       mergePolicyId: rec.definition.mergePolicyId,
       policy: await this.policy(ctx, rec.definition.mergePolicyId, false),
       excludeOptOut: rec.definition.dataGovernancePolicy.excludeOptOut,
@@ -114,7 +113,7 @@ export class ImpactService {
     if (input.expression !== undefined) {
       // Validation, limits and an inSegment cycle through this definition are refused as on save.
       const a = await analyzeExpression(this.meta.definitions, scope, input.expression, ctx.limits.expressionBytes, id);
-      after = { ...after, query: a.query, text: a.text, references: a.references };
+      after = { ...after, query: a.query, text: a.text };
     }
     if (input.mergePolicyId !== undefined) after = { ...after, mergePolicyId: input.mergePolicyId, policy: await this.policy(ctx, input.mergePolicyId, true) };
     if (input.dataGovernancePolicy !== undefined) after = { ...after, excludeOptOut: input.dataGovernancePolicy.excludeOptOut };
@@ -149,7 +148,7 @@ export class ImpactService {
       if (named) throw new ApiError(400, ErrorCodes.mergePolicy, `merge policy '${id}' does not exist in sandbox '${ctx.sandbox.sandboxName}'`);
       return NO_MERGE_POLICY;
     }
-    return { identityGraph: p.identityGraph, attributeMerge: p.attributeMerge.order === undefined ? { type: p.attributeMerge.type } : { type: p.attributeMerge.type, order: p.attributeMerge.order } };
+    return evaluatedPolicy(p);
   }
 }
 
@@ -201,7 +200,7 @@ export async function compareEdit(profiles: ImpactStore, snapshots: SnapshotCach
 async function evaluateSide(profiles: ImpactStore, snapshots: SnapshotCache, scope: TenantScope, s: ImpactSide, now: number): Promise<{ snap: Snapshot; qual: Uint8Array }> {
   const snap = await snapshots.get(profiles, scope, s.policy, { events: s.policy.identityGraph.type !== "pdg" || usesEvents(s.query) });
   const members = new Map<string, Uint8Array>();
-  for (const ref of s.references) members.set(ref, membersOfPids(snap, await profiles.listMemberPids(scope, ref, "realized")));
+  for (const [ref, pids] of await inSegmentMemberPids(profiles, scope, s.query)) members.set(ref, membersOfPids(snap, pids));
   return { snap, qual: qualifyOnSnapshot(snap, compileDefinition(s.query, now), statusOverrides(snap, members), s.excludeOptOut) };
 }
 
