@@ -8,25 +8,12 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { DEFS, ORG_B, TOKEN_B, arr, client, definitionBody, obj, startHarness, type Client, type Harness } from "./helpers/server-harness.js";
+import { DEFS, EVENT_CLASS, ORG_B, PROFILE_CLASS, profileDataset, runSegmentJob, xdmMessage, TOKEN_B, arr, client, definitionBody, obj, startHarness, type Client, type Harness } from "./helpers/server-harness.js";
 
-const PROFILE_CLASS = "https://ns.adobe.com/xdm/context/profile";
-const EVENT_CLASS = "https://ns.adobe.com/xdm/context/experienceevent";
-const JOBS = "/data/core/ups/segment/jobs";
 const DAY = 86_400_000;
 
 let h: Harness;
 let a: Client;
-
-function message(datasetId: string, schemaId: string, entity: Record<string, unknown>) {
-  return { header: { schemaRef: { id: schemaId, contentType: "application/vnd.adobe.xed-full+json;version=1" }, datasetId }, body: { xdmMeta: { schemaRef: { id: schemaId } }, xdmEntity: entity } };
-}
-
-async function dataset(name: string, schemaId: string): Promise<string> {
-  const r = await a.post("/data/foundation/catalog/dataSets", { name, schemaRef: { id: schemaId, contentType: "application/vnd.adobe.xed+json;version=1" }, tags: { unifiedProfile: ["enabled:true"] } });
-  assert.equal(r.status, 201, r.text);
-  return String(arr(r.json)[0]).split("/").pop()!;
-}
 
 async function explain(id: string, email: string, c: Client = a) {
   return c.get(`${DEFS}/${id}/explain?entityId=${encodeURIComponent(email)}&entityIdNS=Email`);
@@ -54,19 +41,19 @@ describe("explain", () => {
   before(async () => {
     h = await startHarness("explain");
     a = client(h.url);
-    const profiles = await dataset("crm", PROFILE_CLASS);
-    const events = await dataset("web", EVENT_CLASS);
+    const profiles = await profileDataset(a, "crm", PROFILE_CLASS);
+    const events = await profileDataset(a, "web", EVENT_CLASS);
     const now = Date.now();
     for (const [email, p] of Object.entries(PEOPLE)) {
       const { purchases, views, ...attrs } = p;
-      const r = await a.post("/collection/explain?syncValidation=true", message(profiles, PROFILE_CLASS, { identityMap: { Email: [{ id: email, primary: true }] }, ...attrs }));
+      const r = await a.post("/collection/explain?syncValidation=true", xdmMessage(profiles, PROFILE_CLASS, { identityMap: { Email: [{ id: email, primary: true }] }, ...attrs }));
       assert.equal(r.status, 200, r.text);
       const all = [
         ...purchases.map((days, i) => ({ _id: `${email}-p${i}`, eventType: "commerce.purchases", commerce: { order: { priceTotal: 80 } }, timestamp: new Date(now - days * DAY).toISOString() })),
         ...views.map((days, i) => ({ _id: `${email}-v${i}`, eventType: "web.pageViews", timestamp: new Date(now - days * DAY).toISOString() })),
       ];
       for (const body of all) {
-        const e = await a.post("/collection/explain?syncValidation=true", message(events, EVENT_CLASS, { ...body, identityMap: { Email: [{ id: email, primary: true }] } }));
+        const e = await a.post("/collection/explain?syncValidation=true", xdmMessage(events, EVENT_CLASS, { ...body, identityMap: { Email: [{ id: email, primary: true }] } }));
         assert.equal(e.status, 200, e.text);
       }
     }
@@ -77,14 +64,7 @@ describe("explain", () => {
     }
     const child = await a.post(DEFS, definitionBody("explain segment of segments", `inSegment("${ids["profile-only"]!}") and inSegment("${ids["single event"]!}")`));
     ids["segment of segments"] = obj(child.json).id as string;
-    const job = await a.post(JOBS, { segments: [{ segmentId: "*" }] });
-    assert.equal(job.status, 200, job.text);
-    for (let i = 0; ; i++) {
-      const j = obj((await a.get(`${JOBS}/${obj(job.json).id as string}`)).json);
-      if (j.status === "SUCCEEDED") break;
-      assert.ok(j.status !== "FAILED" && i < 400, JSON.stringify(j));
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await runSegmentJob(a);
   });
   after(async () => h.close());
 

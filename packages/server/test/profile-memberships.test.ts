@@ -8,10 +8,8 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { DEFS, MPS, ORG_A, ORG_B, TOKEN_B, arr, client, definitionBody, obj, startHarness, type Client, type Harness } from "./helpers/server-harness.js";
+import { DEFS, MPS, PROFILE_CLASS, profileDataset, runSegmentJob, xdmMessage, ORG_A, ORG_B, TOKEN_B, arr, client, definitionBody, obj, startHarness, type Client, type Harness } from "./helpers/server-harness.js";
 
-const PROFILE_CLASS = "https://ns.adobe.com/xdm/context/profile";
-const JOBS = "/data/core/ups/segment/jobs";
 const MEMBERSHIPS = "/data/core/ups/segment/memberships";
 const DAY = 86_400_000;
 const NOW = Date.now();
@@ -24,31 +22,11 @@ let web: string;
 let crmFirst: string;
 const ids: Record<string, string> = {};
 
-async function dataset(name: string): Promise<string> {
-  const r = await a.post("/data/foundation/catalog/dataSets", { name, schemaRef: { id: PROFILE_CLASS, contentType: "application/vnd.adobe.xed+json;version=1" }, tags: { unifiedProfile: ["enabled:true"] } });
-  assert.equal(r.status, 201, r.text);
-  return String(arr(r.json)[0]).split("/").pop()!;
-}
-
 /** A profile record of `email` in a dataset, modified `daysAgo` (its fragment's time). */
 async function ingest(datasetId: string, email: string, daysAgo: number, attrs: Record<string, unknown>): Promise<void> {
   const entity = { identityMap: { Email: [{ id: email, primary: true }] }, _repo: { modifyDate: new Date(NOW - daysAgo * DAY).toISOString() }, ...attrs };
-  const r = await a.post("/collection/memberships?syncValidation=true", {
-    header: { schemaRef: { id: PROFILE_CLASS, contentType: "application/vnd.adobe.xed-full+json;version=1" }, datasetId },
-    body: { xdmMeta: { schemaRef: { id: PROFILE_CLASS } }, xdmEntity: entity },
-  });
+  const r = await a.post("/collection/memberships?syncValidation=true", xdmMessage(datasetId, PROFILE_CLASS, entity));
   assert.equal(r.status, 200, r.text);
-}
-
-async function runJob(): Promise<void> {
-  const job = await a.post(JOBS, { segments: [{ segmentId: "*" }] });
-  assert.equal(job.status, 200, job.text);
-  for (let i = 0; ; i++) {
-    const j = obj((await a.get(`${JOBS}/${obj(job.json).id as string}`)).json);
-    if (j.status === "SUCCEEDED") return;
-    assert.ok(j.status !== "FAILED" && i < 400, JSON.stringify(j));
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 async function define(name: string, pql: string, extra: Record<string, unknown> = {}): Promise<void> {
@@ -63,8 +41,8 @@ describe("attribute provenance and a profile's memberships", () => {
   before(async () => {
     h = await startHarness("profile-memberships");
     a = client(h.url);
-    crm = await dataset("crm");
-    web = await dataset("web");
+    crm = await profileDataset(a, "crm", PROFILE_CLASS);
+    web = await profileDataset(a, "web", PROFILE_CLASS);
     // CRM is older and knows the loyalty tier; web is newer and knows the city; both know the age.
     await ingest(crm, ANN, 2, { person: { age: 41, name: { firstName: "Ann" } }, loyalty: { tier: "gold" } });
     await ingest(web, ANN, 1, { person: { age: 42 }, homeAddress: { city: "Lyon" } });
@@ -78,7 +56,7 @@ describe("attribute provenance and a profile's memberships", () => {
     await define("over 40", "person.age > 40");
     await define("gold", 'loyalty.tier = "gold"');
     await define("flapping", "person.age > 1000");
-    await runJob();
+    await runSegmentJob(a);
   });
   after(async () => h.close());
 
@@ -119,7 +97,7 @@ describe("attribute provenance and a profile's memberships", () => {
 
   test("memberships across every audience with history: entered, then left after the data changed", async () => {
     await ingest(web, ANN, 0, { person: { age: 30 } });
-    await runJob();
+    await runSegmentJob(a);
     const r = await memberships(ANN);
     assert.equal(r.status, 200, r.text);
     const body = obj(r.json);
