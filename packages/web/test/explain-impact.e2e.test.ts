@@ -21,7 +21,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { watchedBrowser, type WatchedBrowser } from "./helpers/browser.js";
+import { signIn, watchedBrowser, type WatchedBrowser } from "./helpers/browser.js";
 import { startE2eServer, type E2eServer } from "./helpers/e2e-server.js";
 import { shoot as shootPage, tenantApi, type TenantApi } from "./helpers/e2e-api.js";
 
@@ -122,9 +122,7 @@ describe("check a profile, members and edit impact in a real browser", { timeout
 
     browser = await watchedBrowser(server.url);
     page = browser.page;
-    await page.goto(server.url + "/signin");
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.waitForURL(/\/audiences$/);
+    await signIn(page, server.url);
   });
 
   after(async () => {

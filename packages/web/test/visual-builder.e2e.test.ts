@@ -28,7 +28,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { Locator, Page } from "playwright-core";
-import { watchedBrowser, type WatchedBrowser } from "./helpers/browser.js";
+import { signIn, watchedBrowser, type WatchedBrowser } from "./helpers/browser.js";
 import { DESKTOP, PHONE, tenantApi, type TenantApi } from "./helpers/e2e-api.js";
 import { startE2eServer, type E2eServer } from "./helpers/e2e-server.js";
 
@@ -222,9 +222,7 @@ describe("visual audience builder in a real browser", { timeout: 240_000 }, () =
 
     browser = await watchedBrowser(server.url);
     page = browser.page;
-    await page.goto(server.url + "/signin");
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.waitForURL(/\/audiences$/);
+    await signIn(page, server.url);
   });
 
   after(async () => {

@@ -53,3 +53,10 @@ export async function watchedBrowser(serverUrl: string): Promise<WatchedBrowser>
   page.on("pageerror", (err) => pageErrors.push(err.message));
   return { context, page, foreignRequests, pageErrors, close: () => browser.close() };
 }
+
+/** Signs in with the development tenant's pre-filled credentials and waits for the audiences list. */
+export async function signIn(page: Page, serverUrl: string): Promise<void> {
+  await page.goto(serverUrl + "/signin");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(/\/audiences$/);
+}
