@@ -16,6 +16,14 @@ export interface SandboxLimits {
   edge: number;
   /** Largest accepted `expression.value`, in bytes of UTF-8. */
   expressionBytes: number;
+  /** The events per profile PQL's cost model assumes (E): a definition is judged at this many (docs/reliability.md). */
+  eventsPerProfile: number;
+  /** The most units of work one profile's evaluation may need (PQL's cost model at `eventsPerProfile`; enforced while evaluating too). */
+  evaluationCost: number;
+  /** The most milliseconds one profile's evaluation may hold the event loop. */
+  evaluationMsPerProfile: number;
+  /** The deadline of a request's evaluation (explain, preview, estimates, edit impact), in milliseconds. */
+  evaluationDeadlineMs: number;
 }
 
 export interface SandboxConfig {
@@ -57,6 +65,17 @@ export interface AuthConfig {
    * signed with it); a client id is also accepted as `x-api-key`, as Adobe's is.
    */
   clients?: ClientCredentialsConfig[];
+  /** Throttling of `/ims/token/v3`'s failed attempts (services/auth/token-throttle.ts has the defaults). */
+  tokenThrottle?: TokenThrottleConfig;
+}
+
+export interface TokenThrottleConfig {
+  /** Failed attempts a client id, or a remote address, may make in a burst (default 10). */
+  failures?: number;
+  /** One more failed attempt is allowed every refillMs (default 1000). */
+  refillMs?: number;
+  /** Remote addresses tracked at most; the least recently failing is dropped first (default 10,000). */
+  maxAddresses?: number;
 }
 
 export interface ClientCredentialsConfig {
@@ -131,6 +150,10 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   streaming: 500,
   edge: 150,
   expressionBytes: 64 * 1024,
+  eventsPerProfile: 10_000,
+  evaluationCost: 1_000_000_000,
+  evaluationMsPerProfile: 100,
+  evaluationDeadlineMs: 10_000,
 };
 
 export function defaultConfig(): Config {
@@ -185,7 +208,7 @@ function limitsFrom(v: Json | undefined, where: string): Partial<SandboxLimits> 
   if (v === undefined) return {};
   if (!isObject(v)) throw new ConfigError(`${where} must be an object`);
   const out: Partial<SandboxLimits> = {};
-  for (const key of ["definitions", "streaming", "edge", "expressionBytes"] as const) {
+  for (const key of ["definitions", "streaming", "edge", "expressionBytes", "eventsPerProfile", "evaluationCost", "evaluationMsPerProfile", "evaluationDeadlineMs"] as const) {
     const n = num(v, key, where);
     if (n !== undefined) out[key] = n;
   }
@@ -236,6 +259,19 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
         if (!clientId || !clientSecret || !orgs) throw new ConfigError(`${where} needs "clientId", "clientSecret" and "orgs"`);
         return { clientId, clientSecret, orgs };
       });
+    }
+    const tt = auth.tokenThrottle;
+    if (tt !== undefined) {
+      const where = `${w}.tokenThrottle`;
+      if (!isObject(tt)) throw new ConfigError(`${where} must be an object`);
+      const throttle: TokenThrottleConfig = {};
+      for (const k of Object.keys(tt)) {
+        if (k !== "failures" && k !== "refillMs" && k !== "maxAddresses") throw new ConfigError(`${where}: unknown key "${k}"`);
+        const n = num(tt, k, where);
+        if (n === undefined || n < 1) throw new ConfigError(`${where}.${k} must be a positive integer`);
+        throttle[k] = n;
+      }
+      c.auth.tokenThrottle = throttle;
     }
     const st = auth.staticTokens;
     if (st !== undefined) {

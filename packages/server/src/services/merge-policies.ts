@@ -1,13 +1,15 @@
 /**
  * Merge policies (segmentation-api.md §15, profile.yaml): one default per
- * schema class (a new default unsets the old one), at most one policy active on
- * edge per sandbox, JSON Patch and PUT updates.
+ * schema class (a new default unsets the old one; the default is never unset,
+ * moved to another class or deleted, so a class that has one keeps it), at most
+ * one policy active on edge per sandbox, JSON Patch and PUT updates.
  */
 import { randomUUID } from "node:crypto";
 import type { Clock } from "../platform/clock.js";
 import type { EventBus } from "../platform/bus.js";
 import type { MergePolicy } from "../stores/records.js";
 import {
+  DefaultMergePolicyRequiredError,
   EdgePolicyConflictError,
   MergePolicyInUseError,
   type MergePolicyListQuery,
@@ -57,6 +59,20 @@ function normalizePath(path: string): string {
   if (path === "/idActiveOnEdge") return "/isActiveOnEdge";
   return path.replace(/^\/(identityGraph|attributeMerge|schema)\.(type|order|name)$/, "/$1/$2");
 }
+
+/** What a tenant's write tried to do to its class's default (DefaultMergePolicyRequiredError). */
+type DefaultChange = "unset" | "move" | "delete";
+
+/** The 400 for a write that would leave a schema class without its default merge policy. */
+function defaultRequiredError(ctx: TenantContext, err: DefaultMergePolicyRequiredError, change: DefaultChange): ApiError {
+  const what = change === "delete" ? "it cannot be deleted" : change === "move" ? "its schema.name cannot change" : "its default cannot be set to false";
+  const next = change === "unset" ? "Make another merge policy of the class the default instead; that unsets this one." : "Make another merge policy of the class the default first.";
+  return badRequest(`Merge policy '${err.mergePolicyId}' is the default merge policy of schema class '${err.schemaName}' in sandbox '${ctx.sandbox.sandboxName}', ` +
+    `and a schema class always keeps one default: ${what}. ${next}`, ErrorCodes.mergePolicy);
+}
+
+/** Writes of the API keep each schema class's default (a replica copying the hub's state does not check). */
+const KEEP_DEFAULT = { keepDefault: true } as const;
 
 const PATCHABLE_ROOTS = new Set(["name", "identityGraph", "attributeMerge", "schema", "default", "isActiveOnEdge", "version"]);
 
@@ -119,8 +135,9 @@ export class MergePolicyService {
     const policy = this.toPolicy(ctx, input, id, existing.policy.version + 1);
     let ok: boolean;
     try {
-      ok = await this.store.mergePolicies.update(scope, { policy, creationTime: existing.creationTime });
+      ok = await this.store.mergePolicies.update(scope, { policy, creationTime: existing.creationTime }, KEEP_DEFAULT);
     } catch (err) {
+      if (err instanceof DefaultMergePolicyRequiredError) throw defaultRequiredError(ctx, err, policy.default ? "move" : "unset");
       this.translate(err, ctx);
     }
     if (!ok) throw notFound("Merge policy", id);
@@ -185,9 +202,10 @@ export class MergePolicyService {
       throw badRequest(`Merge policy '${id}' is active on edge and cannot be deleted; set isActiveOnEdge to false first`, ErrorCodes.mergePolicy);
     }
     try {
-      const ok = await this.store.mergePolicies.delete(scopeOf(ctx), id);
+      const ok = await this.store.mergePolicies.delete(scopeOf(ctx), id, KEEP_DEFAULT);
       if (!ok) throw notFound("Merge policy", id);
     } catch (err) {
+      if (err instanceof DefaultMergePolicyRequiredError) throw defaultRequiredError(ctx, err, "delete");
       if (err instanceof MergePolicyInUseError) {
         throw badRequest(`Merge policy '${id}' is used by ${err.total} segment definition(s) (${err.definitionIds.map((d) => `'${d}'`).join(", ")}${err.total > err.definitionIds.length ? ", ..." : ""}) and cannot be deleted`, ErrorCodes.mergePolicy);
       }

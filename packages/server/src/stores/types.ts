@@ -88,14 +88,24 @@ export interface MergePolicyRepository {
    * `isActiveOnEdge` policy in a sandbox throws EdgePolicyConflictError.
    */
   insert(scope: TenantScope, record: MergePolicyRecord): Promise<void>;
-  update(scope: TenantScope, record: MergePolicyRecord): Promise<boolean>;
+  update(scope: TenantScope, record: MergePolicyRecord, guard?: MergePolicyWriteGuard): Promise<boolean>;
   get(scope: TenantScope, id: string): Promise<MergePolicyRecord | undefined>;
   getMany(scope: TenantScope, ids: readonly string[]): Promise<Map<string, MergePolicyRecord>>;
   getDefault(scope: TenantScope, schemaName: string): Promise<MergePolicyRecord | undefined>;
   list(scope: TenantScope, query: MergePolicyListQuery): Promise<Page<MergePolicyRecord>>;
   count(scope: TenantScope): Promise<number>;
   /** Throws MergePolicyInUseError while definitions use it. Returns false when not found. */
-  delete(scope: TenantScope, id: string): Promise<boolean>;
+  delete(scope: TenantScope, id: string, guard?: MergePolicyWriteGuard): Promise<boolean>;
+}
+
+/** How a tenant's write is held (the API passes it; a replica copying the hub's state does not). */
+export interface MergePolicyWriteGuard {
+  /**
+   * Refuse, inside the write's transaction, an update or delete that would leave the policy's
+   * schema class without a default (DefaultMergePolicyRequiredError): its default moves only by
+   * making another policy the default.
+   */
+  keepDefault?: boolean;
 }
 
 /** A datastream with the scope it is stored under (the one-time import of datastreams.json). */
@@ -201,6 +211,15 @@ export class HasDependentsError extends StoreError {
 export class EdgePolicyConflictError extends StoreError {
   constructor(readonly activeId: string) {
     super(`merge policy ${activeId} is already active on edge`);
+  }
+}
+
+export class DefaultMergePolicyRequiredError extends StoreError {
+  constructor(
+    readonly mergePolicyId: string,
+    readonly schemaName: string,
+  ) {
+    super(`merge policy ${mergePolicyId} is the default of schema class ${schemaName}`);
   }
 }
 

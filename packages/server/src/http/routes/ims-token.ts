@@ -40,7 +40,10 @@ export async function imsTokenRoutes(app: FastifyInstance, opts: ImsTokenRoutesO
   // This context reads form bodies as text (the API's JSON parser would refuse them).
   app.addContentTypeParser(FORM, { parseAs: "string" }, (_request, body, done) => done(null, body));
   app.setErrorHandler((error, _request, reply) => {
-    if (error instanceof OAuthError) return reply.code(error.status).send({ error: error.error, error_description: error.message });
+    if (error instanceof OAuthError) {
+      if (error.retryAfterS !== undefined) void reply.header("retry-after", String(error.retryAfterS));
+      return reply.code(error.status).send({ error: error.error, error_description: error.message });
+    }
     // Anything else refused before the handler (the API's JSON parser on another content type, a body too large).
     const status = error instanceof ApiError ? error.status : (error as { statusCode?: number }).statusCode;
     if (status === 413) return reply.code(413).send({ error: "invalid_request", error_description: "request body too large" });
@@ -56,16 +59,17 @@ export async function imsTokenRoutes(app: FastifyInstance, opts: ImsTokenRoutesO
       tags: ["Authentication"],
       summary: "Obtain an access token with OAuth server-to-server credentials (IMS client_credentials grant)",
       description: "Form fields grant_type=client_credentials, client_id, client_secret, scope (recorded, not enforced). " +
-        "The token is valid 24 hours for the organizations configured for the client (auth.clients).",
+        "The token is valid 24 hours for the organizations configured for the client (auth.clients). " +
+        "Failed attempts are throttled per client_id and per remote address (auth.tokenThrottle): 429 too_many_requests with Retry-After.",
       consumes: [FORM],
-      response: { 200: tokenSchema, 400: errorSchema, 401: errorSchema },
+      response: { 200: tokenSchema, 400: errorSchema, 401: errorSchema, 429: errorSchema },
     },
   }, async (request, reply) => {
     if (request.headers["content-type"]?.split(";")[0]!.trim().toLowerCase() !== FORM || typeof request.body !== "string") {
       throw new OAuthError(400, "invalid_request", `the body must be an ${FORM} form`);
     }
-    if (!opts.issuer.enabled) throw new OAuthError(401, "invalid_client", "invalid client_id or client_secret parameter");
-    const token = opts.issuer.issue(parseForm(request.body));
+    // Throttled per client id and per remote address (the socket's: no proxy header is trusted).
+    const token = opts.issuer.grant(parseForm(request.body), request.ip);
     void reply.header("cache-control", "no-store");
     return token;
   });

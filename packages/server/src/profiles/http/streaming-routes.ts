@@ -9,9 +9,11 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { registerTenantHooks } from "../../http/auth.js";
 import "../../http/body-parsing.js"; // the recordsBody route option
 import { tenantOf } from "../../http/request-context.js";
+import { unstorableReason } from "../../platform/limits.js";
 import { ApiError, badRequest } from "../../services/errors.js";
 import { ingestRecords, type IngestStore } from "../ingest.js";
 import type { RecordError, SchemaClass, TenantScope, ValidRecord } from "../types.js";
+import { ERROR_CODES as RECORD_ERROR_CODES } from "../validate.js";
 import { isPlainObject } from "../xdm-object.js";
 import { profileScope, toApiError, type ProfileRoutesOptions } from "./context.js";
 
@@ -35,6 +37,8 @@ function declaredClass(m: Message): SchemaClass | undefined {
 interface Outcome { xactionId: string; status?: number; message?: string; errors?: RecordError[] }
 /** An outcome's error code (the single-record route reports it; the batch's items have none). */
 const codes = new WeakMap<Outcome, string>();
+/** Outcomes refused for their envelope (not their record): a 400 even without syncValidation. */
+const envelopeRefused = new WeakSet<Outcome>();
 
 function envelopeError(i: number): string | null {
   return `message ${i} must be {header: {datasetId, schemaRef}, body: {xdmEntity}}`;
@@ -50,6 +54,15 @@ async function ingestMessages(opts: ProfileRoutesOptions<IngestStore>, request: 
     const datasetId = isPlainObject(raw) ? m.header?.datasetId : undefined;
     if (typeof datasetId !== "string" || datasetId === "" || !isPlainObject(m.body) || m.body.xdmEntity === undefined) {
       Object.assign(outcomes[i]!, { status: 400, message: envelopeError(i) });
+      return;
+    }
+    // The dataset id reaches the store's lookup: a string no store can hold is refused here, as the
+    // record's own strings are, so both stores answer alike (PostgreSQL failed on NUL with a 500).
+    const why = unstorableReason(datasetId);
+    if (why !== null) {
+      const message = `message ${i}: The string at header.datasetId ${why} and cannot be stored`;
+      Object.assign(outcomes[i]!, { status: 400, message, errors: [{ index: i, code: RECORD_ERROR_CODES.unstorableString, path: "header.datasetId", message }] });
+      envelopeRefused.add(outcomes[i]!);
       return;
     }
     const declared = declaredClass(m);
@@ -105,7 +118,7 @@ export async function streamingRoutes(app: FastifyInstance, opts: ProfileRoutesO
     const base = { inletId: request.params.connectionId, xactionId: o.xactionId, receivedTimeMs };
     if (o.status === undefined) return { ...base, syncValidation: { skipped: request.query.syncValidation !== true } };
     if (o.status >= 500) throw new ApiError(o.status, codes.get(o) ?? "SEGMENTD-INTERNAL-500", o.message ?? "internal error");
-    if (o.errors === undefined || request.query.syncValidation === true) {
+    if (o.errors === undefined || envelopeRefused.has(o) || request.query.syncValidation === true) {
       reply.code(o.status);
       return { type: "http://ns.adobe.com/aep/errors/XDM-1000-400", status: o.status, title: o.message, report: { message: o.message, errors: o.errors ?? [] } };
     }

@@ -8,6 +8,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { AuthConfig, ClientCredentialsConfig } from "../../platform/config.js";
 import type { Clock } from "../../platform/clock.js";
 import { signJwt } from "./jwt.js";
+import { TokenThrottle } from "./token-throttle.js";
 
 /** IMS's lifetime for these tokens (its responses say 86399 seconds). */
 export const TOKEN_LIFETIME_S = 86_400;
@@ -15,9 +16,11 @@ export const TOKEN_LIFETIME_S = 86_400;
 /** An OAuth error (RFC 6749 §5.2) in IMS's shape: `{error, error_description}`. */
 export class OAuthError extends Error {
   constructor(
-    readonly status: 400 | 401,
-    readonly error: "invalid_request" | "invalid_client" | "unsupported_grant_type",
+    readonly status: 400 | 401 | 429,
+    readonly error: "invalid_request" | "invalid_client" | "unsupported_grant_type" | "too_many_requests",
     description: string,
+    /** With a 429: the Retry-After header, in seconds. */
+    readonly retryAfterS?: number,
   ) {
     super(description);
   }
@@ -35,12 +38,34 @@ function digest(s: string): Buffer {
 
 export class TokenIssuer {
   private readonly clients: ReadonlyMap<string, ClientCredentialsConfig>;
+  readonly throttle: TokenThrottle;
 
   constructor(
     private readonly auth: AuthConfig,
     private readonly clock: Clock,
   ) {
     this.clients = new Map((auth.clients ?? []).map((c) => [c.clientId, c]));
+    this.throttle = new TokenThrottle(clock, new Set(this.clients.keys()), auth.tokenThrottle);
+  }
+
+  /**
+   * A token request from a remote address: refused with 429 while its client id or its address
+   * has used up its failed attempts (before the secret is compared); a wrong client_id or
+   * client_secret counts against both.
+   */
+  grant(form: Readonly<Record<string, string>>, address: string): IssuedToken {
+    const verdict = this.throttle.check(form.client_id, address);
+    if (verdict !== null) {
+      const who = verdict.by === "client" ? "for this client_id" : "from this address";
+      throw new OAuthError(429, "too_many_requests", `too many failed attempts ${who}; retry after ${verdict.retryAfterS} seconds`, verdict.retryAfterS);
+    }
+    try {
+      if (!this.enabled) throw new OAuthError(401, "invalid_client", "invalid client_id or client_secret parameter");
+      return this.issue(form);
+    } catch (err) {
+      if (err instanceof OAuthError && err.error === "invalid_client") this.throttle.failed(form.client_id ?? "", address);
+      throw err;
+    }
   }
 
   get enabled(): boolean {

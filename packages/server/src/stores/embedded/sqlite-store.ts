@@ -22,12 +22,14 @@ import type {
   ExternalAudienceRepository,
   MergePolicyListQuery,
   MergePolicyRepository,
+  MergePolicyWriteGuard,
   MetadataStore,
   Page,
   ScopedDatastream,
   TenantScope,
 } from "../types.js";
 import {
+  DefaultMergePolicyRequiredError,
   DuplicateNameError,
   EdgePolicyConflictError,
   HasDependentsError,
@@ -213,10 +215,14 @@ class SqliteMergePolicies implements MergePolicyRepository {
     }).immediate();
   }
 
-  async update(scope: TenantScope, record: MergePolicyRecord): Promise<boolean> {
+  async update(scope: TenantScope, record: MergePolicyRecord, guard?: MergePolicyWriteGuard): Promise<boolean> {
     return this.db.transaction(() => {
-      const exists = this.db.prepare("SELECT 1 FROM merge_policies WHERE org_id = ? AND sandbox_id = ? AND id = ?").get(scope.orgId, scope.sandboxId, record.policy.id);
-      if (!exists) return false;
+      const current = this.db.prepare("SELECT is_default, schema_name FROM merge_policies WHERE org_id = ? AND sandbox_id = ? AND id = ?")
+        .get(scope.orgId, scope.sandboxId, record.policy.id) as { is_default: number; schema_name: string } | undefined;
+      if (!current) return false;
+      if (guard?.keepDefault === true && current.is_default === 1 && (!record.policy.default || record.policy.schema.name !== current.schema_name)) {
+        throw new DefaultMergePolicyRequiredError(record.policy.id, current.schema_name);
+      }
       this.prepareWrite(scope, record);
       const cols = mergePolicyColumns(scope, record);
       this.db
@@ -262,10 +268,12 @@ class SqliteMergePolicies implements MergePolicyRepository {
     return (this.db.prepare("SELECT COUNT(*) AS n FROM merge_policies WHERE org_id = ? AND sandbox_id = ?").get(scope.orgId, scope.sandboxId) as { n: number }).n;
   }
 
-  async delete(scope: TenantScope, id: string): Promise<boolean> {
+  async delete(scope: TenantScope, id: string, guard?: MergePolicyWriteGuard): Promise<boolean> {
     return this.db.transaction(() => {
-      const exists = this.db.prepare("SELECT 1 FROM merge_policies WHERE org_id = ? AND sandbox_id = ? AND id = ?").get(scope.orgId, scope.sandboxId, id);
-      if (!exists) return false;
+      const current = this.db.prepare("SELECT is_default, schema_name FROM merge_policies WHERE org_id = ? AND sandbox_id = ? AND id = ?")
+        .get(scope.orgId, scope.sandboxId, id) as { is_default: number; schema_name: string } | undefined;
+      if (!current) return false;
+      if (guard?.keepDefault === true && current.is_default === 1) throw new DefaultMergePolicyRequiredError(id, current.schema_name);
       const users = this.db
         .prepare("SELECT id FROM definitions WHERE org_id = ? AND sandbox_id = ? AND merge_policy_id = ? ORDER BY id LIMIT 10")
         .all(scope.orgId, scope.sandboxId, id) as { id: string }[];

@@ -17,12 +17,14 @@ import type {
   ExternalAudienceRepository,
   MergePolicyListQuery,
   MergePolicyRepository,
+  MergePolicyWriteGuard,
   MetadataStore,
   Page,
   ScopedDatastream,
   TenantScope,
 } from "../types.js";
 import {
+  DefaultMergePolicyRequiredError,
   DuplicateNameError,
   EdgePolicyConflictError,
   HasDependentsError,
@@ -231,10 +233,15 @@ class PgMergePolicies implements MergePolicyRepository {
     });
   }
 
-  async update(scope: TenantScope, record: MergePolicyRecord): Promise<boolean> {
+  async update(scope: TenantScope, record: MergePolicyRecord, guard?: MergePolicyWriteGuard): Promise<boolean> {
     return tx(this.pool, scope, async (c) => {
-      const exists = await c.query("SELECT 1 FROM merge_policies WHERE org_id = $1 AND sandbox_id = $2 AND id = $3", [scope.orgId, scope.sandboxId, record.policy.id]);
-      if (exists.rowCount === 0) return false;
+      const r = await c.query<{ is_default: number; schema_name: string }>("SELECT is_default, schema_name FROM merge_policies WHERE org_id = $1 AND sandbox_id = $2 AND id = $3",
+        [scope.orgId, scope.sandboxId, record.policy.id]);
+      const current = r.rows[0];
+      if (!current) return false;
+      if (guard?.keepDefault === true && Number(current.is_default) === 1 && (!record.policy.default || record.policy.schema.name !== current.schema_name)) {
+        throw new DefaultMergePolicyRequiredError(record.policy.id, current.schema_name);
+      }
       await this.prepareWrite(c, scope, record);
       const cols = mergePolicyColumns(scope, record);
       await c.query(
@@ -283,10 +290,13 @@ class PgMergePolicies implements MergePolicyRepository {
     return Number(r.rows[0]!.n);
   }
 
-  async delete(scope: TenantScope, id: string): Promise<boolean> {
+  async delete(scope: TenantScope, id: string, guard?: MergePolicyWriteGuard): Promise<boolean> {
     return tx(this.pool, scope, async (c) => {
-      const exists = await c.query("SELECT 1 FROM merge_policies WHERE org_id = $1 AND sandbox_id = $2 AND id = $3", [scope.orgId, scope.sandboxId, id]);
-      if (exists.rowCount === 0) return false;
+      const r = await c.query<{ is_default: number; schema_name: string }>("SELECT is_default, schema_name FROM merge_policies WHERE org_id = $1 AND sandbox_id = $2 AND id = $3",
+        [scope.orgId, scope.sandboxId, id]);
+      const current = r.rows[0];
+      if (!current) return false;
+      if (guard?.keepDefault === true && Number(current.is_default) === 1) throw new DefaultMergePolicyRequiredError(id, current.schema_name);
       const users = await c.query<{ id: string }>(
         `SELECT id FROM definitions WHERE org_id = $1 AND sandbox_id = $2 AND merge_policy_id = $3 ORDER BY id COLLATE "C" LIMIT 10`,
         [scope.orgId, scope.sandboxId, id],
