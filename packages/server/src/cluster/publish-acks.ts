@@ -6,8 +6,14 @@
  * interval sweeps the overdue ones. Same guarantees: the promise resolves with the stream's
  * acknowledgement (the message is stored) and rejects on an error reply, no responders (no
  * stream takes the subject) or the timeout; the message id makes a retry stored once.
+ *
+ * A reconnect sends every publish still waiting again, at once: the client drops what was
+ * buffered while it was away (each dial resets its outbound buffer) and an ack in flight when the
+ * server stopped is lost, so without this each of them waited out the whole timeout and was
+ * refused although the server was back within a second. The stream's duplicate window (2 min)
+ * stores a message sent twice once, and answers the second copy with its first ack.
  */
-import { createInbox, headers, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { createInbox, headers, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 
 export interface PubAck {
   stream: string;
@@ -19,6 +25,9 @@ interface Waiting {
   resolve(ack: PubAck): void;
   reject(err: Error): void;
   deadline: number;
+  subject: string;
+  data: Uint8Array;
+  headers: MsgHdrs;
 }
 
 export class PublishAcks {
@@ -27,6 +36,8 @@ export class PublishAcks {
   private readonly sub: Subscription;
   private readonly sweep: NodeJS.Timeout;
   private next = 0;
+  private readonly statuses: AsyncIterable<{ type: string }> & { stop?: () => void };
+  readonly stats = { resent: 0 };
 
   constructor(
     private readonly nc: NatsConnection,
@@ -34,6 +45,11 @@ export class PublishAcks {
   ) {
     this.sub = nc.subscribe(`${this.prefix}*`, { callback: (err, msg) => (err ? this.failAll(err) : this.onReply(msg)) });
     this.sweep = setInterval(() => this.expire(), Math.min(250, timeoutMs)).unref();
+    const statuses = nc.status();
+    this.statuses = statuses;
+    void (async () => {
+      for await (const s of statuses) if (s.type === "reconnect") this.resend();
+    })().catch(() => {});
   }
 
   get pending(): number {
@@ -46,7 +62,7 @@ export class PublishAcks {
     const h = headers();
     h.set("Nats-Msg-Id", msgId);
     return new Promise<PubAck>((resolve, reject) => {
-      this.waiting.set(token, { resolve, reject, deadline: Date.now() + this.timeoutMs });
+      this.waiting.set(token, { resolve, reject, deadline: Date.now() + this.timeoutMs, subject, data, headers: h });
       try {
         this.nc.publish(subject, data, { reply: this.prefix + token, headers: h });
       } catch (err) {
@@ -74,6 +90,18 @@ export class PublishAcks {
     }
   }
 
+  /** After a reconnect: every publish still waiting, sent again under its own reply token. */
+  private resend(): void {
+    for (const [token, w] of this.waiting) {
+      try {
+        this.nc.publish(w.subject, w.data, { reply: this.prefix + token, headers: w.headers });
+        this.stats.resent++;
+      } catch {
+        // Disconnected again: the next reconnect sends it, or its timeout answers.
+      }
+    }
+  }
+
   private expire(): void {
     const now = Date.now();
     // In publish order, so in deadline order: the first not overdue ends the sweep.
@@ -92,6 +120,7 @@ export class PublishAcks {
   /** Rejects what still waits and stops listening. */
   close(): void {
     clearInterval(this.sweep);
+    this.statuses.stop?.();
     this.failAll(new Error("the publisher is closed"));
     this.sub.unsubscribe();
   }

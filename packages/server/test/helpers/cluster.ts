@@ -83,7 +83,7 @@ async function startProc(args: () => string[], label: string, env: NodeJS.Proces
  * `sites`: each with its own leaf nats-server, except those in `opts.outbox`, whose edge node
  * connects to the hub's server and keeps its events in an outbox (`segmentd edge --outbox`).
  */
-export async function startCluster(sites: readonly string[], opts: { hubNats?: { host: string; wrap: string[] }; outbox?: readonly string[]; edgeEnv?: NodeJS.ProcessEnv } = {}): Promise<Cluster> {
+export async function startCluster(sites: readonly string[], opts: { hubNats?: { host: string; wrap: string[] }; outbox?: readonly string[]; edgeEnv?: NodeJS.ProcessEnv; /** More arguments of the hub's `serve` (e.g. `--database-url`). */ hubArgs?: readonly string[] } = {}): Promise<Cluster> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-cluster-"));
   const config = writeConfig(dir);
   const hubNats = await startNatsServer({ dir: path.join(dir, "nats-hub"), domain: "hub", ...(opts.hubNats ?? {}) });
@@ -91,7 +91,7 @@ export async function startCluster(sites: readonly string[], opts: { hubNats?: {
   const outbox = new Set(opts.outbox ?? []);
   for (const s of sites) if (!outbox.has(s)) siteNats[s] = await startNatsServer({ dir: path.join(dir, `nats-${s}`), domain: s, hubLeafUrl: hubNats.leafUrl! });
   mkdirSync(path.join(dir, "hub"), { recursive: true });
-  const hub = await startProc(() => ["serve", "-c", config, "-d", path.join(dir, "hub"), "--nats", hubNats.url, "--no-demo"], "hub");
+  const hub = await startProc(() => ["serve", "-c", config, "-d", path.join(dir, "hub"), "--nats", hubNats.url, "--no-demo", ...(opts.hubArgs ?? [])], "hub");
   const edges: Record<string, Proc> = {};
   for (const s of sites) {
     const nats = outbox.has(s) ? [hubNats.url, "--outbox"] : [siteNats[s]!.url];
