@@ -4,7 +4,10 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { compileSearch, globMatch, indexDoc, withinEdits, type SearchDoc } from "../src/services/segment-search.js";
+import { compileSearch, type SearchDoc } from "../src/services/segment-search.js";
+import { SearchBudget, SearchDeadlineError, SearchTooCostlyError } from "../src/services/search-budget.js";
+import { SearchIndex, SearchIndexCache } from "../src/services/search-index.js";
+import { globMatch, globSteps, runSearch, withinEdits } from "../src/services/search-match.js";
 import { DEFS, ORG_B, TOKEN_B, client, definitionBody, obj, startHarness, type Client, type Harness } from "./helpers/server-harness.js";
 
 const DOCS: SearchDoc[] = [
@@ -14,13 +17,17 @@ const DOCS: SearchDoc[] = [
   { id: "d-4", namespace: "AEPSegments", name: "Gold loyalty (2024)", description: "", parentFolderId: "root" },
 ];
 
-function ids(s: string | undefined): string[] {
-  const test = compileSearch(s);
-  return DOCS.filter((d) => test(indexDoc(d))).map((d) => d.id);
+/** The ids of `docs` matching `s`, in the order of `docs`, through the index and the matcher the routes use. */
+async function search(s: string | undefined, docs: SearchDoc[] = DOCS): Promise<string[]> {
+  const plan = compileSearch(s);
+  const index = new SearchIndex();
+  await index.sync(docs, () => false, async () => {});
+  const found = await runSearch(plan, index, new SearchBudget());
+  return docs.filter((d) => found.has(d.id)).map((d) => d.id);
 }
 
 describe("the query language", () => {
-  test("terms, fields, phrases, wildcards, fuzzy, regex, ranges and boolean logic", () => {
+  test("terms, fields, phrases, wildcards, fuzzy, regex, ranges and boolean logic", async () => {
     const cases: Array<[string | undefined, string[]]> = [
       [undefined, ["d-1", "d-2", "d-3", "d-4"]],
       ["*", ["d-1", "d-2", "d-3", "d-4"]],
@@ -62,10 +69,10 @@ describe("the query language", () => {
       ["parentFolderId:root AND gold", ["d-4"]],
       ["folderId:x", []],
     ];
-    for (const [s, expected] of cases) assert.deepEqual(ids(s), expected, String(s));
+    for (const [s, expected] of cases) assert.deepEqual(await search(s), expected, String(s));
   });
 
-  test("hostile and invalid queries are refused with a message", () => {
+  test("hostile and invalid queries are refused with a message", async () => {
     const cases: Array<[string, RegExp]> = [
       ["name:cars", /^Unknown search field 'name': use one of segmentName, segmentDescription, segmentId, folderId, folderLocation, parentFolderId$/],
       ["(cars", /^Invalid search query: /],
@@ -77,8 +84,7 @@ describe("the query language", () => {
     for (const [s, message] of cases) assert.throws(() => compileSearch(s), { message }, s.slice(0, 40));
     // A catastrophic pattern for a backtracking engine runs in linear time here.
     const t0 = performance.now();
-    const test = compileSearch("segmentName:/(a+)+b/");
-    assert.equal(test(indexDoc({ ...DOCS[0]!, name: "a".repeat(200) })), false);
+    assert.deepEqual(await search("segmentName:/(a+)+b/", [{ ...DOCS[0]!, name: "a".repeat(200) }]), []);
     assert.ok(performance.now() - t0 < 500);
   });
 
@@ -88,6 +94,111 @@ describe("the query language", () => {
     assert.equal(globMatch("*".repeat(50) + "b", "a".repeat(1000)), false);
     assert.equal(withinEdits("kitten", "sitting", 2), false);
     assert.equal(withinEdits("kitten", "sittin", 2), true);
+  });
+});
+
+/** `n` documents whose descriptions hold 200 distinct words each (w0-0 … w{n-1}-199). */
+function manyWords(n: number): SearchDoc[] {
+  return Array.from({ length: n }, (_, k) => ({
+    id: `m-${k}`, namespace: "AEPSegments", name: `Many ${k}`, parentFolderId: "root",
+    description: Array.from({ length: 200 }, (_, j) => `w${k}x${j}`).join(" "),
+  }));
+}
+
+async function indexOf(docs: SearchDoc[]): Promise<SearchIndex> {
+  const index = new SearchIndex();
+  await index.sync(docs, () => false, async () => {});
+  return index;
+}
+
+describe("the index and the budget", () => {
+  test("each distinct term is matched once, against the vocabulary", async () => {
+    const index = await indexOf(manyWords(20));
+    const once = new SearchBudget();
+    await runSearch(compileSearch("segmentDescription:qqqq~2"), index, once);
+    const repeated = new SearchBudget();
+    await runSearch(compileSearch(`segmentDescription:(${Array.from({ length: 140 }, () => "qqqq~2").join(" ")})`), index, repeated);
+    // One scan each; the 140 copies add only their group's combining of 140 bitmaps of 20 slots (20 × 141 units).
+    assert.ok(once.units > 4000, `one scan of 4,000 words: ${once.units}`);
+    assert.equal(repeated.units, once.units + 20 * 141);
+  });
+
+  test("a term past the units of work is refused with its name; one regex match that gives up too", async () => {
+    const index = await indexOf(manyWords(20));
+    const budget = new SearchBudget({ maxUnits: 10_000, deadlineMs: 60_000, sliceMs: 8 });
+    await assert.rejects(runSearch(compileSearch("red OR segmentDescription:/(.*w){3}/"), index, budget), (err: unknown) => {
+      assert.ok(err instanceof SearchTooCostlyError);
+      assert.equal(err.message, "The search term 'segmentDescription:/(.*w){3}/' is too costly: matching it needs more than 10000 units of work, the limit of one search. Use a more specific term");
+      return true;
+    });
+    const long = await indexOf([{ id: "l", namespace: "AEPSegments", name: "Long", parentFolderId: "root", description: "a".repeat(8000) }]);
+    await assert.rejects(runSearch(compileSearch("/(.*a){20}/"), long, new SearchBudget({ maxUnits: 1e12, deadlineMs: 60_000, sliceMs: 8 })), {
+      message: "The search term '/(.*a){20}/' is too costly: matching it needs more than 250000 units of work on one word, the limit of one regular expression match. Use a more specific term",
+    });
+  });
+
+  test("a search past its deadline is refused, naming the term it was at", async () => {
+    const index = await indexOf(manyWords(200));
+    await assert.rejects(runSearch(compileSearch("segmentDescription:/.*q.*/"), index, new SearchBudget({ maxUnits: 1e12, deadlineMs: 0, sliceMs: 8 })), (err: unknown) => {
+      assert.ok(err instanceof SearchDeadlineError);
+      assert.equal(err.message, "The search did not finish within its deadline of 0 ms (at the term 'segmentDescription:/.*q.*/'). Retry later, or use a more specific query");
+      return true;
+    });
+  });
+
+  test("a long search yields the event loop between slices", async () => {
+    const index = await indexOf(manyWords(200));
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 0);
+    const started = performance.now();
+    await runSearch(compileSearch("segmentDescription:/.*q.*/ segmentDescription:*x1*9"), index, new SearchBudget({ maxUnits: 1e12, deadlineMs: 60_000, sliceMs: 1 }));
+    clearInterval(timer);
+    const ms = performance.now() - started;
+    // Timers ran while it worked: at least one per 50 ms of it (each slice is 1 ms of work).
+    assert.ok(ticks >= Math.max(1, Math.floor(ms / 50)), `${ticks} timer ticks in ${ms.toFixed(0)} ms`);
+  });
+
+  test("the index follows its documents: changed, removed and new ones", async () => {
+    const docs = DOCS.map((d) => ({ ...d }));
+    const index = await indexOf(docs);
+    const ids = async (s: string) => [...(await runSearch(compileSearch(s), index, new SearchBudget()))].sort();
+    assert.deepEqual(await ids("red"), ["d-1", "d-3"]);
+    docs[0] = { ...docs[0]!, description: "blue" };
+    docs.splice(2, 1);
+    docs.push({ id: "d-5", namespace: "AEPSegments", name: "Red shoes", description: "", parentFolderId: "root" });
+    await index.sync(docs, () => false, async () => {});
+    assert.deepEqual(await ids("red"), ["d-5"]);
+    assert.deepEqual(await ids("blue OR sailing"), ["d-1", "d-2"]);
+    assert.deepEqual(await ids('"red shoes"'), ["d-5"]);
+    assert.equal(index.docCount, 4);
+  });
+
+  test("the cache runs one search of a sandbox at a time and drops the least recently used past its size", async () => {
+    const cache = new SearchIndexCache(10_000);
+    const order: string[] = [];
+    const first = cache.exclusive("s1", async (index) => {
+      order.push("first:start");
+      await index.sync(manyWords(2), () => true, async () => new Promise((r) => setTimeout(r, 20)));
+      order.push("first:end");
+      return index;
+    });
+    const second = cache.exclusive("s1", async (index) => {
+      order.push("second");
+      return index;
+    });
+    const [a, b] = await Promise.all([first, second]);
+    assert.deepEqual(order, ["first:start", "first:end", "second"]);
+    assert.equal(a, b);
+    await cache.exclusive("s2", (index) => index.sync(manyWords(3), () => false, async () => {}));
+    // s1 (2 × ~1,300 characters), s2 and s3 (3 × ~1,300 each) are over 10,000: s1, the least recently used, goes.
+    await cache.exclusive("s3", (index) => index.sync(manyWords(3), () => false, async () => {}));
+    assert.equal(cache.size, 2);
+    assert.notEqual(await cache.exclusive("s1", async (index) => index), a);
+  });
+
+  test("glob steps: one star costs at most the pattern", () => {
+    assert.deepEqual(globSteps(`*${"a".repeat(255)}`, "a".repeat(8000)), { match: true, steps: 256 });
+    assert.equal(globSteps("*b*c*d", `${"b".repeat(3000)}c`).match, false);
   });
 });
 

@@ -32,6 +32,8 @@ export interface SafeRegex {
   readonly groups: number;
   /** Find semantics: does the pattern match somewhere in s? */
   test(s: string): boolean;
+  /** Units of work (MAX_STEPS' units) the last test or exec spent; over MAX_STEPS when it gave up. */
+  readonly lastSteps: number;
   /** The capture groups of the first (leftmost) match, or null. Index 0 is the whole match. */
   exec(s: string): (string | null)[] | null;
 }

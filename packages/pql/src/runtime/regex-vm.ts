@@ -172,13 +172,26 @@ export class PikeRegex implements SafeRegex {
   }
 
   test(s: string): boolean {
-    if (s.length > MAX_SUBJECT) return false;
-    if (this.literal !== null) return s.includes(this.literal);
+    if (s.length > MAX_SUBJECT) {
+      this.steps = MAX_STEPS + 1;
+      return false;
+    }
+    if (this.literal !== null) {
+      this.steps = s.length;
+      return s.includes(this.literal);
+    }
     return this.runTest(s);
   }
 
+  get lastSteps(): number {
+    return this.steps;
+  }
+
   exec(s: string): (string | null)[] | null {
-    if (s.length > MAX_SUBJECT) return null;
+    if (s.length > MAX_SUBJECT) {
+      this.steps = MAX_STEPS + 1;
+      return null;
+    }
     const caps = this.run(s, true);
     if (caps === null) return null;
     const out: (string | null)[] = [];

@@ -10,9 +10,17 @@
  * `~2`: edit distance), regular expressions (`/…/`, whole word or value, on the linear-time
  * engine of PQL's `matches`), ranges (`[a TO b]`, `{a TO b}`), AND / OR / NOT / `&&` / `||` /
  * `!`, `+` and `-`, and groups. Clauses without an operator are OR'ed, as in Lucene.
+ *
+ * A query compiles to a SearchPlan before any document is read (bad syntax is a 400 that costs
+ * nothing); search-match.ts runs the plan over the sandbox's index under a budget (#37).
  */
 import lucene from "lucene";
-import { validateJavaRegex } from "@segmentd/pql";
+import { validateJavaRegex, type SafeRegex } from "@segmentd/pql";
+import { words, type FieldKey, type KeywordField, type TextField } from "./search-index.js";
+
+export { indexDoc, words, type SearchDoc } from "./search-index.js";
+/** The work one regular-expression match may do (search-match.ts refuses a search past it). */
+export { REGEX_MAX_STEPS } from "@segmentd/pql";
 
 export const SEARCH_SCHEMA = "_xdm.context.segmentdefinition";
 /** The namespace Platform's own audiences (segment definitions) are searched in. */
@@ -22,80 +30,43 @@ export const PLATFORM_NAMESPACE = "AEPSegments";
 export const MAX_SEARCH_QUERY = 1024;
 export const MAX_SEARCH_DEPTH = 16;
 
-export interface SearchDoc {
-  id: string;
-  namespace: string;
-  name: string;
-  description: string;
-  parentFolderId: string;
-}
-
 export class SearchQueryError extends Error {}
 
-const TEXT_FIELDS = { segmentName: "name", segmentDescription: "description" } as const;
+const TEXT_FIELDS: Record<string, TextField> = { segmentName: "name", segmentDescription: "description" };
 const KEYWORD_FIELDS = ["segmentId", "folderId", "folderLocation", "parentFolderId"] as const;
 export const SEARCH_FIELDS = [...Object.keys(TEXT_FIELDS), ...KEYWORD_FIELDS] as const;
 
-type Pred = (d: IndexedDoc) => boolean;
+/** How one field's words (or keyword value) are tested: each kind is matched against the field's vocabulary. */
+export type TermTest =
+  | { kind: "exact"; value: string }
+  | { kind: "fuzzy"; value: string; max: number }
+  | { kind: "glob"; pattern: string }
+  | { kind: "regex"; regex: SafeRegex }
+  | { kind: "range"; lo: string; hi: string; inclusive: "both" | "left" | "right" | "none" }
+  /** Quoted text: the words in order, at most `slop` words apart in all. */
+  | { kind: "phrase"; words: string[]; slop: number }
+  /** Quoted keyword: the whole value (the empty value included, as a document without one holds it). */
+  | { kind: "value"; value: string };
 
-interface IndexedDoc {
-  doc: SearchDoc;
-  words: { name: string[]; description: string[] };
-  keywords: Record<(typeof KEYWORD_FIELDS)[number], string>;
+export interface LeafPlan {
+  kind: "leaf";
+  field: FieldKey;
+  test: TermTest;
+  /** Equal for equal tests of the same field: each distinct one is matched once per search. */
+  key: string;
+  /** The term as the query wrote it, for a refusal's message. */
+  label: string;
 }
 
-const WORD = /[\p{L}\p{N}]+/gu;
-
-export function words(text: string): string[] {
-  return text.toLowerCase().match(WORD) ?? [];
+export interface BoolPlan {
+  kind: "bool";
+  must: SearchPlan[];
+  should: SearchPlan[];
+  not: SearchPlan[];
+  negate: boolean;
 }
 
-export function indexDoc(doc: SearchDoc): IndexedDoc {
-  return {
-    doc,
-    words: { name: words(doc.name), description: words(doc.description) },
-    keywords: { segmentId: doc.id.toLowerCase(), folderId: "", folderLocation: "", parentFolderId: doc.parentFolderId.toLowerCase() },
-  };
-}
-
-/** `*` and `?` over a word, without backtracking blow-up: O(word × pattern) at worst. */
-export function globMatch(pattern: string, s: string): boolean {
-  let p = 0, i = 0, star = -1, mark = 0;
-  while (i < s.length) {
-    if (p < pattern.length && (pattern[p] === "?" || pattern[p] === s[i])) {
-      p++;
-      i++;
-    } else if (p < pattern.length && pattern[p] === "*") {
-      star = p++;
-      mark = i;
-    } else if (star >= 0) {
-      p = star + 1;
-      i = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.length && pattern[p] === "*") p++;
-  return p === pattern.length;
-}
-
-/** Levenshtein distance, stopping early once it exceeds `max`. */
-export function withinEdits(a: string, b: string, max: number): boolean {
-  if (Math.abs(a.length - b.length) > max) return false;
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    let best = i;
-    for (let j = 1; j <= b.length; j++) {
-      const v = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-      row.push(v);
-      best = Math.min(best, v);
-    }
-    if (best > max) return false;
-    prev = row;
-  }
-  return prev[b.length]! <= max;
-}
+export type SearchPlan = { kind: "all" } | LeafPlan | BoolPlan;
 
 function nestingDepth(s: string): number {
   let depth = 0, max = 0, quoted = false;
@@ -143,74 +114,76 @@ function editsOf(similarity: number): number {
 
 type Node = lucene.AST | lucene.Node;
 
-/** A word-level test for one term node (unescaped, lower-cased). */
-function termTest(n: lucene.NodeTerm): (word: string) => boolean {
-  if (n.term.length > 256) throw new SearchQueryError(`A search term is ${n.term.length} characters long, over the limit of 256`);
+const MAX_TERM = 256;
+
+/** The term as written, for messages: its field when one was named, its operator, at most 80 characters of it. */
+function labelOf(n: lucene.Node, field: string): string {
+  const short = (t: string) => (t.length > 80 ? `${t.slice(0, 80)}…` : t);
+  let text: string;
+  if ("term_min" in n) {
+    text = `${n.inclusive === "both" || n.inclusive === "left" ? "[" : "{"}${short(n.term_min)} TO ${short(n.term_max)}${n.inclusive === "both" || n.inclusive === "right" ? "]" : "}"}`;
+  } else if (n.quoted) text = `"${short(n.term)}"`;
+  else if (n.regex) text = `/${short(n.term)}/`;
+  else if (n.similarity !== null && n.similarity !== undefined) text = `${short(n.term)}~${editsOf(n.similarity)}`;
+  else text = short(n.term);
+  return field === "<implicit>" ? text : `${field}:${text}`;
+}
+
+/** The test of one unquoted, non-range term (unescaped, lower-cased). */
+function termTest(n: lucene.NodeTerm): TermTest {
+  if (n.term.length > MAX_TERM) throw new SearchQueryError(`A search term is ${n.term.length} characters long, over the limit of ${MAX_TERM}`);
   const raw = lucene.term.unescape(n.term).toLowerCase();
   if (n.regex) {
     // Whole word or value, case-insensitive like the rest of the matching.
     const v = validateJavaRegex(`(?i)^(?:${n.term})$`);
     if (!v.ok) throw new SearchQueryError(`Invalid regular expression /${n.term.slice(0, 100)}/: ${v.message}`);
-    return (w) => v.regex.test(w);
+    return { kind: "regex", regex: v.regex };
   }
-  if (n.similarity !== null && n.similarity !== undefined) {
-    const max = editsOf(n.similarity);
-    return (w) => withinEdits(raw, w, max);
-  }
+  if (n.similarity !== null && n.similarity !== undefined) return { kind: "fuzzy", value: raw, max: editsOf(n.similarity) };
   // Words hold letters and digits only, so an escaped \* or \? could never match one: any * or ? is a wildcard.
-  if (/[*?]/.test(raw)) return (w) => globMatch(raw, w);
-  return (w) => w === raw;
+  if (/[*?]/.test(raw)) return { kind: "glob", pattern: raw };
+  return { kind: "exact", value: raw };
 }
 
-function phraseTest(field: "name" | "description", phrase: string[], slop: number): Pred {
-  return (d) => {
-    const ws = d.words[field];
-    if (phrase.length === 0) return true;
-    for (let start = 0; start < ws.length; start++) {
-      if (ws[start] !== phrase[0]) continue;
-      let pos = start, gaps = 0, k = 1;
-      for (; k < phrase.length; k++) {
-        const next = ws.indexOf(phrase[k]!, pos + 1);
-        if (next < 0) break;
-        gaps += next - pos - 1;
-        if (gaps > slop) break;
-        pos = next;
-      }
-      if (k === phrase.length && gaps <= slop) return true;
-    }
-    return false;
-  };
+function keyOf(field: FieldKey, t: TermTest): string {
+  switch (t.kind) {
+    case "regex":
+      return `${field}\u0000regex\u0000${t.regex.pattern}`;
+    case "fuzzy":
+      return `${field}\u0000fuzzy\u0000${t.max}\u0000${t.value}`;
+    case "range":
+      return `${field}\u0000range\u0000${t.inclusive}\u0000${t.lo}\u0000${t.hi}`;
+    case "phrase":
+      return `${field}\u0000phrase\u0000${t.slop}\u0000${t.words.join("\u0000")}`;
+    default:
+      return `${field}\u0000${t.kind}\u0000${"value" in t ? t.value : t.pattern}`;
+  }
 }
 
-function fieldPred(field: string, n: lucene.Node): Pred {
+function fieldPlan(field: string, n: lucene.Node): SearchPlan {
   const fields = field === "<implicit>" ? ["segmentName", "segmentDescription", "segmentId"] : [field];
-  const preds = fields.map((f): Pred => {
-    const text = (TEXT_FIELDS as Record<string, "name" | "description">)[f];
-    const keyword = (KEYWORD_FIELDS as readonly string[]).includes(f) ? (f as (typeof KEYWORD_FIELDS)[number]) : undefined;
-    if (text === undefined && keyword === undefined) {
-      throw new SearchQueryError(`Unknown search field '${f.slice(0, 64)}': use one of ${SEARCH_FIELDS.join(", ")}`);
-    }
+  const label = labelOf(n, field);
+  const leaves = fields.map((f): LeafPlan => {
+    const text = TEXT_FIELDS[f];
+    const keyword = (KEYWORD_FIELDS as readonly string[]).includes(f) ? (f as KeywordField) : undefined;
+    const key: FieldKey | undefined = text ?? keyword;
+    if (key === undefined) throw new SearchQueryError(`Unknown search field '${f.slice(0, 64)}': use one of ${SEARCH_FIELDS.join(", ")}`);
+    let test: TermTest;
     if ("term_min" in n) {
-      const lo = lucene.term.unescape(n.term_min).toLowerCase(), hi = lucene.term.unescape(n.term_max).toLowerCase();
-      const lowOk = (w: string) => lo === "*" || (n.inclusive === "both" || n.inclusive === "left" ? w >= lo : w > lo);
-      const highOk = (w: string) => hi === "*" || (n.inclusive === "both" || n.inclusive === "right" ? w <= hi : w < hi);
-      const inRange = (w: string) => lowOk(w) && highOk(w);
-      return text !== undefined ? (d) => d.words[text].some(inRange) : (d) => d.keywords[keyword!] !== "" && inRange(d.keywords[keyword!]);
-    }
-    if (n.quoted) {
+      test = { kind: "range", lo: lucene.term.unescape(n.term_min).toLowerCase(), hi: lucene.term.unescape(n.term_max).toLowerCase(), inclusive: n.inclusive };
+    } else if (n.quoted) {
       const phrase = lucene.term.unescape(n.term);
-      if (text !== undefined) return phraseTest(text, words(phrase), (n as { proximity?: number | null }).proximity ?? 0);
-      const value = phrase.toLowerCase();
-      return (d) => d.keywords[keyword!] === value;
-    }
-    const test = termTest(n);
-    return text !== undefined ? (d) => d.words[text].some(test) : (d) => d.keywords[keyword!] !== "" && test(d.keywords[keyword!]);
+      test = text !== undefined
+        ? { kind: "phrase", words: words(phrase), slop: (n as { proximity?: number | null }).proximity ?? 0 }
+        : { kind: "value", value: phrase.toLowerCase() };
+    } else test = termTest(n);
+    return { kind: "leaf", field: key, test, key: keyOf(key, test), label };
   });
-  return preds.length === 1 ? preds[0]! : (d) => preds.some((p) => p(d));
+  return leaves.length === 1 ? leaves[0]! : { kind: "bool", must: [], should: leaves, not: [], negate: false };
 }
 
 interface Clause {
-  pred: Pred;
+  plan: SearchPlan;
   occur: "must" | "should" | "not";
 }
 
@@ -219,17 +192,17 @@ function occurOf(n: Node, fallback: Clause["occur"]): Clause["occur"] {
   return prefix === "+" ? "must" : prefix === "-" || prefix === "!" ? "not" : fallback;
 }
 
-function compileNode(n: Node, inheritedField: string): Pred {
+function compileNode(n: Node, inheritedField: string): SearchPlan {
   if ("left" in n && n.left !== undefined) {
     const field = "field" in n && typeof n.field === "string" ? n.field : inheritedField;
     const clauses = flatten(n as lucene.AST, field);
     const start = (n as { start?: string }).start;
-    const group = booleanOf(clauses);
-    return start === "NOT" || start === "!" ? (d) => !group(d) : group;
+    const pick = (o: Clause["occur"]) => clauses.filter((c) => c.occur === o).map((c) => c.plan);
+    return { kind: "bool", must: pick("must"), should: pick("should"), not: pick("not"), negate: start === "NOT" || start === "!" };
   }
   const term = n as lucene.Node;
   const field = term.field === undefined || term.field === "<implicit>" ? inheritedField : term.field;
-  return fieldPred(field, term);
+  return fieldPlan(field, term);
 }
 
 /**
@@ -267,24 +240,12 @@ function flatten(ast: lucene.AST, field: string): Clause[] {
       occurs[k + 1] = "not";
     }
   });
-  return items.map((n, k) => ({ pred: compileNode(n, field), occur: occurOf(n, occurs[k]!) }));
+  return items.map((n, k) => ({ plan: compileNode(n, field), occur: occurOf(n, occurs[k]!) }));
 }
 
-function booleanOf(clauses: Clause[]): Pred {
-  const must = clauses.filter((c) => c.occur === "must").map((c) => c.pred);
-  const not = clauses.filter((c) => c.occur === "not").map((c) => c.pred);
-  const should = clauses.filter((c) => c.occur === "should").map((c) => c.pred);
-  return (d) => {
-    for (const p of must) if (!p(d)) return false;
-    for (const p of not) if (p(d)) return false;
-    if (must.length === 0 && should.length > 0) return should.some((p) => p(d));
-    return true;
-  };
-}
-
-/** `s` → a predicate; undefined, blank or `*` match everything. Throws SearchQueryError with a message for the user. */
-export function compileSearch(s: string | undefined): (doc: IndexedDoc) => boolean {
-  if (s === undefined || s.trim() === "" || s.trim() === "*") return () => true;
+/** `s` → its plan; undefined, blank or `*` match everything. Throws SearchQueryError with a message for the user. */
+export function compileSearch(s: string | undefined): SearchPlan {
+  if (s === undefined || s.trim() === "" || s.trim() === "*") return { kind: "all" };
   if (s.length > MAX_SEARCH_QUERY) throw new SearchQueryError(`The search query is ${s.length} characters long, over the limit of ${MAX_SEARCH_QUERY}`);
   if (nestingDepth(s) > MAX_SEARCH_DEPTH) throw new SearchQueryError(`The search query nests parentheses deeper than the limit of ${MAX_SEARCH_DEPTH}`);
   let ast: lucene.AST;
@@ -293,6 +254,5 @@ export function compileSearch(s: string | undefined): (doc: IndexedDoc) => boole
   } catch (err) {
     throw new SearchQueryError(`Invalid search query: ${String((err as Error).message).slice(0, 200)}`);
   }
-  const pred = compileNode(ast, "<implicit>");
-  return pred;
+  return compileNode(ast, "<implicit>");
 }
