@@ -11,6 +11,8 @@
 //   cluster *.cluster.test.ts: hub and edge nodes as processes over nats-server (JetStream).
 //   workers *.workers.test.ts: a hub and streaming workers as processes over nats-server and
 //           PostgreSQL, against the all-in-one (#25's equivalence; several minutes).
+//   latency *.latency.test.ts: latency held while hostile requests run (#37), on the embedded store
+//           then on PostgreSQL, one file at a time so that no other suite shares the two cores.
 import { spawnSync } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
 import path from "node:path";
@@ -38,7 +40,7 @@ function find(dir) {
 }
 
 const all = ["pql", "server", "web"].flatMap((p) => find(path.join(root, "packages", p, "test"))).sort();
-const special = (f) => f.endsWith(".compat.test.ts") || f.endsWith(".e2e.test.ts") || f.endsWith(".cluster.test.ts") || f.endsWith(".workers.test.ts");
+const special = (f) => f.endsWith(".compat.test.ts") || f.endsWith(".e2e.test.ts") || f.endsWith(".cluster.test.ts") || f.endsWith(".workers.test.ts") || f.endsWith(".latency.test.ts");
 const env = { ...process.env };
 let files;
 switch (suite) {
@@ -60,18 +62,30 @@ switch (suite) {
   case "cluster":
     files = all.filter((f) => f.endsWith(".cluster.test.ts"));
     break;
+  case "latency":
+    files = all.filter((f) => f.endsWith(".latency.test.ts"));
+    env.SEGMENTD_TEST_DATABASE_URL ??= "postgres://127.0.0.1:5432/test";
+    break;
   case "workers":
     files = all.filter((f) => f.endsWith(".workers.test.ts"));
     env.SEGMENTD_TEST_DATABASE_URL ??= "postgres://127.0.0.1:5432/test";
     break;
   default:
-    console.error(`unknown suite ${suite}: use unit, pg, compat, e2e, cluster or workers`);
+    console.error(`unknown suite ${suite}: use unit, pg, compat, e2e, cluster, workers or latency`);
     process.exit(2);
 }
 if (extra.length > 0) files = files.filter((f) => extra.some((e) => f.includes(e)));
 if (files.length === 0) {
   console.error(`no test files for suite ${suite}`);
   process.exit(1);
+}
+if (suite === "latency") {
+  for (const store of ["embedded", "postgres"]) {
+    const args = ["--conditions=source", "--import", "tsx", "--test", "--test-reporter=spec", "--test-concurrency=1", ...files];
+    const r = spawnSync(process.execPath, args, { cwd: root, stdio: "inherit", env: { ...env, SEGMENTD_TEST_STORE: store } });
+    if (r.status !== 0) process.exit(r.status ?? 1);
+  }
+  process.exit(0);
 }
 const args = ["--conditions=source", "--import", "tsx", "--test", "--test-reporter=spec", "--test-concurrency=2", ...files];
 const r = spawnSync(process.execPath, args, { cwd: root, stdio: "inherit", env });
