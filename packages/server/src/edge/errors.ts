@@ -11,6 +11,8 @@ export const EdgeErrorCodes = {
   invalidEvent: "SEGMENTD-EDGE-INVALID-EVENT-400",
   /** The hub forwarder's queue is full (backpressure); nothing was stored, the client may retry. */
   busy: "SEGMENTD-EDGE-BUSY-503",
+  /** The hub refused to store a valid-looking event (dead-lettered); sent again unchanged it is refused again. */
+  eventRefused: "SEGMENTD-EDGE-EVENT-REFUSED-422",
   datastreamInvalid: "SEGMENTD-DATASTREAM-400",
   datastreamNotFound: "SEGMENTD-DATASTREAM-404",
 } as const;

@@ -1,14 +1,18 @@
 /**
  * Every event collected at an edge location goes to the hub (architecture
  * flow 3, last step), together with the edge memberships the request decided.
- * As on Adobe's Edge Network, the forward is asynchronous: the interact
- * response never waits for it, nor shares a synchronous turn with it.
+ * In the all-in-one the interact request waits for it (`forward()`): it is
+ * answered 200 only once its batch's hub writes are committed, so a process
+ * killed with kill -9 loses no acknowledged event (issue #37). The hub's own
+ * consumer of the edge sites' stream (hub-ingest.ts) uses `enqueue()` + `idle()`.
  *
  * The forwarder is a bounded FIFO queue written to the hub in large batches:
  *
- *  - **Rate and size.** A batch is written `flushIntervalMs` after the first
- *    item that waits (default 25 ms), or at once (next event-loop turn) when
- *    `maxBatch` items wait (default 2,000). One batch at a time: per tenant one
+ *  - **Rate and size.** A batch is written at once (next event-loop turn) when
+ *    a caller waits for one of its items (`forward()`, `idle()`) or `maxBatch`
+ *    items wait (default 2,000), else `flushIntervalMs` after the first item
+ *    that waits (default 25 ms). One batch at a time, so the requests that
+ *    arrive while one is written share the next one's commit: per tenant one
  *    `append` per dataset with all its events, one `writeMembershipChanges`
  *    with all the edge transitions in arrival order. So the hub pays one
  *    durable commit per batch, not per request: when every event is of a
@@ -21,6 +25,9 @@
  *  - **Order.** Items are written in arrival order, batch after batch; a batch
  *    that fails is retried before anything behind it, so the hub sees each
  *    profile's events and membership changes in the order the edge decided them.
+ *  - **Acknowledgements.** A `forward()` resolves once the item's hub writes
+ *    are committed (before the streaming and projection follow-ups), and
+ *    rejects when the item is dead-lettered (`DeadLetteredError`) or dropped.
  *  - **Failures.** One event the hub refuses must not cost the others theirs
  *    (issue #22): when a hub write fails with anything but a transient error
  *    (hub-write-errors.ts: connection lost, store unavailable, busy), the
@@ -54,7 +61,7 @@ import { tenantKey } from "../platform/tenant.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { StreamingFeed } from "../streaming/engine.js";
 import type { EdgeProjector } from "./projector.js";
-import { isTransientHubError } from "./hub-write-errors.js";
+import { DeadLetteredError, isTransientHubError } from "./hub-write-errors.js";
 
 export interface ForwardItem {
   tenant: TenantContext;
@@ -89,6 +96,11 @@ export interface HubForwarderOptions {
   maxDeadLetters?: number;
   /** Serialized bytes of the dead letters' events kept at most, oldest dropped first (default 16 MiB). */
   maxDeadLetterBytes?: number;
+  /**
+   * How long an interact request waits for its event's hub write before it is answered 503
+   * (the hub is away or far behind; default 10 s). Used by durableForwarding (acknowledged-forwarding.ts).
+   */
+  ackTimeoutMs?: number;
 }
 
 /** An event the hub refused (written alone, twice): kept for an operator, not retried. */
@@ -180,6 +192,10 @@ export class HubForwarder {
   private readonly maxDeadLetterBytes: number;
   private letters: Array<{ letter: DeadLetter; bytes: number }> = [];
   private letterBytes = 0;
+  /** The callers of forward() waiting for their item's hub write, by item. */
+  private readonly acks = new Map<ForwardItem, (err?: unknown) => void>();
+  /** Queued items (not yet in a batch) a caller waits for: the next batch goes at once. */
+  private awaitedQueued = 0;
 
   constructor(private readonly deps: HubForwarderDeps) {
     this.maxBatch = Math.max(1, deps.maxBatch ?? 2000);
@@ -222,6 +238,31 @@ export class HubForwarder {
   }
 
   /**
+   * Queue an item and resolve once its hub writes (event appended, edge transitions written)
+   * are committed; the batch goes at once, with whatever else waits. Rejects with a
+   * DeadLetteredError when the hub refuses the event, with the HubForwardError when it is
+   * dropped (closing with the hub away). Never settles in the caller's synchronous turn.
+   */
+  forward(item: ForwardItem): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.acks.set(item, (err) => (err === undefined ? resolve() : reject(err)));
+      this.awaitedQueued++;
+      this.enqueue(item);
+    });
+  }
+
+  /** Answers the forward() callers of these items (those not answered yet). */
+  private settle(items: Iterable<ForwardItem>, err?: unknown): void {
+    if (this.acks.size === 0) return;
+    for (const it of items) {
+      const ack = this.acks.get(it);
+      if (ack === undefined) continue;
+      this.acks.delete(it);
+      ack(err);
+    }
+  }
+
+  /**
    * Write everything queued now (without waiting for the interval) and resolve
    * when the queue is empty and no batch is in flight. Rejects with an error
    * the `onError` handler threw, if any did since the last call.
@@ -255,10 +296,10 @@ export class HubForwarder {
     }
   }
 
-  /** Schedule the next batch: at once when a full batch waits or someone waits for idle, else after the interval. */
+  /** Schedule the next batch: at once when a full batch waits or someone waits (forward(), idle()), else after the interval. */
   private kick(): void {
     if (this.running !== null || this.queue.length === 0) return;
-    const urgent = this.queue.length >= this.maxBatch || this.waiters.length > 0 || this.closed;
+    const urgent = this.queue.length >= this.maxBatch || this.waiters.length > 0 || this.awaitedQueued > 0 || this.closed;
     if (urgent) {
       if (this.timer !== null) {
         clearTimeout(this.timer);
@@ -285,8 +326,13 @@ export class HubForwarder {
     const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
     this.queue = batch === this.queue ? [] : this.queue.slice(this.maxBatch);
     this.inFlight = batch.length;
+    if (this.awaitedQueued > 0) for (const it of batch) if (this.acks.has(it)) this.awaitedQueued--;
     this.running = this.writeBatch(batch)
-      .catch((err: unknown) => this.report(err))
+      .catch((err: unknown) => {
+        this.report(err);
+        // Not written as far as anyone knows: no caller of this batch may take it for stored.
+        this.settle(batch, err);
+      })
       .finally(() => {
         this.running = null;
         this.inFlight = 0;
@@ -343,6 +389,7 @@ export class HubForwarder {
         await this.writeToHub(pending, progress);
         this.stats.forwarded += pending.length;
         this.stats.batches++;
+        this.settle(pending);
         delivered.push(...pending);
         profileIds.push(...(progress.profileIds ?? pending.map(() => null)));
         return { items: delivered, profileIds };
@@ -362,6 +409,7 @@ export class HubForwarder {
           profileIds.push(pid);
         }
         this.stats.forwarded += pass.delivered.length;
+        this.settle(pass.delivered.map(([it]) => it));
         for (const [it, err] of pass.refused) this.deadLetter(it, err);
         if (pass.remaining.length === 0) return { items: delivered, profileIds };
         // Nothing delivered what is left: retried as a whole, from the step of the first failure
@@ -373,15 +421,17 @@ export class HubForwarder {
       }
       const willRetry = !last;
       const what = `${pending.length} edge event(s)`;
-      this.report(new HubForwardError(
+      const error = new HubForwardError(
         willRetry ? `hub write of ${what} failed (attempt ${attempt}); retrying` : `hub write of ${what} failed ${attempt} time(s); the events are dropped`,
         pending.length,
         attempt,
         willRetry,
         { cause: failure },
-      ));
+      );
+      this.report(error);
       if (!willRetry) {
         this.stats.dropped += pending.length;
+        this.settle(pending, error);
         return { items: delivered, profileIds };
       }
       this.stats.retries++;
@@ -465,6 +515,7 @@ export class HubForwarder {
     while (this.letters.length > 0 && (this.letters.length > this.maxDeadLetters || this.letterBytes > this.maxDeadLetterBytes)) {
       this.letterBytes -= this.letters.shift()!.bytes;
     }
+    this.settle([item], new DeadLetteredError(letter.eventId, reason));
     try {
       this.deps.onDeadLetter?.(letter);
     } catch (thrown) {

@@ -4,6 +4,7 @@
  * and bisects a batch on the second to find the events the hub refuses (hub-forwarder.ts).
  * An error not recognized here is treated as the data's: bisection then tells, since a
  * failing store fails every part of the batch and a refused event only the parts holding it.
+ * An event found refused is dead-lettered; its forward() caller gets a DeadLetteredError.
  */
 
 /** Node's network errors: the connection to PostgreSQL failed or was lost. */
@@ -44,4 +45,15 @@ export function isTransientHubError(err: unknown): boolean {
     e = (e as { cause?: unknown }).cause;
   }
   return false;
+}
+
+/** The hub refused an event the forwarder was asked to write (it is dead-lettered). */
+export class DeadLetteredError extends Error {
+  constructor(
+    readonly eventId: string | null,
+    readonly reason: string,
+  ) {
+    super(`the hub refused edge event ${eventId ?? "(no _id)"}: ${reason}`);
+    this.name = "DeadLetteredError";
+  }
 }

@@ -6,9 +6,11 @@
  * profile (projected attributes + batch/streaming memberships for inSegment)
  * and its recent events plus the incoming one. The answer comes from memory;
  * the event and the edge membership changes are then stored at the location
- * and queued for the hub (hub-forwarder.ts: written later in batches, never in
- * the request's turn). When that queue is full the request is refused with a
- * 503 before anything is stored (backpressure).
+ * and forwarded to the hub, and the answer is sent once they are durable: in
+ * the all-in-one once the hub forwarder committed them at the hub (batched with
+ * the requests that arrive meanwhile: acknowledged-forwarding.ts), on an edge
+ * node once its site stored them. When the forwarding queue is full the request
+ * is refused with a 503 before anything is stored (backpressure).
  *
  * Segment of segments: once a profile qualifies at the edge it stays in; only
  * the 24-hourly disqualification pass (disqualification.ts) takes it out.
@@ -61,9 +63,10 @@ export interface EdgeInteractDeps {
 }
 
 /**
- * Where a collected event goes: the hub forwarder's queue in the all-in-one (`enqueue` returns at
- * once; written later in batches), or an edge node's site JetStream (`enqueue` resolves once it is
- * stored there, and the request is answered only then).
+ * Where a collected event goes: the hub forwarder in the all-in-one (`enqueue` resolves once the
+ * hub committed it: acknowledged-forwarding.ts), or an edge node's site JetStream or outbox
+ * (`enqueue` resolves once it is stored there). The request is answered only then; a rejection
+ * is its error answer. A `void` return answers at once (tests' forwarders).
  */
 export interface EdgeForwarding {
   /** Whether one more request may be accepted (asked before anything is stored). */
@@ -326,7 +329,7 @@ export class EdgeInteractService {
     const segments: InteractSegment[] = [];
     const changes: EdgeChange[] = [];
     const decision = decideFor(req, record, plan, held, segments, changes);
-    // 3. Store at the location, then queue the forward to the hub (written later, in batches).
+    // 3. Store at the location, then forward to the hub (answered once that is durable).
     const stored = store.collectNow(tk, req.identity, eventOf(req, record), req.now);
     if (changes.length > 0) {
       // Into the entry the event went to (the same turn: nothing came in between).
@@ -354,7 +357,7 @@ export class EdgeInteractService {
     return this.finish(req, record, held, segments, changes, requestId);
   }
 
-  /** Queues the forward to the hub (or, on an edge node, waits until its site stored it); the response. */
+  /** Forwards to the hub and answers once that is durable (the hub's commit, or an edge node's site); the response. */
   private finish(req: CheckedRequest, record: ValidRecord, held: EdgeProfile | undefined, segments: InteractSegment[], changes: EdgeChange[], requestId: string): InteractResponse | Promise<InteractResponse> {
     const { ds, location } = req;
     const stored = this.deps.forwarder.enqueue({ tenant: req.ctx.tenant, datasetId: ds.eventDatasetId, record, identity: req.identity, location, newAtLocation: held === undefined, edgeChanges: changes });

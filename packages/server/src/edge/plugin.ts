@@ -21,6 +21,7 @@ import type { DatasetCatalog, IdentityGraph, MembershipReads, MembershipWrites, 
 import { derivedSandboxId, type TenantDirectory } from "../services/tenancy.js";
 import type { MetadataStore } from "../stores/types.js";
 import { STREAMING_PLUGIN, type Streaming } from "../streaming/plugin.js";
+import { durableForwarding } from "./acknowledged-forwarding.js";
 import { DatastreamService, importDatastreamsFile } from "./datastreams.js";
 import { SegmentOfSegmentsPass } from "./disqualification.js";
 import { memoryStatsOf, registerEdgeMetrics } from "./edge-metrics.js";
@@ -125,7 +126,9 @@ export async function createEdge(deps: EdgeDeps, streaming: Streaming): Promise<
     // One line per event the hub refused (the rest of its batch was delivered).
     onDeadLetter: (l) => log.warn(`edge event ${l.eventId ?? "(no _id)"} of ${l.orgId}/${l.sandboxName} (dataset ${l.datasetId}, location ${l.location}) is dead-lettered: the hub refused it: ${l.reason}`),
   });
-  const interact = new EdgeInteractService({ datastreams, tenants: deps.tenants, catalog, definitions: deps.meta.definitions, locations, forwarder, hub: deps.hub, clock: deps.clock });
+  // A request is answered once its event is committed at the hub (kill -9 loses no acknowledged event).
+  const forwarding = durableForwarding(forwarder, deps.forwarder?.ackTimeoutMs);
+  const interact = new EdgeInteractService({ datastreams, tenants: deps.tenants, catalog, definitions: deps.meta.definitions, locations, forwarder: forwarding, hub: deps.hub, clock: deps.clock });
   const disqualification = new SegmentOfSegmentsPass({ tenants: deps.tenants, catalog, locations, hub: deps.hub, clock: deps.clock, onError });
   if (deps.metrics) registerEdgeMetrics(deps.metrics, { forwarder, locations, streaming: engine });
   return {

@@ -54,6 +54,8 @@ export interface EdgeAppOptions {
   /** Passed to registerRealtime (a datastreams.json there is imported). */
   dataDir?: string;
   datastreamRefreshMs?: number;
+  /** The hub the realtime registration writes to and reads from (default the fixture's; a wrapper to hold or fail writes). */
+  hub?: Fixture["hub"];
 }
 
 /**
@@ -77,7 +79,7 @@ export async function startEdgeApp(f: Fixture, opts: EdgeAppOptions = {}): Promi
     authenticator: new Authenticator(auth, f.clock),
     tenants,
     meta: opts.meta ?? f.meta,
-    hub: f.hub,
+    hub: opts.hub ?? f.hub,
     clock: f.clock,
     bus: f.bus,
     ...(opts.edge ? { edge: opts.edge } : {}),
@@ -112,9 +114,9 @@ export async function startEdgeApp(f: Fixture, opts: EdgeAppOptions = {}): Promi
   };
 }
 
-export async function startEdgeHarness(start: number, edge?: EdgeLocationsConfig, opts: { forwarder?: HubForwarderOptions } = {}): Promise<EdgeHarness> {
+export async function startEdgeHarness(start: number, edge?: EdgeLocationsConfig, opts: { forwarder?: HubForwarderOptions; hub?: (f: Fixture) => Fixture["hub"] } = {}): Promise<EdgeHarness> {
   const f = await openFixture(start);
-  const a = await startEdgeApp(f, { ...(edge ? { edge } : {}), ...opts });
+  const a = await startEdgeApp(f, { ...(edge ? { edge } : {}), ...(opts.forwarder ? { forwarder: opts.forwarder } : {}), ...(opts.hub ? { hub: opts.hub(f) } : {}) });
   return {
     ...a,
     f,

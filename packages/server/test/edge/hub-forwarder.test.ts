@@ -4,16 +4,21 @@
  * off the caller's turn, backpressure (a bounded queue, and 503 over HTTP
  * with nothing stored), a drain on close that loses nothing, per-profile
  * order across batches, and hub write failures reported and retried (or
- * dropped after the last attempt, without blocking what follows).
+ * dropped after the last attempt, without blocking what follows). Issue #37:
+ * a forward() (interact's) settles only once the hub committed its item, and
+ * interact answers 200 only then (422 when the hub refuses the event, 503 when
+ * it does not commit it in time).
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { DeadLetteredError } from "../../src/edge/hub-write-errors.js";
 import { APPEND_SLICE, HubForwardError, HubForwarder, READ_CHECK, READ_CHUNK, type ForwardItem, type HubForwarderOptions } from "../../src/edge/hub-forwarder.js";
 import type { EdgeProjector } from "../../src/edge/projector.js";
 import type { ProfileStore } from "../../src/profiles/store.js";
 import type { Dataset, MembershipStatus, MergePolicySpec } from "../../src/profiles/types.js";
 import { validateRecord } from "../../src/profiles/validate.js";
 import { EVENTS_DS, event, openFixture, type Fixture } from "../streaming/fixtures.js";
+import { gatedHub } from "./gated-hub.js";
 import { startEdgeHarness, type EdgeHarness } from "./harness.js";
 
 const T0 = Date.parse("2026-09-01T10:00:00Z");
@@ -386,6 +391,75 @@ describe("hub forwarder", () => {
     assert.equal(await hubEventCount("at-close"), 0);
   });
 
+  it("forward() settles only once the item's hub write is committed, without waiting for the interval; callers arriving meanwhile share the next batch", async () => {
+    const g = gatedHub(f.hub);
+    const fw = forwarder(g.store, { flushIntervalMs: 60_000 });
+    // The profile's first event (created by its append); no 60 s interval on the acknowledgement path.
+    const t0 = Date.now();
+    const warm = item("acked");
+    await fw.forward(warm);
+    assert.ok(Date.now() - t0 < 30_000, "forward() did not wait for the interval");
+    assert.ok(g.committed.has(warm.record.eventId!));
+    g.hold();
+    const order: string[] = [];
+    const track = (it: ForwardItem) => fw.forward(it).then(() => {
+      // Checked in the turn the caller is told: its event is in the store already.
+      assert.ok(g.committed.has(it.record.eventId!), `${it.record.eventId} acknowledged before its append committed`);
+      order.push(it.record.eventId!);
+    });
+    const firstItem = item("acked", [{ definitionId: "d-acked", status: "realized" }]);
+    const first = track(firstItem);
+    await waitFor(() => g.state.appendsWaiting === 1, "the first batch's append");
+    const laterItems = Array.from({ length: 20 }, () => item("acked"));
+    const later = laterItems.map(track);
+    await sleep(50);
+    assert.deepEqual(order, [], "nothing is acknowledged while its append is held");
+    assert.equal(await hubEventCount("acked"), 1);
+    g.release();
+    await Promise.all([first, ...later]);
+    assert.deepEqual(order, [firstItem, ...laterItems].map((it) => it.record.eventId), "acknowledged in arrival order");
+    assert.deepEqual(g.state.appendSizes, [1, 1, 20], "the 20 callers that came while the first batch was held went in one batch");
+    assert.equal(await hubEventCount("acked"), 22);
+    assert.equal((await f.hub.listTransitions(scope, { definitionId: "d-acked" })).length, 1, "the edge transition was written with its event");
+    await fw.close();
+  });
+
+  it("forward() rejects with a DeadLetteredError for an event the hub refuses; the others of its batch resolve, stored once", async () => {
+    const g = gatedHub(f.hub);
+    const errors: unknown[] = [];
+    const letters: string[] = [];
+    const fw = new HubForwarder({ hub: g.store, projector, retryDelayMs: 1, now: () => f.clock.now(), onError: (e) => errors.push(e), onDeadLetter: (l) => letters.push(l.eventId ?? "") });
+    const items = [item("dl-a"), item("dl-b"), item("dl-a")];
+    g.refused.add(items[1]!.record.eventId!);
+    const outcomes = await Promise.allSettled(items.map((it) => fw.forward(it)));
+    assert.deepEqual(outcomes.map((o) => o.status), ["fulfilled", "rejected", "fulfilled"]);
+    const err = (outcomes[1] as PromiseRejectedResult).reason as unknown;
+    assert.ok(err instanceof DeadLetteredError, String(err));
+    assert.equal(err.eventId, items[1]!.record.eventId);
+    assert.equal(err.reason, "the hub refuses this event");
+    assert.deepEqual(letters, [items[1]!.record.eventId]);
+    assert.deepEqual(errors, []);
+    assert.equal(await hubEventCount("dl-a"), 2);
+    assert.equal(await hubEventCount("dl-b"), 0);
+    await fw.close();
+  });
+
+  it("forward() stays pending while the hub is away, and rejects with the HubForwardError when closing drops the item", async () => {
+    const { store, fail } = instrumentedHub(f.hub);
+    const errors: unknown[] = [];
+    const fw = forwarder(store, { retryDelayMs: 1, maxAttempts: 2 }, errors);
+    fail.always = true;
+    const outcome = fw.forward(item("ack-away")).then(() => "resolved", (e: unknown) => e);
+    await waitFor(() => errors.length >= 4, "four failed attempts");
+    assert.equal(await Promise.race([outcome, sleep(20).then(() => "pending")]), "pending", "a transient failure is retried, not answered");
+    await fw.close();
+    const e = await outcome;
+    assert.ok(e instanceof HubForwardError, String(e));
+    assert.equal(e.willRetry, false);
+    assert.equal(fw.stats.dropped, 1);
+    assert.equal(await hubEventCount("ack-away"), 0);
+  });
+
   it("idle() rejects when the error handler throws (tests see failures), then the queue carries on", async () => {
     const { store, fail } = instrumentedHub(f.hub);
     const fw = new HubForwarder({ hub: store, projector, retryDelayMs: 1, now: () => f.clock.now(), onError: (err) => { throw err; } });
@@ -400,26 +474,40 @@ describe("hub forwarder", () => {
 
 describe("edge interact under backpressure", () => {
   let h: EdgeHarness;
+  let g: ReturnType<typeof gatedHub>;
   let ds: string;
   const scope = { orgId: "", sandboxName: "prod" };
 
   before(async () => {
-    // One waiting item fills the queue; the long interval keeps it there until idle().
-    h = await startEdgeHarness(T0, undefined, { forwarder: { maxQueue: 1, flushIntervalMs: 60_000 } });
+    // One waiting item fills the queue; a held append keeps it there.
+    h = await startEdgeHarness(T0, undefined, { forwarder: { maxQueue: 1 }, hub: (f) => (g = gatedHub(f.hub)).store });
     scope.orgId = h.f.tenant.orgId;
     ds = ((await h.post("/data/core/edge/datastreams", { name: "web", eventDatasetId: EVENTS_DS }, h.headers())).json as { id: string }).id;
   });
   after(async () => {
+    g.release();
     await h.close();
   });
 
-  const send = (id: string) =>
-    h.post(`/ee/v2/interact?dataStreamId=${ds}`, { event: { xdm: { identityMap: { CRMID: [{ id, primary: true }] }, eventType: "page.view", timestamp: new Date(T0 - 1000).toISOString() } } });
+  const send = (id: string, eventId?: string) =>
+    h.post(`/ee/v2/interact?dataStreamId=${ds}`, { event: { xdm: { ...(eventId ? { _id: eventId } : {}), identityMap: { CRMID: [{ id, primary: true }] }, eventType: "page.view", timestamp: new Date(T0 - 1000).toISOString() } } });
 
-  it("answers 503 with Retry-After when the queue is full, and stores nothing for that request", async () => {
+  it("answers 200 only once the hub committed the event, and 503 with Retry-After while the queue is full, storing nothing for that request", async () => {
     const tk = `${h.f.tenant.orgId}\u0000${h.f.tenant.sandbox.sandboxId}`;
-    const first = await send("bp-first");
-    assert.equal(first.status, 200);
+    assert.equal((await send("bp-first", "bp-first-1")).status, 200);
+    assert.ok(g.committed.has("bp-first-1"), "the first event was committed by the time of its 200");
+    // Its batch's follow-ups (streaming, projection) done: the queue is empty again.
+    await h.rt.flush();
+    g.hold();
+    let answered = false;
+    const pending = send("bp-first", "bp-first-2").then((r) => {
+      answered = true;
+      return { r, committedBefore: g.committed.has("bp-first-2") };
+    });
+    await waitFor(() => g.state.appendsWaiting === 1, "the held append");
+    await sleep(50);
+    assert.equal(answered, false, "no answer while the event's append is held");
+
     const refused = await send("bp-refused");
     assert.equal(refused.status, 503);
     assert.equal(refused.headers.get("retry-after"), "1");
@@ -428,9 +516,69 @@ describe("edge interact under backpressure", () => {
     assert.equal(body.errors["503"]![0]!.code, "SEGMENTD-EDGE-BUSY-503");
     assert.equal(await h.rt.locations.get("edge")!.lookup(tk, { namespace: "crmid", id: "bp-refused" }), undefined, "the location stored nothing");
 
+    g.release();
+    const { r, committedBefore } = await pending;
+    assert.equal(r.status, 200);
+    assert.equal(committedBefore, true, "the event was committed when its 200 came");
+    assert.deepEqual(r.json, {
+      requestId: (r.json as { requestId: string }).requestId,
+      handle: [{ type: "activation:pull", eventIndex: 0, payload: [] }, { type: "locationHint:result", payload: [{ scope: "EdgeNetwork", hint: "edge", ttlSeconds: 1800 }] }],
+    }, "Adobe's interact shape, unchanged");
     await h.rt.flush();
     assert.equal(await h.f.hub.findProfileId(scope, { namespace: "crmid", id: "bp-refused" }), null, "the hub has nothing of the refused request");
-    assert.ok(await h.f.hub.findProfileId(scope, { namespace: "crmid", id: "bp-first" }), "the accepted one reached the hub");
+    assert.equal((await h.f.hub.getEvents(scope, { namespace: "crmid", id: "bp-first" }, PDG, { limit: 10 })).events.length, 2);
     assert.equal((await send("bp-refused")).status, 200, "accepted again once the queue drained");
+  });
+});
+
+describe("edge interact acknowledgements", () => {
+  let h: EdgeHarness;
+  let g: ReturnType<typeof gatedHub>;
+  let ds: string;
+  const scope = { orgId: "", sandboxName: "prod" };
+
+  before(async () => {
+    h = await startEdgeHarness(T0, undefined, { forwarder: { ackTimeoutMs: 500, retryDelayMs: 1 }, hub: (f) => (g = gatedHub(f.hub)).store });
+    scope.orgId = h.f.tenant.orgId;
+    ds = ((await h.post("/data/core/edge/datastreams", { name: "web", eventDatasetId: EVENTS_DS }, h.headers())).json as { id: string }).id;
+  });
+  after(async () => {
+    g.release();
+    await h.close();
+  });
+
+  const send = (id: string, eventId: string) =>
+    h.post(`/ee/v2/interact?dataStreamId=${ds}`, { event: { xdm: { _id: eventId, identityMap: { CRMID: [{ id, primary: true }] }, eventType: "page.view", timestamp: new Date(T0 - 1000).toISOString() } } });
+  const eventIds = async (id: string) => (await h.f.hub.getEvents(scope, { namespace: "crmid", id }, PDG, { limit: 100 })).events.map((e) => e.eventId).sort();
+  const errorOf = (json: unknown, status: number) => (json as { errors: Record<string, Array<{ code: string; message: string }>> }).errors[String(status)]![0]!;
+
+  it("answers 503 with Retry-After when the hub has not committed the event within ackTimeoutMs; a retry with the same _id is stored once", async () => {
+    g.hold();
+    const late = await send("ack-late", "late-1");
+    assert.equal(late.status, 503);
+    assert.equal(late.headers.get("retry-after"), "1");
+    assert.deepEqual(errorOf(late.json, 503), { code: "SEGMENTD-EDGE-BUSY-503", message: "The hub has not stored the event within 0.5 s; retry shortly with the same _id (the hub keeps one copy of an event id)" });
+    assert.equal(g.committed.has("late-1"), false);
+    g.release();
+    await h.rt.flush();
+    // Not acknowledged, yet written once the hub came back: the client's retry must not double it.
+    assert.deepEqual(await eventIds("ack-late"), ["late-1"]);
+    assert.equal((await send("ack-late", "late-1")).status, 200);
+    await h.rt.flush();
+    assert.deepEqual(await eventIds("ack-late"), ["late-1"], "the retried event id is stored once");
+  });
+
+  it("answers 422 for an event the hub refuses (dead-lettered), never 200; the requests around it are answered 200", async () => {
+    g.refused.add("refused-1");
+    const [a, refused, b] = await Promise.all([send("ack-ok", "ok-1"), send("ack-refused", "refused-1"), send("ack-ok", "ok-2")]);
+    assert.equal(a.status, 200);
+    assert.equal(b.status, 200);
+    assert.equal(refused.status, 422);
+    assert.equal(refused.headers.get("retry-after"), null);
+    assert.deepEqual(errorOf(refused.json, 422), { code: "SEGMENTD-EDGE-EVENT-REFUSED-422", message: "The hub refused to store the event; it is kept as a dead letter for an operator (GET /admin/edge/dead-letters) and would be refused again if sent unchanged" });
+    await h.rt.flush();
+    assert.deepEqual(await eventIds("ack-ok"), ["ok-1", "ok-2"]);
+    assert.deepEqual(await eventIds("ack-refused"), []);
+    assert.deepEqual(h.rt.forwarder.deadLetters().map((l) => l.eventId), ["refused-1"]);
   });
 });

@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import { after, before, describe, it } from "node:test";
 import { EVENTS_DS } from "../streaming/fixtures.js";
+import { gatedHub } from "./gated-hub.js";
 import { startEdgeHarness, type EdgeHarness } from "./harness.js";
 
 const T0 = Date.parse("2026-04-01T09:00:00Z");
@@ -88,12 +89,14 @@ describe("edge interact: request bodies", () => {
 
 describe("edge interact: 503 with Retry-After on the synchronous and the asynchronous path", () => {
   let h: EdgeHarness;
+  let g: ReturnType<typeof gatedHub>;
 
   before(async () => {
-    // One waiting item fills the queue; the long interval keeps it there.
-    h = await startEdgeHarness(T0, undefined, { forwarder: { maxQueue: 1, flushIntervalMs: 60_000 } });
+    // One waiting item fills the queue; a held hub append keeps it there.
+    h = await startEdgeHarness(T0, undefined, { forwarder: { maxQueue: 1 }, hub: (f) => (g = gatedHub(f.hub)).store });
   });
   after(async () => {
+    g.release();
     await h.close();
   });
 
@@ -103,7 +106,10 @@ describe("edge interact: 503 with Retry-After on the synchronous and the asynchr
 
   it("refuses alike a datastream's first request (its dataset is read first) and a later one", async () => {
     const a = await datastream("a");
-    assert.equal((await send(a, "q-first")).status, 200, "fills the queue");
+    g.hold();
+    // Answered once its append is committed; until then it fills the queue.
+    const filling = send(a, "q-first");
+    while (g.state.appendsWaiting === 0) await new Promise((r) => setTimeout(r, 5));
     // A later request of a known datastream: answered without waiting for anything.
     const later = await send(a, "q-later");
     // The first request of another datastream: waits for its event dataset.
@@ -113,5 +119,7 @@ describe("edge interact: 503 with Retry-After on the synchronous and the asynchr
       assert.equal(r.headers.get("retry-after"), "1");
       assert.equal((r.json as { errors: Record<string, Array<{ code: string }>> }).errors["503"]![0]!.code, "SEGMENTD-EDGE-BUSY-503");
     }
+    g.release();
+    assert.equal((await filling).status, 200);
   });
 });
