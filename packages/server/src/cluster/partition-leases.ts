@@ -4,8 +4,9 @@
  * Each worker, every third of the TTL: renews its heartbeat (`w.<id>`) and its partitions
  * (`p.<n>`, an update at the revision it holds: a lease someone else took is lost, never stolen
  * back), counts the live workers, gives up what it holds beyond its fair share and claims free
- * partitions up to it (`create` fails on a key that exists). A worker killed without releasing
- * stops renewing: its partitions are free to take once the TTL has passed.
+ * partitions up to it (`create` fails on a key that exists). Stopping partitions (given up or
+ * lost) waits for their batches in flight: the renewals go on meanwhile. A worker killed without
+ * releasing stops renewing: its partitions are free to take once the TTL has passed.
  */
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
@@ -38,6 +39,8 @@ export class PartitionLeases {
   private readonly held = new Map<number, number>();
   private timer: NodeJS.Timeout | null = null;
   private round: Promise<void> | null = null;
+  /** Partitions lost or given up that no onChange has been told of yet. */
+  private readonly unreported: number[] = [];
   private stopped = false;
 
   constructor(private readonly o: PartitionLeasesOptions) {
@@ -50,7 +53,7 @@ export class PartitionLeases {
 
   async start(): Promise<void> {
     await this.tick();
-    this.timer = setInterval(() => void this.tick(), Math.max(100, Math.floor(this.o.ttlMs / 3)));
+    this.timer = setInterval(() => void this.tick(), this.renewEveryMs());
     this.timer.unref();
   }
 
@@ -70,6 +73,43 @@ export class PartitionLeases {
     return this.o.describe ? this.o.describe(p) : this.o.workerId;
   }
 
+  private renewEveryMs(): number {
+    return Math.max(100, Math.floor(this.o.ttlMs / 3));
+  }
+
+  /**
+   * Runs `f` (stopping partitions: it waits for their batches in flight, seconds on a busy host)
+   * with the leases renewed meanwhile, one renewal at a time: else every partition of this live
+   * worker would expire and move to another (#37).
+   */
+  private async whileRenewing(f: () => void | Promise<void>): Promise<void> {
+    let renewal = Promise.resolve();
+    const timer = setInterval(() => {
+      renewal = renewal.then(() => this.renew()).catch((err: unknown) => this.o.onError(err));
+    }, this.renewEveryMs());
+    try {
+      await f();
+    } finally {
+      clearInterval(timer);
+      await renewal;
+    }
+  }
+
+  /** The heartbeat and every lease held, renewed; a lease that cannot be is ours no more (reported by the round's onChange). */
+  private async renew(): Promise<void> {
+    const { kv, workerId } = this.o;
+    await kv.put(`w.${workerId}`, workerId);
+    for (const [p, rev] of [...this.held]) {
+      try {
+        this.held.set(p, await kv.update(`p.${p}`, this.valueOf(p), rev));
+      } catch {
+        // Expired and taken by another worker (or deleted): ours no more.
+        this.held.delete(p);
+        this.unreported.push(p);
+      }
+    }
+  }
+
   /** One round (also what the timer runs); rounds never overlap. */
   tick(): Promise<void> {
     this.round ??= this.run()
@@ -82,29 +122,23 @@ export class PartitionLeases {
 
   private async run(): Promise<void> {
     if (this.stopped) return;
-    const { kv, workerId, partitions } = this.o;
+    const { kv, partitions } = this.o;
     const gained: number[] = [];
-    const lost: number[] = [];
-    await kv.put(`w.${workerId}`, workerId);
-    for (const [p, rev] of [...this.held]) {
-      try {
-        this.held.set(p, await kv.update(`p.${p}`, this.valueOf(p), rev));
-      } catch {
-        // Expired and taken by another worker (or deleted): ours no more.
-        this.held.delete(p);
-        lost.push(p);
-      }
-    }
+    await this.renew();
     const live = new Set<string>();
     for await (const k of await kv.keys("w.*")) live.add(k);
     const share = Math.ceil(partitions / Math.max(1, live.size));
     const mine = [...this.held.keys()].sort((a, b) => b - a);
     const giveUp = mine.slice(0, Math.max(0, this.held.size - share));
-    if (giveUp.length > 0) await this.o.beforeRelease?.(giveUp);
+    const beforeRelease = this.o.beforeRelease;
+    if (giveUp.length > 0 && beforeRelease) await this.whileRenewing(() => beforeRelease(giveUp));
     for (const p of giveUp) {
-      await kv.delete(`p.${p}`, { previousSeq: this.held.get(p)! }).catch(() => {});
+      const rev = this.held.get(p);
+      // Lost while it was being stopped: nothing to give up.
+      if (rev === undefined) continue;
+      await kv.delete(`p.${p}`, { previousSeq: rev }).catch(() => {});
       this.held.delete(p);
-      lost.push(p);
+      this.unreported.push(p);
     }
     for (let p = 0; p < partitions && this.held.size < share; p++) {
       if (this.held.has(p)) continue;
@@ -115,6 +149,9 @@ export class PartitionLeases {
         // Held by another worker.
       }
     }
-    if ((gained.length > 0 || lost.length > 0) && this.o.onChange) await this.o.onChange(this.owned(), gained, lost);
+    const lost = this.unreported.splice(0);
+    const onChange = this.o.onChange;
+    // (Leases lost while it runs are reported by the next round.)
+    if ((gained.length > 0 || lost.length > 0) && onChange) await this.whileRenewing(() => onChange(this.owned(), gained, lost));
   }
 }

@@ -15,6 +15,13 @@
  * written with the partition's new position in one fenced transaction (applyPartitionBatch).
  * A batch that fails, or whose fence is stale (another worker moved the partition on), drops the
  * partition's engine: the next read starts from the stored position with states loaded again.
+ *
+ * An engine holds the partition as of one stored position (where it was restored, then each batch
+ * it wrote) and only ever continues a batch fenced right after that position. A partition lost and
+ * regained finds the store moved on by its other owner meanwhile: an engine kept from before (or
+ * made by a batch that was already waiting when the lease was lost) would evaluate on states and a
+ * sweep schedule that miss that owner's batches, and the fence, which checks the store's position
+ * only, would let it write: duplicated entries, exits never written (#37).
  */
 import type { JetStreamClient, JsMsg } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
@@ -127,6 +134,8 @@ class CollectingSink implements MembershipSink {
 }
 
 interface PartitionRun {
+  /** The stored position the engine's states and sweep schedule stand at. */
+  position: number;
   clock: StreamClock;
   sink: CollectingSink;
   engine: StreamingEngine;
@@ -138,7 +147,8 @@ export class PartitionWorker {
   readonly catalog: DefinitionCatalog;
   readonly leases: PartitionLeases;
   readonly consumers: PartitionConsumers;
-  readonly stats = { messages: 0, batches: 0, stale: 0, failed: 0, crossPartition: 0 };
+  /** `superseded`: engines dropped because the partition's stored position was not theirs (it moved on without them). */
+  readonly stats = { messages: 0, batches: 0, stale: 0, failed: 0, crossPartition: 0, superseded: 0 };
   private readonly runs = new Map<number, PartitionRun>();
   private applying = 0;
   private readonly waiters: Array<() => void> = [];
@@ -212,9 +222,11 @@ export class PartitionWorker {
     return n;
   }
 
+  /** The partition's engine standing at `position`; one standing elsewhere is dropped, a new one restored at it. */
   private runFor(p: number, position: number): PartitionRun {
     let run = this.runs.get(p);
-    if (run) return run;
+    if (run && run.position === position) return run;
+    if (run) this.stats.superseded++;
     const clock = new StreamClock();
     const sink = new CollectingSink();
     const store = this.o.store;
@@ -228,7 +240,7 @@ export class PartitionWorker {
     });
     const perPartition = Math.max(1_000, Math.ceil(((this.o.maxCachedProfiles ?? 200_000) / this.o.partitions) * 2));
     const engine = new StreamingEngine({ catalog: this.catalog, hub, clock, sink, storedThrough: () => clock.w, maxCachedProfiles: perPartition, onError: this.o.onError });
-    run = { clock, sink, engine, restored: Promise.resolve(true) };
+    run = { position, clock, sink, engine, restored: Promise.resolve(true) };
     const r = run;
     run.restored = this.restore(p, r, position);
     this.runs.set(p, run);
@@ -306,14 +318,14 @@ export class PartitionWorker {
     try {
       if (!(await run.restored)) {
         // Read again from the stored position, with a fresh re-check.
-        this.runs.delete(p);
+        this.drop(p, run);
         this.stats.stale++;
         return fence.after;
       }
       await this.evaluate(p, run, msgs);
       await run.engine.idle();
     } catch (err) {
-      this.runs.delete(p);
+      this.drop(p, run);
       this.stats.failed++;
       throw err;
     }
@@ -321,19 +333,22 @@ export class PartitionWorker {
     try {
       result = await this.o.store.applyPartitionBatch({ partition: partitionName(p), after: fence.after, through: fence.through }, run.sink.take());
     } catch (err) {
-      this.runs.delete(p);
+      this.drop(p, run);
       this.stats.failed++;
       throw err;
     }
     if (!result.applied) {
       // Another worker moved the partition on (a handover): what this engine holds is not what was written,
       // and the realized memberships read for the re-check may predate that worker's last batch.
-      this.runs.delete(p);
+      this.drop(p, run);
       this.realized = null;
       this.stats.stale++;
       return result.position;
     }
     run.sink.clear();
+    run.position = result.position;
+    // Written by a batch that was under way when the lease was lost: the partition is another's now.
+    if (!this.leases.owned().has(p)) this.drop(p, run);
     this.stats.messages += msgs.length;
     this.stats.batches++;
     const last = msgs[msgs.length - 1]!;
@@ -341,6 +356,11 @@ export class PartitionWorker {
     const appliedAt = Date.now();
     this.reports.set(p, { worker: this.o.workerId, seq: result.position, pending, lagMs: pending > 0 ? Math.max(0, appliedAt - Math.floor(last.info.timestampNanos / 1e6)) : 0, at: appliedAt });
     return result.position;
+  }
+
+  /** Forgets the partition's engine if it is this one (another may have replaced it meanwhile). */
+  private drop(p: number, run: PartitionRun): void {
+    if (this.runs.get(p) === run) this.runs.delete(p);
   }
 
   /** The messages of a batch in order; a run of records of one tenant at one time is one call, as the hub's request was. */

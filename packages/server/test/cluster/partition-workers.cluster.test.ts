@@ -143,4 +143,49 @@ describe("partitioned workers, fenced writes (NATS + PostgreSQL)", { timeout: 18
     console.log(`partition workers: ${MESSAGES} messages applied once; the crashed worker's batches noted ${w2.consumers.stats.applied} (more committed before it failed), the survivor ${w1.consumers.stats.applied}`);
     await w1.stop();
   });
+
+  it("a worker giving partitions up keeps the others: their leases are renewed while the given-up ones' batches finish", async () => {
+    // Stopping a partition waits for its batches in flight: here three lease TTLs, as on a busy
+    // host. The leases it keeps must not expire meanwhile (#37: they did, and every partition of
+    // the live worker moved while its batches were still being written).
+    const TTL = 1_500;
+    const parts = 4;
+    const { nc } = await nats();
+    const kv = await new Kvm(nc).create("segmentd_slow_release_leases", { ttl: TTL, history: 1 });
+    const changes: Array<{ id: string; gained: number[]; lost: number[] }> = [];
+    let releasing: number[] = [];
+    let released = false;
+    const leases = (id: string, beforeRelease?: (ps: readonly number[]) => Promise<void>) =>
+      new PartitionLeases({
+        kv,
+        workerId: id,
+        partitions: parts,
+        ttlMs: TTL,
+        ...(beforeRelease ? { beforeRelease } : {}),
+        onChange: (_owned, gained, lost) => {
+          changes.push({ id, gained: [...gained], lost: [...lost] });
+        },
+        onError: (e) => errors.push(`${id}: ${String(e)}`),
+      });
+    const a = leases("slow-a", async (ps) => {
+      releasing = [...ps];
+      await new Promise((r) => setTimeout(r, 3 * TTL));
+      released = true;
+    });
+    await a.start();
+    await until("a holds every partition", async () => (a.owned().size === parts ? true : undefined), 10_000);
+    const b = leases("slow-b");
+    await b.start();
+    await until("b has its share", async () => (b.owned().size === parts / 2 ? true : undefined), 20_000);
+    assert.ok(released, "b's share is what a gave up, once its batches were done");
+    assert.deepEqual([...b.owned()].sort(), [...releasing].sort());
+    // Two more rounds of each: nothing moves.
+    await new Promise((r) => setTimeout(r, 2 * TTL));
+    const kept = [0, 1, 2, 3].filter((p) => !releasing.includes(p));
+    assert.deepEqual([...a.owned()].sort(), kept);
+    assert.deepEqual(changes.filter((c) => c.id === "slow-a").flatMap((c) => c.lost).sort(), [...releasing].sort(), `a lost only what it gave up: ${JSON.stringify(changes)}`);
+    assert.deepEqual(changes.filter((c) => c.id === "slow-b").flatMap((c) => c.gained).sort(), [...releasing].sort(), JSON.stringify(changes));
+    await b.stop();
+    await a.stop();
+  });
 });

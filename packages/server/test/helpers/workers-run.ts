@@ -295,6 +295,11 @@ export interface Outcome {
   memberships: string[];
   /** `<ECID> <definition name> <from>→<to> <source> <at>`, sorted. */
   transitions: string[];
+  /**
+   * The transition log of each (profile, definition) pair, in the order the store wrote it:
+   * `<ECID> <definition name>: none→realized realized→exited …`, sorted by pair.
+   */
+  histories: string[];
 }
 
 /** The memberships and transitions a deployment stored, by identity and definition name. */
@@ -309,15 +314,77 @@ export async function outcomeOf(d: Deployment): Promise<Outcome> {
     // walk the (definition, profile) index once per identity.
     await c.query("ANALYZE identities, memberships, transitions");
     const m = await c.query<{ idv: string; def: string; status: string; lqt: string }>(`SELECT i.idv, m.def, m.status, m.lqt FROM memberships m JOIN identities i ON i.tid = m.tid AND i.pid = m.pid AND lower(i.ns) = 'ecid'`);
-    const t = await c.query<{ idv: string; def: string; from_status: string | null; to_status: string; source: string; at: string }>(`SELECT i.idv, t.def, t.from_status, t.to_status, t.source, t.at FROM transitions t JOIN identities i ON i.tid = t.tid AND i.pid = t.pid AND lower(i.ns) = 'ecid'`);
+    // In the order written (seq): a pair's log is read in that order below.
+    const t = await c.query<{ idv: string; def: string; from_status: string | null; to_status: string; source: string; at: string }>(`SELECT i.idv, t.def, t.from_status, t.to_status, t.source, t.at FROM transitions t JOIN identities i ON i.tid = t.tid AND i.pid = t.pid AND lower(i.ns) = 'ecid' ORDER BY t.seq`);
     const name = (id: string) => names.get(id) ?? `?${id}`;
+    const logs = new Map<string, string[]>();
+    for (const r of t.rows) {
+      const k = `${r.idv} ${name(r.def)}`;
+      const log = logs.get(k);
+      const step = `${r.from_status ?? "none"}→${r.to_status}`;
+      if (log) log.push(step);
+      else logs.set(k, [step]);
+    }
     return {
       memberships: m.rows.map((r) => `${r.idv} ${name(r.def)} ${r.status} ${r.lqt}`).sort(),
       transitions: t.rows.map((r) => `${r.idv} ${name(r.def)} ${r.from_status ?? "none"}→${r.to_status} ${r.source} ${r.at}`).sort(),
+      histories: [...logs].map(([k, steps]) => `${k}: ${steps.join(" ")}`).sort(),
     };
   } finally {
     await c.end();
   }
+}
+
+/** How an outcome compares with the reference's (the all-in-one's). */
+export interface Comparison {
+  /** Transitions of the reference and of the other. */
+  transitions: [number, number];
+  /** Transitions by kind (`none→realized`, `realized→exited`, …) where the two differ: [reference, other]. */
+  kinds: Record<string, [number, number]>;
+  /** (profile, definition) pairs whose transition logs differ (a pair missing on one side counts). */
+  differingPairs: number;
+  /** The first few: `<ECID> <definition> | <reference's log> | <other's log>`. */
+  examples: string[];
+  /** Memberships, transitions (with sources and times) and every pair's log all equal. */
+  same: boolean;
+}
+
+export function compareOutcomes(reference: Outcome, got: Outcome): Comparison {
+  const byPair = (o: Outcome) => new Map(o.histories.map((h) => {
+    const at = h.indexOf(": ");
+    return [h.slice(0, at), h.slice(at + 2)] as const;
+  }));
+  const a = byPair(reference);
+  const b = byPair(got);
+  const examples: string[] = [];
+  let differingPairs = 0;
+  for (const k of new Set([...a.keys(), ...b.keys()])) {
+    const x = a.get(k) ?? "(none)";
+    const y = b.get(k) ?? "(none)";
+    if (x === y) continue;
+    differingPairs++;
+    if (examples.length < 10) examples.push(`${k} | ${x} | ${y}`);
+  }
+  const kindsOf = (o: Outcome) => {
+    const m = new Map<string, number>();
+    for (const t of o.transitions) {
+      const kind = t.split(" ")[2]!;
+      m.set(kind, (m.get(kind) ?? 0) + 1);
+    }
+    return m;
+  };
+  const ka = kindsOf(reference);
+  const kb = kindsOf(got);
+  const kinds: Record<string, [number, number]> = {};
+  for (const k of new Set([...ka.keys(), ...kb.keys()])) if (ka.get(k) !== kb.get(k)) kinds[k] = [ka.get(k) ?? 0, kb.get(k) ?? 0];
+  const equal = (x: string[], y: string[]) => x.length === y.length && x.every((v, i) => v === y[i]);
+  return {
+    transitions: [reference.transitions.length, got.transitions.length],
+    kinds,
+    differingPairs,
+    examples,
+    same: differingPairs === 0 && equal(reference.transitions, got.transitions) && equal(reference.memberships, got.memberships),
+  };
 }
 
 /** Count per definition and per source, and the first differences: what an assertion message shows. */
