@@ -18,6 +18,7 @@
  *   PQL_DATE_RANGE, PQL_TOPN_COUNT, PQL_TOO_MANY_AGGREGATIONS (warning),
  *   PQL_UNKNOWN_FIELD, PQL_TOO_COMPLEX; syntax errors keep the parser's code.
  */
+import { costDiagnostic, type CostLimits } from "./cost.js";
 import type { Binding, Expr, Node, OccursTail, Query, TimeRef } from "./ast.js";
 import { tailExprs } from "./ast.js";
 import { BUILTINS, lookupBuiltin, type BuiltinSpec, type PqlType } from "./catalog.js";
@@ -50,6 +51,11 @@ export interface CheckOptions {
    * without children, stay open.
    */
   schema?: Record<string, XdmFieldType>;
+  /**
+   * Refuse (PQL_TOO_COSTLY) a query whose worst-case work per profile at these
+   * limits exceeds `maxUnits` (cost.ts). Only checked when nothing else is wrong.
+   */
+  cost?: CostLimits & { maxUnits: number };
 }
 
 /** The most steps a chain may have (pql.md §10 [VAL]). */
@@ -75,7 +81,12 @@ export function check(text: string, options: CheckOptions = {}): Diagnostic[] {
       e instanceof RangeError ? "The expression is too deeply nested to check" : `The expression could not be checked: ${String(e)}`;
     checker.report("error", "PQL_TOO_COMPLEX", message, query);
   }
-  return checker.result();
+  const diags = checker.result();
+  if (options.cost !== undefined && !diags.some((d) => d.severity === "error")) {
+    const costly = costDiagnostic(text, query, options.cost);
+    if (costly !== null) diags.push(costly);
+  }
+  return diags;
 }
 
 const ROOT: PathRef = { key: "", item: true, projected: false };

@@ -4,6 +4,7 @@
  * compared with a literal, plus the state and scope types both halves share.
  */
 import { countAtLeast } from "./runtime/patterns.js";
+import { spend } from "./runtime/budget.js";
 import type { BinaryOp, CmpOp, Expr } from "./ast.js";
 import { like, regexMatches } from "./runtime/builtins.js";
 import type { EvalContext } from "./runtime/prepare.js";
@@ -214,6 +215,7 @@ export abstract class OperatorCompiler {
       const arr = obj(s);
       // A filter over a non-array is null, and count(null) is 0 (§7.8).
       if (!Array.isArray(arr)) return 0;
+      spend(arr.length);
       let n = 0;
       const d = ++s.depth;
       for (let i = 0; i < arr.length && n < limit; i++) {

@@ -18,6 +18,7 @@
  * Recursion depth of the compiler follows the tree depth (capped by the parser).
  */
 import { fieldPath } from "./runtime/patterns.js";
+import { activeBudget, spend } from "./runtime/budget.js";
 import type { Binding, Chain, Expr, OccursTail, Query } from "./ast.js";
 import {
   aggregate,
@@ -74,7 +75,7 @@ export function compile(query: string | Query): CompiledQuery {
   // Generated code for the hot subset when possible; the closure tree otherwise.
   const body = generate(q.body, (e) => compiler.expr(e, top) as StateFn) ?? compiler.expr(q.body, top);
   const state: State = { ctx: { profile: {}, now: 0 }, now: 0, items: [], depth: 0, vars: new Array(counter.n).fill(null) };
-  return (context: EvalContext) => {
+  const once = (context: EvalContext): unknown => {
     const root = context.params?.[0] ?? context.profile;
     state.ctx = context;
     const now = context.now;
@@ -83,6 +84,16 @@ export function compile(query: string | Query): CompiledQuery {
     state.depth = 0;
     for (let i = 0; i < headSlots.length; i++) state.vars[headSlots[i]!] = i === 0 ? root : orNull(context.params?.[i]);
     return orNull(body(state));
+  };
+  return (context: EvalContext) => {
+    const budget = activeBudget();
+    if (budget === null) return once(context);
+    budget.enter();
+    try {
+      return once(context);
+    } finally {
+      budget.leave();
+    }
   };
 }
 
@@ -166,6 +177,7 @@ class Compiler extends OperatorCompiler {
         return (s) => {
           const arr = obj(s);
           if (!Array.isArray(arr)) return null;
+          spend(arr.length);
           const out: unknown[] = [];
           const d = ++s.depth;
           for (let i = 0; i < arr.length; i++) {
@@ -435,6 +447,7 @@ class Compiler extends OperatorCompiler {
     return (s) => {
       const src = source(s);
       if (!Array.isArray(src)) return false;
+      spend(src.length);
       const own = !busy;
       const evs = own ? scratchEvents : [];
       const ts = own ? scratchTimes : [];
@@ -520,6 +533,7 @@ class Compiler extends OperatorCompiler {
       const b = compiled[k]!;
       const src = b.source(s);
       if (!Array.isArray(src)) return false;
+      spend(src.length);
       for (const raw of src) {
         s.vars[b.slot] = orNull(raw);
         if (b.cond && !b.cond(s)) continue;
@@ -541,6 +555,7 @@ class Compiler extends OperatorCompiler {
     return (s) => {
       const src = source(s);
       if (!Array.isArray(src)) return true;
+      spend(src.length);
       for (const raw of src) {
         s.vars[slot] = orNull(raw);
         if (cond && !cond(s)) return false;

@@ -5,6 +5,7 @@
  * tests check. Recursion follows the tree's depth, which the parser caps at
  * ~200 levels (MAX_NESTING); trees built by code should respect the same cap.
  */
+import { activeBudget, spend } from "./runtime/budget.js";
 import type { Binding, Chain, Expr, Occurs, OccursTail, Query } from "./ast.js";
 import {
   aggregate,
@@ -85,6 +86,17 @@ export function traceEvaluation(query: string | Query, context: EvalContext): { 
 }
 
 function run(q: Query, context: EvalContext, tracer: Tracer | null = null): unknown {
+  const budget = activeBudget();
+  if (budget === null) return runOnce(q, context, tracer);
+  budget.enter();
+  try {
+    return runOnce(q, context, tracer);
+  } finally {
+    budget.leave();
+  }
+}
+
+function runOnce(q: Query, context: EvalContext, tracer: Tracer | null): unknown {
   const now = resolveNow(context.now);
   const root = context.params?.[0] ?? context.profile;
   let vars: Vars | null = null;
@@ -359,6 +371,7 @@ function occurs(e: Occurs, env: Env): boolean {
 function chain(e: Chain, env: Env): boolean {
   const source = ev(e.source, env);
   if (!Array.isArray(source)) return false;
+  spend(source.length);
   const path = e.timestampField.split(".");
   const events: { ev: unknown; t: number }[] = [];
   for (const item of source) {
@@ -411,6 +424,7 @@ function tuples(
   const b = bindings[k]!;
   const source = ev(b.source, env);
   if (!Array.isArray(source)) return false;
+  spend(source.length);
   // One item of this binding: null when its condition fails, else whether the visit stopped.
   const one = (item: unknown): boolean | null => {
     const inner = bind(env, b.variable, item);
@@ -441,6 +455,7 @@ function forallTuple(bindings: Binding[], k: number, env: Env): boolean {
   const b = bindings[k]!;
   const source = ev(b.source, env);
   if (!Array.isArray(source)) return true;
+  spend(source.length);
   const one = (item: unknown): boolean => {
     const inner = bind(env, b.variable, item);
     return !(b.condition && !bool(b.condition, inner)) && forallTuple(bindings, k + 1, inner);

@@ -11,18 +11,27 @@ const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-config-"));
 test("defaults: 127.0.0.1:8080, ./.data under the cwd, AEP limits", () => {
   const c = loadConfig({ cwd: dir, env: {} });
   assert.deepEqual([c.host, c.port, c.dataDir, c.databaseUrl], ["127.0.0.1", 8080, path.join(dir, ".data"), undefined]);
-  assert.deepEqual(c.limits, { definitions: 4000, streaming: 500, edge: 150, expressionBytes: 65536 });
+  assert.deepEqual(c.limits, {
+    definitions: 4000,
+    streaming: 500,
+    edge: 150,
+    expressionBytes: 65536,
+    eventsPerProfile: 10_000,
+    evaluationCost: 1_000_000_000,
+    evaluationMsPerProfile: 50,
+    evaluationDeadlineMs: 10_000,
+  });
   assert.equal(c.bodyLimitBytes, 1048576);
 });
 
 test("file < environment < overrides", () => {
   writeFileSync(path.join(dir, "segmentd.config.json"), JSON.stringify({
-    port: 9000, host: "0.0.0.0", limits: { edge: 10 },
-    organizations: [{ id: "o@AdobeOrg", sandboxes: [{ name: "prod", type: "production", default: true, limits: { definitions: 5 } }] }],
+    port: 9000, host: "0.0.0.0", limits: { edge: 10, eventsPerProfile: 2000, evaluationMsPerProfile: 20 },
+    organizations: [{ id: "o@AdobeOrg", sandboxes: [{ name: "prod", type: "production", default: true, limits: { definitions: 5, evaluationCost: 1000, evaluationDeadlineMs: 500 } }] }],
   }));
   const c = loadConfig({ cwd: dir, env: { SEGMENTD_PORT: "9100", SEGMENTD_DATABASE_URL: "postgres://x/y" }, overrides: { host: "::1" } });
-  assert.deepEqual([c.port, c.host, c.databaseUrl, c.limits.edge], [9100, "::1", "postgres://x/y", 10]);
-  assert.deepEqual(c.organizations[0]!.sandboxes[0]!.limits, { definitions: 5 });
+  assert.deepEqual([c.port, c.host, c.databaseUrl, c.limits.edge, c.limits.eventsPerProfile, c.limits.evaluationMsPerProfile], [9100, "::1", "postgres://x/y", 10, 2000, 20]);
+  assert.deepEqual(c.organizations[0]!.sandboxes[0]!.limits, { definitions: 5, evaluationCost: 1000, evaluationDeadlineMs: 500 });
 });
 
 test("bad files and values are ConfigErrors that say what is wrong", () => {

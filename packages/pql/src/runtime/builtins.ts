@@ -5,6 +5,7 @@
  * item-context arguments (catalog `itemArgs`), which arrive as functions of the
  * item. Data problems never throw: wrong types give null or false (pql.md §6).
  */
+import { spend } from "./budget.js";
 import {
   DateInterval,
   MapEntry,
@@ -63,6 +64,7 @@ export function aggregate(fn: AggregateFn, values: readonly unknown[]): unknown 
 }
 
 function itemValues(recv: unknown[], f: ItemFn | null): unknown[] {
+  if (f !== null) spend(recv.length);
   const out: unknown[] = [];
   for (let i = 0; i < recv.length; i++) {
     const v = orNull(f === null ? recv[i] : f(recv[i], i));
@@ -89,6 +91,7 @@ export function count(recv: unknown): number | null {
 
 export function filterItems(recv: unknown, cond: ItemFn): unknown[] | null {
   if (!Array.isArray(recv)) return null;
+  spend(recv.length);
   const out: unknown[] = [];
   for (let i = 0; i < recv.length; i++) if (toBoolean(cond(recv[i], i))) out.push(recv[i]);
   return out;
@@ -96,6 +99,7 @@ export function filterItems(recv: unknown, cond: ItemFn): unknown[] | null {
 
 export function existsItem(recv: unknown, cond: ItemFn): boolean {
   if (!Array.isArray(recv)) return false;
+  spend(recv.length);
   for (let i = 0; i < recv.length; i++) if (toBoolean(cond(recv[i], i))) return true;
   return false;
 }
@@ -103,6 +107,7 @@ export function existsItem(recv: unknown, cond: ItemFn): boolean {
 /** `groupBy(key)`: a map from each distinct key (printed as a string) to its items; null keys dropped. */
 export function groupBy(recv: unknown, key: ItemFn): Record<string, unknown> | null {
   if (!Array.isArray(recv)) return null;
+  spend(recv.length);
   const out = newMap();
   for (let i = 0; i < recv.length; i++) {
     const k = keyOf(orNull(key(recv[i], i)));
@@ -120,6 +125,7 @@ export function groupBy(recv: unknown, key: ItemFn): Record<string, unknown> | n
  */
 export function mapItems(recv: unknown, f: ItemFn): unknown {
   if (Array.isArray(recv)) {
+    spend(recv.length);
     const out: unknown[] = [];
     for (let i = 0; i < recv.length; i++) out.push(orNull(f(recv[i], i)));
     if (out.length > 0 && out.every((r) => r instanceof MapEntry)) return entriesToMap(out as MapEntry[]);
@@ -127,7 +133,9 @@ export function mapItems(recv: unknown, f: ItemFn): unknown {
   }
   if (!isRecord(recv)) return null;
   const out = newMap();
-  for (const k of Object.keys(recv)) {
+  const keys = Object.keys(recv);
+  spend(keys.length);
+  for (const k of keys) {
     const r = orNull(f(recv[k], k));
     if (r instanceof MapEntry) out[r.key] = r.value;
     else out[k] = r;
@@ -148,6 +156,7 @@ function entriesToMap(entries: readonly MapEntry[]): Record<string, unknown> {
  */
 export function topN(recv: unknown, key: ItemFn, n: unknown, highest: boolean): unknown[] | null {
   if (!Array.isArray(recv) || typeof n !== "number" || !Number.isFinite(n)) return null;
+  spend(recv.length);
   const keyed: { item: unknown; k: unknown; i: number }[] = [];
   for (let i = 0; i < recv.length; i++) {
     const k = orNull(key(recv[i], i));

@@ -15,6 +15,7 @@
  * literals and field names. Where `new Function` is forbidden (a strict CSP in
  * a browser) compile.ts keeps the closure tree.
  */
+import { spend } from "./budget.js";
 import { countAtLeast, fieldPath } from "./patterns.js";
 import type { CmpOp, Expr, OccursTail, RelPeriod, TimeWord } from "../ast.js";
 import { boundsFromSpans, resolveTimeRef, tailRefs, type OccursBounds } from "./time.js";
@@ -164,6 +165,7 @@ class Gen {
       `function fc${id}(s, a, dp) {
   // A filter over a non-array is null, and count(null) is 0 (pql.md §7.8).
   if (!Array.isArray(a)) return 0;
+  SP(a.length);
   let n = 0;${temps.length ? ` let ${temps.join(", ")};` : ""}
   const d${id} = dp + 1;
   for (let i = 0; i < a.length${stop}; i++) {
@@ -242,8 +244,8 @@ return function main(s) {
   return ${code};
 };`;
   try {
-    const factory = new Function("X", "M", "ON", "TB", "TI", "CV", src) as (...a: unknown[]) => StateFn;
-    return factory(g.externals, member, orNull, toBoolean, toInstant, compareValues);
+    const factory = new Function("X", "M", "ON", "TB", "TI", "CV", "SP", src) as (...a: unknown[]) => StateFn;
+    return factory(g.externals, member, orNull, toBoolean, toInstant, compareValues, spend);
   } catch {
     return null;
   }

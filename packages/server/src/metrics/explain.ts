@@ -16,6 +16,7 @@ import type { MembershipReads, ProfileReads } from "../profiles/store.js";
 import type { Identity, JsonObject, MembershipTransition, MergePolicySpec, ProfileFragment } from "../profiles/types.js";
 import { normalizeNamespace } from "../profiles/validate.js";
 import { expressionText, parseChecked, type ExpressionInput } from "../services/definition-analysis.js";
+import { EvaluationBudget } from "../services/evaluation-budget.js";
 import { ApiError, ErrorCodes, badRequest, notFound } from "../services/errors.js";
 import { compiledPredicate, eventWindowsMs, inSegmentReferences, qualifies, traceQuery, type Query, type TraceNode } from "../services/pql.js";
 import { profileAttributePaths } from "../services/pql-paths.js";
@@ -130,7 +131,7 @@ export class AudienceExplainer {
     } else {
       throw badRequest("Name a definition or send an expression to explain");
     }
-    const query = parseChecked(text);
+    const query = parseChecked(text, ctx.limits);
     const policy = mergePolicyId !== undefined
       ? await this.meta.mergePolicies.get(scope, mergePolicyId)
       : await this.meta.mergePolicies.getDefault(scope, "_xdm.context.profile");
@@ -149,10 +150,13 @@ export class AudienceExplainer {
     const now = this.clock.now();
     const page = await this.hub.getEvents(scope, identity, spec, { order: "desc", limit: EXPLAIN_MAX_EVENTS });
     const events = page.events.map((e) => e.body).reverse();
-    const { value, trace } = traceQuery(query, { profile: profile.entity, events, now });
+    // The trace and the exit search evaluate the query: under the sandbox's budget (a stored definition
+    // accepted before the cost model, or a profile past eventsPerProfile, ends with 422/503, not a stall).
+    const budget = new EvaluationBudget(ctx.limits, { deadline: true });
+    const { value, trace } = budget.run(() => traceQuery(query, { profile: profile.entity, events, now }));
     const excludedByConsent = excludeOptOut && profile.optedOut;
     const result = !excludedByConsent && qualifies(value);
-    const exitsAt = result ? nextExit(query, profile.entity, events, page.events.map((e) => e.timestamp), now) : null;
+    const exitsAt = result ? budget.run(() => nextExit(query, profile.entity, events, page.events.map((e) => e.timestamp), now)) : null;
 
     const memberships = await this.hub.getMemberships(scope, profile.profileId);
     const byDef = new Map(memberships.map((m) => [m.definitionId, m]));

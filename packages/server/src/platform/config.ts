@@ -152,7 +152,7 @@ export const DEFAULT_LIMITS: SandboxLimits = {
   expressionBytes: 64 * 1024,
   eventsPerProfile: 10_000,
   evaluationCost: 1_000_000_000,
-  evaluationMsPerProfile: 100,
+  evaluationMsPerProfile: 50,
   evaluationDeadlineMs: 10_000,
 };
 

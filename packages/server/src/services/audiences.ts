@@ -87,12 +87,14 @@ export class AudienceService {
     private readonly datasetExists?: DatasetLookup,
   ) {}
 
-  private async allDefinitions(scope: TenantScope): Promise<{ definition: SegmentDefinition; references: string[] }[]> {
+  /** Every definition of the sandbox; `pause` (with pages of `size`) lets a caller yield the event loop between pages. */
+  private async allDefinitions(scope: TenantScope, pause?: () => Promise<void>, size = PAGE): Promise<{ definition: SegmentDefinition; references: string[] }[]> {
     const out: { definition: SegmentDefinition; references: string[] }[] = [];
-    for (let offset = 0; ; offset += PAGE) {
-      const page = await this.store.definitions.list(scope, { filters: {}, sort: [{ field: "creationTime", direction: "asc" }], offset, limit: PAGE });
+    for (let offset = 0; ; offset += size) {
+      if (offset > 0) await pause?.();
+      const page = await this.store.definitions.list(scope, { filters: {}, sort: [{ field: "creationTime", direction: "asc" }], offset, limit: size });
       out.push(...page.items);
-      if (page.items.length < PAGE) return out;
+      if (page.items.length < size) return out;
     }
   }
 
@@ -108,10 +110,14 @@ export class AudienceService {
     return selectAudiences(all, q);
   }
 
-  /** Every audience's id, namespace, name and description (segment search's objects). */
-  async summaries(ctx: TenantContext): Promise<{ id: string; namespace: string; name: string; description: string }[]> {
+  /**
+   * Every audience's id, namespace, name and description (segment search's objects). With
+   * `pause`, definitions are read 25 at a time and `pause` awaited between pages: a large
+   * sandbox's read (8 KB descriptions) never holds the event loop at once.
+   */
+  async summaries(ctx: TenantContext, pause?: () => Promise<void>): Promise<{ id: string; namespace: string; name: string; description: string }[]> {
     const scope = scopeOf(ctx);
-    const [defs, external] = await Promise.all([this.allDefinitions(scope), this.store.externalAudiences.list(scope)]);
+    const [defs, external] = await Promise.all([this.allDefinitions(scope, pause, pause === undefined ? PAGE : 25), this.store.externalAudiences.list(scope)]);
     return [
       ...defs.map(({ definition: d }) => ({ id: d.id, namespace: PLATFORM_NAMESPACE, name: d.name, description: d.description ?? "" })),
       ...external.map((e) => ({ id: e.id, namespace: e.namespace, name: e.name, description: e.description ?? "" })),
@@ -238,7 +244,7 @@ export class AudienceService {
   private async checkParents(ctx: TenantContext, expression: ExpressionInput, state: LifecycleState, selfId: string | undefined): Promise<void> {
     if (state !== "published") return;
     // Invalid PQL fails here with the same errors the definition's write would give.
-    const { references } = await analyzeExpression(this.store.definitions, scopeOf(ctx), expression, ctx.limits.expressionBytes, selfId);
+    const { references } = await analyzeExpression(this.store.definitions, scopeOf(ctx), expression, ctx.limits, selfId);
     const refs = references.filter((r) => r !== selfId);
     if (refs.length === 0) return;
     const parents = await this.store.definitions.getMany(scopeOf(ctx), refs);

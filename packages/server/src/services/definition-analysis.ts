@@ -3,7 +3,9 @@
  * canonical text, `inSegment` references, diagnostics and the classification.
  * Shared by create, overwrite and the eligibility endpoint.
  */
+import type { SandboxLimits } from "../platform/config.js";
 import type { DefinitionRepository, TenantScope } from "../stores/types.js";
+import { costLimits } from "./evaluation-budget.js";
 import { ApiError, ErrorCodes, badRequest, type ErrorItem } from "./errors.js";
 import {
   canonicalText,
@@ -69,11 +71,19 @@ export function expressionText(expr: ExpressionInput, maxBytes: number): { text:
   }
 }
 
-/** Check and parse PQL text; every error diagnostic is reported with its position. */
-export function parseChecked(text: string): Query {
-  const errors = pqlErrors(text);
+/** What an expression is held to: its size and its worst-case cost per profile. */
+export type ExpressionLimits = Pick<SandboxLimits, "expressionBytes" | "eventsPerProfile" | "evaluationCost">;
+
+/**
+ * Check and parse PQL text; every error diagnostic is reported with its position. With
+ * `limits`, an expression whose worst case per profile exceeds them is refused (PQL_TOO_COSTLY).
+ */
+export function parseChecked(text: string, limits?: Pick<SandboxLimits, "eventsPerProfile" | "evaluationCost">): Query {
+  const errors = pqlErrors(text, limits === undefined ? undefined : costLimits(limits));
   if (errors.length > 0) {
-    throw new ApiError(400, ErrorCodes.invalidPql, `The PQL expression is invalid (${errors.length} error${errors.length === 1 ? "" : "s"})`, diagnosticItems(errors));
+    // The cost refusal comes alone (only a valid expression is costed): its own title.
+    const title = errors[0]!.code === "PQL_TOO_COSTLY" ? "The PQL expression is too costly to evaluate" : `The PQL expression is invalid (${errors.length} error${errors.length === 1 ? "" : "s"})`;
+    throw new ApiError(400, ErrorCodes.invalidPql, title, diagnosticItems(errors));
   }
   try {
     return parsePql(text);
@@ -128,11 +138,11 @@ export async function analyzeExpression(
   repo: DefinitionRepository,
   scope: TenantScope,
   expr: ExpressionInput,
-  maxBytes: number,
+  limits: ExpressionLimits,
   selfId?: string,
 ): Promise<Analysis> {
-  const { text, format } = expressionText(expr, maxBytes);
-  const query = parseChecked(text);
+  const { text, format } = expressionText(expr, limits.expressionBytes);
+  const query = parseChecked(text, limits);
   const references = inSegmentReferences(query);
   const graph = await loadReferenceGraph(repo, scope, references, selfId);
   const classification = classifyQuery(query, (id) => graph.get(id), selfId);

@@ -122,7 +122,7 @@ export class DefinitionService {
     const name = validateName(input.name);
     if (input.schema.name.trim() === "") throw badRequest("schema.name must not be empty", ErrorCodes.badJson);
     const selfId = previous?.id;
-    const analysis = await analyzeExpression(this.store.definitions, scopeOf(ctx), input.expression, ctx.limits.expressionBytes, selfId);
+    const analysis = await analyzeExpression(this.store.definitions, scopeOf(ctx), input.expression, ctx.limits, selfId);
     const policy = await this.mergePolicyFor(ctx, input.schema.name, input.mergePolicyId ?? previous?.mergePolicyId);
     const evaluationInfo = evaluationInfoOf(input.evaluationInfo);
     const reasons = methodReasons(analysis.classification, policy);
@@ -261,7 +261,7 @@ export class DefinitionService {
   async eligibility(ctx: TenantContext, expr: ExpressionInput, mergePolicyId: string | undefined, schemaName: string): Promise<EligibilityResult> {
     let analysis: Analysis;
     try {
-      analysis = await analyzeExpression(this.store.definitions, scopeOf(ctx), expr, ctx.limits.expressionBytes);
+      analysis = await analyzeExpression(this.store.definitions, scopeOf(ctx), expr, ctx.limits);
     } catch (err) {
       // Invalid PQL is an answer here, not a failure: report the diagnostics.
       if (err instanceof ApiError && err.code === ErrorCodes.invalidPql) {

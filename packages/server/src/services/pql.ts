@@ -3,7 +3,7 @@
  * helpers; when the language package's API moves, only this file changes.
  */
 import { check, classify, compilePredicate, format, fromPqlJson, parse, toBoolean, toPqlJson, traceEvaluation, walk, PqlError } from "@segmentd/pql";
-import type { Diagnostic, Query, TraceNode } from "@segmentd/pql";
+import type { CostLimits, Diagnostic, Query, TraceNode } from "@segmentd/pql";
 
 export type { Diagnostic, Query, TraceNode };
 
@@ -15,9 +15,12 @@ export interface Classified {
   reasons: string[];
 }
 
-/** Error diagnostics of `text` (warnings dropped): empty means the expression is valid. */
-export function pqlErrors(text: string): Diagnostic[] {
-  return check(text).filter((d) => d.severity === "error");
+/**
+ * Error diagnostics of `text` (warnings dropped): empty means the expression is valid.
+ * With `cost`, a worst case per profile above `cost.maxUnits` is an error too (PQL_TOO_COSTLY).
+ */
+export function pqlErrors(text: string, cost?: CostLimits & { maxUnits: number }): Diagnostic[] {
+  return check(text, cost === undefined ? {} : { cost }).filter((d) => d.severity === "error");
 }
 
 export function parsePql(text: string): Query {
@@ -107,3 +110,4 @@ export function classifyQuery(query: Query, resolveSegment: (id: string) => stri
 }
 
 export { PqlError };
+export { BudgetExceededError, costDiagnostic, WorkBudget } from "@segmentd/pql";

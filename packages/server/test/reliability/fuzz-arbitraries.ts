@@ -4,6 +4,7 @@
  * query the parser refuses costs nothing; the expensive ones are those it accepts.
  */
 import fc from "fast-check";
+import { pqlBindingsExpression } from "./pql-bindings-arbitrary.js";
 
 const letters = fc.string({ unit: fc.constantFrom("a", "b", "q", "e", "z", "1"), minLength: 1, maxLength: 12 });
 const longWord = fc.nat({ max: 256 }).map((n) => "a".repeat(Math.max(1, n)));
@@ -30,8 +31,14 @@ export const luceneQuery: fc.Arbitrary<string> = fc.oneof(
 
 const eventTest = fc.constantFrom('eventType = "zz"', 'eventType = "commerce.purchases"', "timestamp occurs < 7 days before now", 'commerce.order.priceTotal > 10');
 
-/** `exists`/`forall` over 1–4 bindings of xEvent, nested up to three deep, chaining timestamps. */
+/**
+ * `exists`/`forall` over 1–4 bindings of xEvent, nested up to three deep, chaining timestamps;
+ * and pql-bindings-arbitrary.ts's richer trees (and/or/not, `occurs`, profile tests), half of them
+ * with at most two bindings so that accepted expressions are evaluated too.
+ */
 export const pqlBindings: fc.Arbitrary<string> = fc.oneof(
+  pqlBindingsExpression().map((c) => c.text),
+  pqlBindingsExpression({ maxBindings: 2, maxNesting: 1 }).map((c) => c.text),
   fc.tuple(fc.integer({ min: 1, max: 4 }), fc.constantFrom("exists", "forall"), eventTest).map(([n, q, t]) => {
     const vars = ["X", "Y", "Z", "W"].slice(0, n);
     const order = vars.slice(1).map((v, i) => `${vars[i]}.timestamp < ${v}.timestamp`);

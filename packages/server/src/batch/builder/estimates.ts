@@ -16,6 +16,7 @@ import { format, parse, PqlError, type Expr, type Query } from "@segmentd/pql";
 import type { Clock } from "../../platform/clock.js";
 import { NO_MERGE_POLICY, type MergePolicySpec } from "../../profiles/types.js";
 import { ApiError, ErrorCodes } from "../../services/errors.js";
+import { costRefusal, EvaluationBudget } from "../../services/evaluation-budget.js";
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
 import type { SnapshotCache } from "../columnar/cache.js";
 import { usesEvents } from "../engine/uses-events.js";
@@ -57,13 +58,18 @@ export class BuilderEstimator {
     const queries = input.expressions.map((text, i) => {
       const bytes = Buffer.byteLength(text, "utf8");
       if (bytes > ctx.limits.expressionBytes) throw new ApiError(400, ErrorCodes.limit, `expressions[${i}] is ${bytes} bytes; the limit is ${ctx.limits.expressionBytes} bytes`);
+      let q: Query;
       try {
-        return parse(text);
+        q = parse(text);
       } catch (e) {
         if (e instanceof PqlError) throw new ApiError(400, ErrorCodes.invalidPql, `expressions[${i}] is not valid PQL: ${e.message}`);
         throw e;
       }
+      const costly = costRefusal(text, q, ctx.limits, `expressions[${i}]`);
+      if (costly !== null) throw costly;
+      return q;
     });
+    const budget = new EvaluationBudget(ctx.limits, { deadline: true });
     const scope = scopeOf(ctx);
     // The preview's merge rule for its graphType (preview-service.ts).
     const policy: MergePolicySpec = input.graphType === "pdg" ? { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } } : NO_MERGE_POLICY;
@@ -75,7 +81,10 @@ export class BuilderEstimator {
     const plans = combinations(queries);
     const flags: Array<Array<Uint8Array | null>> = [];
     for (const [i, q] of queries.entries()) {
-      if (plans[i] === null) flags[i] = entryFlags(snap, q, now, await inSegmentMemberPids(this.profiles, scope, q));
+      if (plans[i] === null) {
+        const members = await inSegmentMemberPids(this.profiles, scope, q);
+        flags[i] = budget.run(() => entryFlags(snap, q, now, members));
+      }
     }
     const estimates: ExpressionEstimate[] = [];
     for (const [i, plan] of plans.entries()) {

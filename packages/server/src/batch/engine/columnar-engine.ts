@@ -21,6 +21,9 @@ import { BuildCancelledError, membersOfPids, statusOverrides, type Snapshot, typ
 import { JobCancelledError, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type EvaluationStore, type JobDefinition } from "./evaluation-types.js";
 import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
 import { usesEvents } from "./uses-events.js";
+import { DEFAULT_LIMITS } from "../../platform/config.js";
+import { ApiError } from "../../services/errors.js";
+import { EvaluationBudget } from "../../services/evaluation-budget.js";
 
 function policyKey(p: MergePolicySpec): string {
   return JSON.stringify([p.identityGraph.type, p.attributeMerge.type, p.attributeMerge.order ?? null]);
@@ -125,7 +128,10 @@ export async function evaluateColumnar(
     compiledCache.set(d.id, compiled);
     if (compiled.columnar) columnarDefinitions.push(d.id);
     else fallbacks[d.id] = compiled.reason ?? "evaluated on row objects";
-    const qual = qualifyOnSnapshot(snap, compiled, await overridesFor(snap, d.references), d.excludeOptOut);
+    const overrides = await overridesFor(snap, d.references);
+    // Per-profile budgets, no deadline (a job may be long): a definition that is too costly for a
+    // profile's data fails the job at that profile instead of holding the event loop.
+    const qual = evaluationBudget(opts, d.id).run(() => qualifyOnSnapshot(snap, compiled, overrides, d.excludeOptOut));
     if (referencedLater.has(d.id)) results.set(d.id, { snap, qual });
 
     // Previous statuses: 1 realized, 2 exited.
@@ -234,4 +240,19 @@ function entryFlagsToProfiles(part: SnapshotPart, masked: Uint8Array | null, out
       }
     }
   }
+}
+
+/** The job's budget for one definition: its errors name the definition. */
+function evaluationBudget(opts: EvaluationOptions, id: string): { run<T>(fn: () => T): T } {
+  const budget = new EvaluationBudget(opts.limits ?? DEFAULT_LIMITS, { deadline: false });
+  return {
+    run<T>(fn: () => T): T {
+      try {
+        return budget.run(fn);
+      } catch (err) {
+        if (err instanceof ApiError) throw new Error(`definition '${id}': ${err.message}`);
+        throw err;
+      }
+    },
+  };
 }

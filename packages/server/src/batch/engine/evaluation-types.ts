@@ -4,6 +4,7 @@
  * (columnar-engine.ts). Kept apart so that neither engine file imports the other's
  * types back (evaluate-job.ts calls columnar-engine.ts).
  */
+import type { EvaluationLimits } from "../../services/evaluation-budget.js";
 import type { Query } from "@segmentd/pql";
 import type { MembershipReads, MembershipSet } from "../../profiles/store.js";
 import type { MergePolicySpec } from "../../profiles/types.js";
@@ -40,6 +41,8 @@ export interface EvaluationOptions {
   isCancelled?: () => boolean;
   /** Called after each chunk with the number of profiles processed so far (all scans). */
   onProgress?: (profilesProcessed: number) => void;
+  /** Per-profile budgets of the columnar back end (evaluationCost, evaluationMsPerProfile); the defaults otherwise. */
+  limits?: EvaluationLimits;
 }
 
 export interface DefinitionCounters {

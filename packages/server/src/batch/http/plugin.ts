@@ -25,6 +25,7 @@ import { ImpactService, type EligibilityOf } from "../previews/impact-service.js
 import { impactRoutes } from "./impact-routes.js";
 import { BuilderEstimator } from "../builder/estimates.js";
 import { BuilderFields, type DescriptorsOf } from "../builder/fields.js";
+import type { TenantScope } from "../../profiles/types.js";
 import { builderRoutes } from "./builder-routes.js";
 
 /** What the area's services call on the profile store: jobs, previews and exports together. */
@@ -59,7 +60,8 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
   const { metadata, profiles, repo, clock, logger, backend, chunkSize } = opts;
   // Resident columnar snapshots shared by jobs and previews (kept between jobs, refreshed from the change feed).
   const snapshots = new SnapshotCache(opts.snapshotFiles ?? {});
-  const runner = new JobRunner({ metadata, profiles, repo, clock, logger, backend, chunkSize, snapshots });
+  const limits = (scope: TenantScope) => opts.tenants.resolve(scope.orgId, scope.sandboxName)?.limits;
+  const runner = new JobRunner({ metadata, profiles, repo, clock, logger, backend, chunkSize, snapshots, limits });
   const jobs = new JobService(opts.metadata, opts.repo, runner, opts.clock);
   const schedules = new ScheduleService(opts.repo, jobs, opts.clock, opts.logger);
   const previews = new PreviewService(opts.profiles, opts.repo, opts.clock, opts.logger, snapshots);

@@ -28,6 +28,7 @@ import { SnapshotCache } from "../columnar/cache.js";
 import { evaluateJob, JobCancelledError, type Backend, type EvaluationStore, type JobDefinition } from "../engine/evaluate-job.js";
 import type { BatchRepository, StoredResource } from "../store/types.js";
 import type { JobStatus, StoredJob } from "./segment-job.js";
+import type { EvaluationLimits } from "../../services/evaluation-budget.js";
 
 /** The engine's reads, and the job's results written in one applyMembershipSets. */
 export type JobRunnerStore = EvaluationStore & MembershipWrites;
@@ -47,6 +48,8 @@ export interface JobRunnerOptions {
   progressIntervalMs?: number;
   /** Called after every chunk of every job (the CLI's progress bar). */
   onProgress?: (jobId: string, profilesProcessed: number) => void;
+  /** The sandbox's evaluation budgets (per profile: units and time); the defaults when absent. */
+  limits?: (scope: TenantScope) => EvaluationLimits | undefined;
 }
 
 const KIND = "segment-job" as const;
@@ -184,6 +187,7 @@ export class JobRunner {
         ...(this.o.chunkSize === undefined ? {} : { chunkSize: this.o.chunkSize }),
         snapshots: this.snapshots,
         isCancelled: cancelled,
+        ...budgetOf(this.o.limits?.(scope)),
         onProgress: (n) => {
           this.o.onProgress?.(id, n);
           const t = this.o.clock.now();
@@ -239,4 +243,8 @@ export class JobRunner {
  */
 export function evaluatedPolicy(p: MergePolicySpec): MergePolicySpec {
   return { identityGraph: p.identityGraph, attributeMerge: p.attributeMerge.order === undefined ? { type: p.attributeMerge.type } : { type: p.attributeMerge.type, order: p.attributeMerge.order } };
+}
+
+function budgetOf(limits: EvaluationLimits | undefined): { limits?: EvaluationLimits } {
+  return limits === undefined ? {} : { limits };
 }

@@ -12,6 +12,7 @@ import type { Clock } from "../../platform/clock.js";
 import type { Identity, MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { NO_MERGE_POLICY } from "../../profiles/types.js";
 import { analyzeExpression, type ExpressionInput } from "../../services/definition-analysis.js";
+import { EvaluationBudget } from "../../services/evaluation-budget.js";
 import { evaluationInfoOf, type EvaluationInfoInput } from "../../services/definitions.js";
 import { ApiError, ErrorCodes, badRequest, notFound } from "../../services/errors.js";
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
@@ -112,7 +113,7 @@ export class ImpactService {
     let after: ImpactSide = { ...before };
     if (input.expression !== undefined) {
       // Validation, limits and an inSegment cycle through this definition are refused as on save.
-      const a = await analyzeExpression(this.meta.definitions, scope, input.expression, ctx.limits.expressionBytes, id);
+      const a = await analyzeExpression(this.meta.definitions, scope, input.expression, ctx.limits, id);
       after = { ...after, query: a.query, text: a.text };
     }
     if (input.mergePolicyId !== undefined) after = { ...after, mergePolicyId: input.mergePolicyId, policy: await this.policy(ctx, input.mergePolicyId, true) };
@@ -123,7 +124,7 @@ export class ImpactService {
 
     const now = this.clock.now();
     const wanted = Math.min(input.sampleSize ?? IMPACT_DEFAULT_SAMPLE, IMPACT_MAX_SAMPLE);
-    const c = await compareEdit(this.profiles, this.snapshots, scope, before, after, now, wanted);
+    const c = await compareEdit(this.profiles, this.snapshots, scope, before, after, now, wanted, new EvaluationBudget(ctx.limits, { deadline: true }));
     const side = (s: ImpactSide, qualified: number, evaluationInfo: EvaluationInfo): SideView => ({ qualified, expression: s.text, mergePolicyId: s.mergePolicyId, excludeOptOut: s.excludeOptOut, evaluationInfo });
     return {
       segmentId: id,
@@ -156,11 +157,11 @@ export class ImpactService {
  * Both versions over every profile of their snapshots (refreshed from the change feed first) and
  * the three groups, each with up to `wanted` profiles and their identities.
  */
-export async function compareEdit(profiles: ImpactStore, snapshots: SnapshotCache, scope: TenantScope, before: ImpactSide, after: ImpactSide, now: number, wanted: number): Promise<Comparison> {
-  const was = await evaluateSide(profiles, snapshots, scope, before, now);
+export async function compareEdit(profiles: ImpactStore, snapshots: SnapshotCache, scope: TenantScope, before: ImpactSide, after: ImpactSide, now: number, wanted: number, budget?: EvaluationBudget): Promise<Comparison> {
+  const was = await evaluateSide(profiles, snapshots, scope, before, now, budget);
   const will = after.policy === before.policy && after.query === before.query && after.excludeOptOut === before.excludeOptOut
     ? was
-    : await evaluateSide(profiles, snapshots, scope, after, now);
+    : await evaluateSide(profiles, snapshots, scope, after, now, budget);
   const groups = { enter: { count: 0, pids: [] as string[] }, leave: { count: 0, pids: [] as string[] }, stay: { count: 0, pids: [] as string[] } };
   const add = (g: { count: number; pids: string[] }, pid: () => string) => {
     g.count++;
@@ -197,11 +198,12 @@ export async function compareEdit(profiles: ImpactStore, snapshots: SnapshotCach
   };
 }
 
-async function evaluateSide(profiles: ImpactStore, snapshots: SnapshotCache, scope: TenantScope, s: ImpactSide, now: number): Promise<{ snap: Snapshot; qual: Uint8Array }> {
+async function evaluateSide(profiles: ImpactStore, snapshots: SnapshotCache, scope: TenantScope, s: ImpactSide, now: number, budget: EvaluationBudget | undefined): Promise<{ snap: Snapshot; qual: Uint8Array }> {
   const snap = await snapshots.get(profiles, scope, s.policy, { events: s.policy.identityGraph.type !== "pdg" || usesEvents(s.query) });
   const members = new Map<string, Uint8Array>();
   for (const [ref, pids] of await inSegmentMemberPids(profiles, scope, s.query)) members.set(ref, membersOfPids(snap, pids));
-  return { snap, qual: qualifyOnSnapshot(snap, compileDefinition(s.query, now), statusOverrides(snap, members), s.excludeOptOut) };
+  const qualify = () => qualifyOnSnapshot(snap, compileDefinition(s.query, now), statusOverrides(snap, members), s.excludeOptOut);
+  return { snap, qual: budget === undefined ? qualify() : budget.run(qualify) };
 }
 
 /** `r`'s flags over another snapshot's ordinals (the same profile id). */

@@ -30,7 +30,8 @@ import { compileDefinition } from "../columnar/predicate.js";
 import { membersOfPids, statusOverrides, type Snapshot, type SnapshotStore } from "../columnar/snapshot.js";
 import { ApiError, badRequest, ErrorCodes, notFound } from "../../services/errors.js";
 import { scopeOf } from "../../services/tenancy.js";
-import { DEFAULT_LIMITS } from "../../platform/config.js";
+import { DEFAULT_LIMITS, type SandboxLimits } from "../../platform/config.js";
+import { costRefusal, EvaluationBudget } from "../../services/evaluation-budget.js";
 import { usesEvents } from "../engine/uses-events.js";
 import { BatchErrorCodes } from "../errors.js";
 import type { BatchTenant } from "../jobs/job-service.js";
@@ -193,7 +194,7 @@ export class PreviewService {
     private readonly snapshots?: SnapshotCache,
   ) {}
 
-  async create(ctx: BatchTenant & { limits?: { expressionBytes: number } }, input: PreviewInput): Promise<{ state: PreviewState; previewQueryId: string; previewQueryStatus: PreviewState; previewId: string; previewExecutionId: number }> {
+  async create(ctx: BatchTenant & { limits?: SandboxLimits }, input: PreviewInput): Promise<{ state: PreviewState; previewQueryId: string; previewQueryStatus: PreviewState; previewId: string; previewExecutionId: number }> {
     if (typeof input.predicateExpression !== "string" || input.predicateExpression.trim() === "") {
       throw badRequest("predicateExpression is required: the PQL text to preview", BatchErrorCodes.badPreview);
     }
@@ -201,15 +202,20 @@ export class PreviewService {
     const graphType = input.graphType ?? "none";
     if (graphType !== "none" && graphType !== "pdg") throw badRequest('graphType must be "none" or "pdg"', BatchErrorCodes.badPreview);
     // The same limit as a definition's expression: a preview evaluates it over every profile.
-    const maxBytes = ctx.limits?.expressionBytes ?? DEFAULT_LIMITS.expressionBytes;
+    const limits = ctx.limits ?? DEFAULT_LIMITS;
+    const maxBytes = limits.expressionBytes;
     const bytes = Buffer.byteLength(input.predicateExpression, "utf8");
     if (bytes > maxBytes) throw new ApiError(400, ErrorCodes.limit, `predicateExpression is ${bytes} bytes; the limit is ${maxBytes} bytes`);
+    let query: Query;
     try {
-      parse(input.predicateExpression);
+      query = parse(input.predicateExpression);
     } catch (e) {
       if (e instanceof PqlError) throw badRequest(`Invalid predicateExpression: ${e.message}`, BatchErrorCodes.badPreview);
       throw e;
     }
+    // Refused before anything is stored: a preview evaluates the expression over every profile.
+    const costly = costRefusal(input.predicateExpression, query, limits, "predicateExpression");
+    if (costly !== null) throw costly;
     const now = this.clock.now();
     // AEP's preview ids are opaque base64 strings.
     const previewId = Buffer.from(`${ctx.sandbox.sandboxName}:${randomUUID()}`).toString("base64url");
@@ -229,7 +235,7 @@ export class PreviewService {
     };
     const scope = scopeOf(ctx);
     await this.repo.insert(KIND, { scope, id: previewId, status: "NEW", creationTime: now, doc: stored });
-    const run = this.run(ctx, stored).catch((err: unknown) => this.logger?.error({ err, previewId }, "preview failed"));
+    const run = this.run(ctx, stored, new EvaluationBudget(limits, { deadline: true })).catch((err: unknown) => this.logger?.error({ err, previewId }, "preview failed"));
     this.running.add(run);
     void run.finally(() => this.running.delete(run));
     return { state: "NEW", previewQueryId: previewId, previewQueryStatus: "NEW", previewId, previewExecutionId: 0 };
@@ -244,7 +250,7 @@ export class PreviewService {
     await this.repo.update(KIND, { scope: scopeOf(ctx), id: p.previewId, status: p.state, creationTime: p.createdAt, doc: p });
   }
 
-  private async run(ctx: BatchTenant, p: StoredPreview): Promise<void> {
+  private async run(ctx: BatchTenant, p: StoredPreview, budget: EvaluationBudget): Promise<void> {
     const scope = scopeOf(ctx);
     try {
       const query = parse(p.expression);
@@ -257,8 +263,11 @@ export class PreviewService {
       p.numRowsToRead = want;
       await this.save(ctx, p);
       const now = this.clock.now();
-      if (this.snapshots !== undefined) this.evaluateOnSnapshot(p, query, await this.snapshotFor(scope, policy, query), fraction, now, await inSegmentMemberPids(this.profiles, scope, query));
-      else await this.evaluateByScan(p, query, scope, policy, fraction, now);
+      if (this.snapshots !== undefined) {
+        const snap = await this.snapshotFor(scope, policy, query);
+        const members = await inSegmentMemberPids(this.profiles, scope, query);
+        budget.run(() => this.evaluateOnSnapshot(p, query, snap, fraction, now, members));
+      } else await this.evaluateByScan(p, query, scope, policy, fraction, now, budget);
       p.state = "RESULT_READY";
     } catch (e) {
       p.state = "FAILED";
@@ -280,7 +289,7 @@ export class PreviewService {
   }
 
   /** Without a snapshot cache: one scan of the store. */
-  private async evaluateByScan(p: StoredPreview, query: Query, scope: TenantScope, policy: MergePolicySpec, fraction: number, now: number): Promise<void> {
+  private async evaluateByScan(p: StoredPreview, query: Query, scope: TenantScope, policy: MergePolicySpec, fraction: number, now: number, budget: EvaluationBudget): Promise<void> {
     const evaluate = compile(query);
     for await (const chunk of this.profiles.scanProfiles(scope, policy, { chunkSize: 2000, events: p.graphType !== "pdg" || usesEvents(query) })) {
       let i = 0;
@@ -292,7 +301,7 @@ export class PreviewService {
         for (; i < chunk.length && chunk[i]!.profileId === pid; i++) {
           const entry = chunk[i]!;
           if (!inSample || match || entry.optedOut) continue;
-          if (toBoolean(evaluate({ profile: entry.entity, events: entry.events.map((e) => e.body), now }))) {
+          if (toBoolean(budget.run(() => evaluate({ profile: entry.entity, events: entry.events.map((e) => e.body), now })))) {
             match = true;
             for (const id of entry.identities) identities.add(`${id.namespace}:${id.id}`);
           }
