@@ -68,7 +68,8 @@ export interface BoolPlan {
 
 export type SearchPlan = { kind: "all" } | LeafPlan | BoolPlan;
 
-function nestingDepth(s: string): number {
+/** Parenthesis nesting outside quotes (the parser is recursive: MAX_SEARCH_DEPTH bounds it). */
+export function nestingDepth(s: string): number {
   let depth = 0, max = 0, quoted = false;
   for (let i = 0; i < s.length; i++) {
     const c = s[i];
@@ -85,7 +86,7 @@ function nestingDepth(s: string): number {
  * only the old fractional similarity and would read `boat~1` as `boat~` OR `1`. Quoted phrases
  * (where `~N` is a slop the parser does read) and escapes are left alone.
  */
-function fuzzyDistances(s: string): string {
+export function fuzzyDistances(s: string): string {
   let out = "";
   let quoted = false;
   for (let i = 0; i < s.length; i++) {
@@ -108,7 +109,7 @@ function fuzzyDistances(s: string): string {
 }
 
 /** Edits allowed for the parser's similarity (Lucene's old scale): 0.99 and up none, 0.75 and up one, else two. */
-function editsOf(similarity: number): number {
+export function editsOf(similarity: number): number {
   return similarity >= 0.99 ? 0 : similarity >= 0.75 ? 1 : 2;
 }
 

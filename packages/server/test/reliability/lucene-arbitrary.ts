@@ -8,6 +8,7 @@
  * sandbox's vocabulary makes matches likely), else from a small alphabet.
  */
 import fc from "fast-check";
+import { nestingDepth } from "../../src/services/segment-search.js";
 
 export interface LuceneArbitraryOptions {
   /** Words to build terms from (lower-case letters and digits); default: generated from a small alphabet. */
@@ -67,18 +68,6 @@ export function luceneQuery(options: LuceneArbitraryOptions = {}): fc.Arbitrary<
   const many = fc.tuple(clause, fc.integer({ min: 1, max: 150 })).map(([c, n]) => Array.from({ length: n }, () => c).join(" "));
   return fc.oneof({ weight: 4, arbitrary: query }, { weight: 1, arbitrary: many })
     .map((q) => q.trim())
-    .filter((q) => q.length > 0 && q.length <= maxLength && depthOf(q) <= maxDepth);
+    .filter((q) => q.length > 0 && q.length <= maxLength && nestingDepth(q) <= maxDepth);
 }
 
-/** Nesting of parentheses outside quotes, as the service counts it. */
-function depthOf(s: string): number {
-  let depth = 0, max = 0, quoted = false;
-  for (let i = 0; i < s.length; i++) {
-    const c = s[i];
-    if (c === "\\") i++;
-    else if (c === '"') quoted = !quoted;
-    else if (!quoted && c === "(") max = Math.max(max, ++depth);
-    else if (!quoted && c === ")") depth--;
-  }
-  return max;
-}

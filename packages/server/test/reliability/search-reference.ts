@@ -1,11 +1,12 @@
 /**
  * The segment search matcher as it was before #37 — a predicate over each document's words, with
  * no index and no budget — kept as the oracle of search-semantics.test.ts: the indexed, budgeted
- * matcher must answer every query exactly as this one did. Test code only; never served.
+ * matcher must answer every query exactly as this one did. The reading of the query (nesting,
+ * fuzzy distances, words) is the service's own; the matching is the old one. Test code only.
  */
 import lucene from "lucene";
 import { validateJavaRegex } from "@segmentd/pql";
-
+import { editsOf, fuzzyDistances, nestingDepth, words } from "../../src/services/segment-search.js";
 
 /** Longest `s`; deepest parenthesis nesting (the parser is recursive). */
 const MAX_SEARCH_QUERY = 1024;
@@ -31,12 +32,6 @@ interface IndexedDoc {
   doc: SearchDoc;
   words: { name: string[]; description: string[] };
   keywords: Record<(typeof KEYWORD_FIELDS)[number], string>;
-}
-
-const WORD = /[\p{L}\p{N}]+/gu;
-
-function words(text: string): string[] {
-  return text.toLowerCase().match(WORD) ?? [];
 }
 
 export function referenceDoc(doc: SearchDoc): IndexedDoc {
@@ -84,50 +79,6 @@ function withinEdits(a: string, b: string, max: number): boolean {
     prev = row;
   }
   return prev[b.length]! <= max;
-}
-
-function nestingDepth(s: string): number {
-  let depth = 0, max = 0, quoted = false;
-  for (let i = 0; i < s.length; i++) {
-    const c = s[i];
-    if (c === "\\") i++;
-    else if (c === '"') quoted = !quoted;
-    else if (!quoted && c === "(") max = Math.max(max, ++depth);
-    else if (!quoted && c === ")") depth--;
-  }
-  return max;
-}
-
-/**
- * Lucene's edit distances (`term~1`, `term~2`) in the form the parser reads (`term~0.8`): it takes
- * only the old fractional similarity and would read `boat~1` as `boat~` OR `1`. Quoted phrases
- * (where `~N` is a slop the parser does read) and escapes are left alone.
- */
-function fuzzyDistances(s: string): string {
-  let out = "";
-  let quoted = false;
-  for (let i = 0; i < s.length; i++) {
-    const c = s[i]!;
-    if (c === "\\") {
-      out += c + (s[i + 1] ?? "");
-      i++;
-      continue;
-    }
-    if (c === '"') quoted = !quoted;
-    const edits = s[i + 1];
-    if (!quoted && c === "~" && i > 0 && s[i - 1] !== '"' && edits !== undefined && edits >= "0" && edits <= "2" && !/[\d.]/.test(s[i + 2] ?? "")) {
-      out += `~${edits === "0" ? "0.99" : edits === "1" ? "0.8" : "0.5"}`;
-      i++;
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-/** Edits allowed for the parser's similarity (Lucene's old scale): 0.99 and up none, 0.75 and up one, else two. */
-function editsOf(similarity: number): number {
-  return similarity >= 0.99 ? 0 : similarity >= 0.75 ? 1 : 2;
 }
 
 type Node = lucene.AST | lucene.Node;
