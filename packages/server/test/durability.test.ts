@@ -5,35 +5,18 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
-import path from "node:path";
-import { DEFS, client, definitionBody, obj, testConfig } from "./helpers/server-harness.js";
-import { createTestStore, type TestStoreHandle } from "./helpers/test-store.js";
-import { killAll, spawnTs, waitFor, type Spawned } from "./helpers/spawn.js";
+import { DEFS, client, definitionBody, obj } from "./helpers/server-harness.js";
+import { childFixture, type ChildFixture } from "./helpers/child-fixture.js";
 
-let store: TestStoreHandle;
-let configFile: string;
-const CHILD = "packages/server/test/helpers/child-server.ts";
+let fx: ChildFixture;
 
 before(async () => {
-  store = await createTestStore("durable");
-  const c = testConfig(store);
-  c.logLevel = "warn";
-  configFile = path.join(store.dataDir, "segmentd.config.json");
-  writeFileSync(configFile, JSON.stringify({
-    host: c.host, port: 0, dataDir: c.dataDir, ...(c.databaseUrl ? { databaseUrl: c.databaseUrl } : {}), logLevel: c.logLevel,
-    auth: c.auth, organizations: c.organizations,
-  }));
+  fx = await childFixture("durable");
 });
-after(async () => {
-  killAll();
-  await store.dispose();
-});
+after(async () => fx.dispose());
 
-async function startChild(): Promise<{ s: Spawned; url: string }> {
-  const s = spawnTs(CHILD, [configFile]);
-  const m = await waitFor(s, /READY (\S+)/);
-  return { s, url: m[1]! };
+function startChild(): ReturnType<ChildFixture["start"]> {
+  return fx.start();
 }
 
 async function fireCreates(url: string, prefix: string, n: number, onResponse: (count: number) => void) {

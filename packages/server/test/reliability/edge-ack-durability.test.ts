@@ -9,43 +9,27 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import pg from "pg";
-import { DEFS, EVENT_CLASS, client, obj, profileDataset, testConfig } from "../helpers/server-harness.js";
-import { createTestStore, type TestStoreHandle } from "../helpers/test-store.js";
-import { killAll, spawnTs, waitFor, type Spawned } from "../helpers/spawn.js";
+import { DEFS, EVENT_CLASS, client, obj, profileDataset } from "../helpers/server-harness.js";
+import { childFixture, type ChildFixture } from "../helpers/child-fixture.js";
 
-const CHILD = "packages/server/test/helpers/child-server.ts";
 const KILLS = 5;
 const CONNECTIONS = 16;
 const PROFILES = 200;
 /** Events answered 200 in a round before its kill: many batches (a shared CI host may be slow, so a count, not a time). */
 const ACKS_PER_ROUND = 300;
 
-let store: TestStoreHandle;
-let configFile: string;
+let fx: ChildFixture;
 
 before(async () => {
-  store = await createTestStore("edgeack");
-  const c = testConfig(store);
-  c.logLevel = "warn";
-  configFile = path.join(store.dataDir, "segmentd.config.json");
-  writeFileSync(configFile, JSON.stringify({
-    host: c.host, port: 0, dataDir: c.dataDir, ...(c.databaseUrl ? { databaseUrl: c.databaseUrl } : {}), logLevel: c.logLevel,
-    auth: c.auth, organizations: c.organizations,
-  }));
+  fx = await childFixture("edgeack");
 });
-after(async () => {
-  killAll();
-  await store.dispose();
-});
+after(async () => fx.dispose());
 
-async function startChild(): Promise<{ s: Spawned; url: string }> {
-  const s = spawnTs(CHILD, [configFile]);
-  const m = await waitFor(s, /READY (\S+)/);
-  return { s, url: m[1]! };
+function startChild(): ReturnType<ChildFixture["start"]> {
+  return fx.start();
 }
 
 function interactBody(eventId: string, n: number): string {
@@ -99,15 +83,15 @@ async function load(url: string, path: string, round: number, retries: string[],
 async function storedEventCounts(): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
   const sql = "SELECT eid, COUNT(*) AS n FROM events GROUP BY eid";
-  if (store.kind === "embedded") {
-    const db = new Database(path.join(store.dataDir, "profiles.db"));
+  if (fx.store.kind === "embedded") {
+    const db = new Database(path.join(fx.store.dataDir, "profiles.db"));
     try {
       for (const row of db.prepare(sql).all() as Array<{ eid: string; n: number }>) counts.set(row.eid, Number(row.n));
     } finally {
       db.close();
     }
   } else {
-    const c = new pg.Client({ connectionString: store.databaseUrl });
+    const c = new pg.Client({ connectionString: fx.store.databaseUrl });
     await c.connect();
     try {
       for (const row of (await c.query<{ eid: string; n: string }>(sql)).rows) counts.set(row.eid, Number(row.n));
