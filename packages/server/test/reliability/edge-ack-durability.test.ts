@@ -52,11 +52,11 @@ interface Round {
  */
 async function load(url: string, path: string, round: number, retries: string[], stop: () => boolean, onAck: (acked: number) => void): Promise<Round> {
   const result: Round = { acked: [], unanswered: [], refused: new Map() };
-  const todo = [...retries];
+  const pending = [...retries];
   let next = 0;
   const one = async (): Promise<void> => {
     while (!stop()) {
-      const id = todo.pop() ?? `r${round}-${next++}`;
+      const id = pending.pop() ?? `r${round}-${next++}`;
       let status: number;
       try {
         const r = await fetch(url + path, { method: "POST", headers: { "content-type": "application/json" }, body: interactBody(id, next) });
