@@ -113,7 +113,8 @@ export function editsOf(similarity: number): number {
   return similarity >= 0.99 ? 0 : similarity >= 0.75 ? 1 : 2;
 }
 
-type Node = lucene.AST | lucene.Node;
+/** A node of the `lucene` package's tree: a group or chain, or a term. */
+export type Node = lucene.AST | lucene.Node;
 
 const MAX_TERM = 256;
 
@@ -185,10 +186,13 @@ function fieldPlan(field: string, n: lucene.Node): SearchPlan {
 
 interface Clause {
   plan: SearchPlan;
-  occur: "must" | "should" | "not";
+  occur: Occur;
 }
 
-function occurOf(n: Node, fallback: Clause["occur"]): Clause["occur"] {
+/** How a clause takes part in its group, as Lucene's classic parser reads it. */
+export type Occur = "must" | "should" | "not";
+
+function occurOf(n: Node, fallback: Occur): Occur {
   const prefix = "prefix" in n ? (n as { prefix?: string }).prefix : undefined;
   return prefix === "+" ? "must" : prefix === "-" || prefix === "!" ? "not" : fallback;
 }
@@ -196,7 +200,7 @@ function occurOf(n: Node, fallback: Clause["occur"]): Clause["occur"] {
 function compileNode(n: Node, inheritedField: string): SearchPlan {
   if ("left" in n && n.left !== undefined) {
     const field = "field" in n && typeof n.field === "string" ? n.field : inheritedField;
-    const clauses = flatten(n as lucene.AST, field);
+    const clauses = chainClauses(n as lucene.AST).map((c) => ({ plan: compileNode(c.node, field), occur: c.occur }));
     const start = (n as { start?: string }).start;
     const pick = (o: Clause["occur"]) => clauses.filter((c) => c.occur === o).map((c) => c.plan);
     return { kind: "bool", must: pick("must"), should: pick("should"), not: pick("not"), negate: start === "NOT" || start === "!" };
@@ -211,7 +215,7 @@ function compileNode(n: Node, inheritedField: string): SearchPlan {
  * it: AND makes both neighbours required, NOT (and AND NOT, OR NOT) prohibits its right side, OR
  * and no operator leave a clause optional; `+`, `-` and `!` on a clause decide for it.
  */
-function flatten(ast: lucene.AST, field: string): Clause[] {
+export function chainClauses(ast: lucene.AST): Array<{ node: Node; occur: Occur }> {
   const items: Node[] = [];
   const ops: string[] = [];
   let node: lucene.AST = ast;
@@ -229,7 +233,7 @@ function flatten(ast: lucene.AST, field: string): Clause[] {
     }
     node = right as lucene.AST;
   }
-  const occurs: Clause["occur"][] = items.map(() => "should");
+  const occurs: Occur[] = items.map(() => "should");
   ops.forEach((op, k) => {
     if (op === "AND" || op === "&&") {
       occurs[k] = occurs[k] === "not" ? "not" : "must";
@@ -241,7 +245,7 @@ function flatten(ast: lucene.AST, field: string): Clause[] {
       occurs[k + 1] = "not";
     }
   });
-  return items.map((n, k) => ({ plan: compileNode(n, field), occur: occurOf(n, occurs[k]!) }));
+  return items.map((n, k) => ({ node: n, occur: occurOf(n, occurs[k]!) }));
 }
 
 /** `s` → its plan; undefined, blank or `*` match everything. Throws SearchQueryError with a message for the user. */

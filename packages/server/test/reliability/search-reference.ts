@@ -6,25 +6,13 @@
  */
 import lucene from "lucene";
 import { validateJavaRegex } from "@segmentd/pql";
-import { editsOf, fuzzyDistances, nestingDepth, words } from "../../src/services/segment-search.js";
-
-/** Longest `s`; deepest parenthesis nesting (the parser is recursive). */
-const MAX_SEARCH_QUERY = 1024;
-const MAX_SEARCH_DEPTH = 16;
-
-export interface SearchDoc {
-  id: string;
-  namespace: string;
-  name: string;
-  description: string;
-  parentFolderId: string;
-}
-
-class SearchQueryError extends Error {}
+import {
+  chainClauses, editsOf, fuzzyDistances, MAX_SEARCH_DEPTH, MAX_SEARCH_QUERY, nestingDepth, SEARCH_FIELDS, SearchQueryError, words,
+  type Node, type Occur, type SearchDoc,
+} from "../../src/services/segment-search.js";
 
 const TEXT_FIELDS = { segmentName: "name", segmentDescription: "description" } as const;
 const KEYWORD_FIELDS = ["segmentId", "folderId", "folderLocation", "parentFolderId"] as const;
-const SEARCH_FIELDS = [...Object.keys(TEXT_FIELDS), ...KEYWORD_FIELDS] as const;
 
 type Pred = (d: IndexedDoc) => boolean;
 
@@ -81,7 +69,6 @@ function withinEdits(a: string, b: string, max: number): boolean {
   return prev[b.length]! <= max;
 }
 
-type Node = lucene.AST | lucene.Node;
 
 /** A word-level test for one term node (unescaped, lower-cased). */
 function termTest(n: lucene.NodeTerm): (word: string) => boolean {
@@ -151,18 +138,13 @@ function fieldPred(field: string, n: lucene.Node): Pred {
 
 interface Clause {
   pred: Pred;
-  occur: "must" | "should" | "not";
-}
-
-function occurOf(n: Node, fallback: Clause["occur"]): Clause["occur"] {
-  const prefix = "prefix" in n ? (n as { prefix?: string }).prefix : undefined;
-  return prefix === "+" ? "must" : prefix === "-" || prefix === "!" ? "not" : fallback;
+  occur: Occur;
 }
 
 function compileNode(n: Node, inheritedField: string): Pred {
   if ("left" in n && n.left !== undefined) {
     const field = "field" in n && typeof n.field === "string" ? n.field : inheritedField;
-    const clauses = flatten(n as lucene.AST, field);
+    const clauses = chainClauses(n as lucene.AST).map((c) => ({ pred: compileNode(c.node, field), occur: c.occur }));
     const start = (n as { start?: string }).start;
     const group = booleanOf(clauses);
     return start === "NOT" || start === "!" ? (d) => !group(d) : group;
@@ -170,44 +152,6 @@ function compileNode(n: Node, inheritedField: string): Pred {
   const term = n as lucene.Node;
   const field = term.field === undefined || term.field === "<implicit>" ? inheritedField : term.field;
   return fieldPred(field, term);
-}
-
-/**
- * A chain `x0 op1 x1 op2 x2 …` (the parser nests it to the right) as Lucene's classic parser reads
- * it: AND makes both neighbours required, NOT (and AND NOT, OR NOT) prohibits its right side, OR
- * and no operator leave a clause optional; `+`, `-` and `!` on a clause decide for it.
- */
-function flatten(ast: lucene.AST, field: string): Clause[] {
-  const items: Node[] = [];
-  const ops: string[] = [];
-  let node: lucene.AST = ast;
-  for (;;) {
-    items.push(node.left);
-    const op = (node as { operator?: string }).operator;
-    const right = (node as { right?: Node }).right;
-    if (op === undefined || right === undefined) break;
-    ops.push(op);
-    const continues = "left" in right && right.left !== undefined && !(right as { parenthesized?: boolean }).parenthesized
-      && (right as { field?: string }).field === undefined && (right as { start?: string }).start === undefined;
-    if (!continues) {
-      items.push(right);
-      break;
-    }
-    node = right as lucene.AST;
-  }
-  const occurs: Clause["occur"][] = items.map(() => "should");
-  ops.forEach((op, k) => {
-    if (op === "AND" || op === "&&") {
-      occurs[k] = occurs[k] === "not" ? "not" : "must";
-      occurs[k + 1] = "must";
-    } else if (op === "AND NOT" || op === "&& NOT") {
-      occurs[k] = occurs[k] === "not" ? "not" : "must";
-      occurs[k + 1] = "not";
-    } else if (op === "NOT" || op === "OR NOT" || op === "|| NOT" || op === "!") {
-      occurs[k + 1] = "not";
-    }
-  });
-  return items.map((n, k) => ({ pred: compileNode(n, field), occur: occurOf(n, occurs[k]!) }));
 }
 
 function booleanOf(clauses: Clause[]): Pred {
