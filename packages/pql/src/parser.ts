@@ -39,6 +39,7 @@
 
 import type { Binding, CmpOp, Expr, Node, Query } from "./ast.js";
 import { walk } from "./ast.js";
+import { PqlError, positionAt } from "./errors.js";
 import { T_ARROW, T_DOUBLE, T_EOF, T_IDENT, T_INT, keywordText } from "./lexer.js";
 import {
   P_LPAREN,
@@ -263,8 +264,44 @@ class Parser extends PrimaryParser {
         binding = { variable, source, start: this.starts[v], end: source.end };
       }
       bindings.push(binding);
-      if (this.kind[this.pos] !== P_COMMA) return bindings;
+      if (this.kind[this.pos] !== P_COMMA) {
+        if (bindings.length > 1) this.refuseForwardUse(bindings);
+        return bindings;
+      }
       this.next();
+    }
+  }
+
+  /**
+   * A binding sees its own variable and those of the bindings to its left, never those to its
+   * right (pql.md §5): a bare name declared further right was parsed as a field of the context,
+   * and PQL refuses it rather than reading a field of that name.
+   */
+  private refuseForwardUse(bindings: Binding[]): void {
+    // The index of each variable's last declaration: a field of that name in binding i < it is a forward use.
+    const lastIndex = new Map<string, number>();
+    bindings.forEach((b, j) => lastIndex.set(b.variable, j));
+    for (let i = 0; i < bindings.length - 1; i++) {
+      let first: { name: string; start: number; end: number } | undefined;
+      const visit = (n: Node): void => {
+        if (n.type === "Field" && (lastIndex.get(n.name) ?? -1) > i && (first === undefined || n.start! < first.start)) {
+          first = { name: n.name, start: n.start!, end: n.end! };
+        }
+      };
+      walk(bindings[i]!.source, visit);
+      const condition = bindings[i]!.condition;
+      if (condition) walk(condition, visit);
+      if (first === undefined) continue;
+      const { name, start, end } = first;
+      const decl = bindings.find((b, j) => j > i && b.variable === name)!;
+      const at = positionAt(this.text, decl.start!);
+      throw new PqlError(
+        "PQL_VARIABLE_BEFORE_DECLARATION",
+        `The variable '${name}' is used before its declaration at ${at.line}:${at.column}: a binding can use only its own variable and those of the bindings to its left`,
+        this.text,
+        start,
+        end,
+      );
     }
   }
 

@@ -209,6 +209,33 @@ test("a variable is not visible in its own source nor left of its binding", () =
   assert.deepEqual((body("(forall X from a : X) and X") as { right: Expr }).right, F("X"));
 });
 
+test("a variable used left of its binding is refused with its position and its declaration's", () => {
+  const refused = (src: string, at: [number, number, number], declared: string, name: string) =>
+    assert.throws(
+      () => parse(src),
+      (e: unknown) => {
+        const err = e as { code?: string; message: string; line: number; column: number; endColumn: number };
+        assert.equal(err.code, "PQL_VARIABLE_BEFORE_DECLARATION", src);
+        assert.equal(
+          err.message,
+          `The variable '${name}' is used before its declaration at ${declared}: a binding can use only its own variable and those of the bindings to its left`,
+          src,
+        );
+        assert.deepEqual([err.line, err.column, err.endColumn], at, src);
+        return true;
+      },
+    );
+  refused("select X from xEvent where Y.a = 1, Y from xEvent", [1, 28, 29], "1:37", "Y");
+  refused("exists A from xEvent : A.timestamp < B.timestamp, B from xEvent", [1, 38, 39], "1:51", "B");
+  refused("exists A from B.items, B from xEvent", [1, 15, 16], "1:24", "B");
+  // The leftmost use, in a nested filter, and the nearest declaration to its right.
+  refused("select A from xEvent where A.x[C > 1] or B.y, B from xEvent, C from xEvent : B", [1, 32, 33], "1:62", "C");
+  refused("sum A.price over A from xEvent where A.t < B.t,\n  B from xEvent", [1, 44, 45], "2:3", "B");
+  // To the right, or bound outside the binder, the same names are variables.
+  assert.doesNotThrow(() => parse("exists A from xEvent, B from xEvent : A.timestamp < B.timestamp"));
+  assert.doesNotThrow(() => parse("exists B from xEvent : (exists A from xEvent : A.t < B.t, B from A.items)"));
+});
+
 test("exists/forall use ':' or 'where'; conditions are optional", () => {
   same("exists X from a : X > 1", "exists X from a where X > 1");
   assert.deepEqual(body("FORALL O from orders"), {

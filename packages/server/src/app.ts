@@ -10,10 +10,10 @@
  * lifecycle hooks is a named plugin (fastify-plugin) that lists the plugins it
  * uses in `dependencies`; Fastify refuses it at registration when one is missing.
  */
-import { randomUUID } from "node:crypto";
+import { requestIdOf } from "./http/request-id.js";
 import path from "node:path";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
-import { batchSnapshotDir, type Config } from "./platform/config.js";
+import { batchSnapshotDir, defaultBatchSchedule, evaluationWorkers, type Config } from "./platform/config.js";
 import type { Clock, ManualClock } from "./platform/clock.js";
 import type { EventBus } from "./platform/bus.js";
 import type { Logger } from "./platform/logger.js";
@@ -44,10 +44,12 @@ import { webPlugin } from "./web/routes.js";
 import { streamingPlugin } from "./streaming/plugin.js";
 import { edgePlugin } from "./edge/plugin.js";
 import { audienceMetricsPlugin } from "./metrics/routes.js";
-import { batchPlugin } from "./batch/http/plugin.js";
+import { batchPlugin, type BatchHandles } from "./batch/http/plugin.js";
+import { DATA_ACCESS_PREFIX, dataAccessRoutes } from "./batch/http/data-access-routes.js";
 import { clusterHubPlugin } from "./cluster/hub-plugin.js";
 import { partitionFeedPlugin } from "./cluster/partition-feed-plugin.js";
 import { openBatchRepository } from "./batch/store/open.js";
+import { activationPlugin } from "./activation/http/plugin.js";
 
 export const SERVICE_VERSION = "0.1.0";
 
@@ -92,19 +94,13 @@ export function createServices(deps: AppDeps): Services {
   };
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
-
 export async function buildApp(deps: AppDeps, services: Services = createServices(deps)): Promise<FastifyInstance> {
   const metrics = deps.metrics ?? createMetrics();
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: deps.config.bodyLimitBytes,
     // Honour a client's x-request-id when it is a sane token; generate one otherwise.
-    genReqId: (req) => {
-      const h = req.headers["x-request-id"];
-      const v = Array.isArray(h) ? h[0] : h;
-      return v && REQUEST_ID.test(v) ? v : randomUUID();
-    },
+    genReqId: requestIdOf,
     return503OnClosing: true,
     forceCloseConnections: "idle",
   });
@@ -135,6 +131,7 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
   await registerOpenApi(app, SERVICE_VERSION);
 
   const auth = { authenticator: services.authenticator, tenants: services.tenants };
+  let batchHandles: BatchHandles | undefined;
   await app.register(imsTokenRoutes, { issuer: services.tokenIssuer });
   await app.register(healthRoutes, { store: deps.store, metrics, ...(deps.profiles ? { profiles: deps.profiles } : {}) });
   await app.register(definitionRoutes, { prefix: "/data/core/ups", ...auth, definitions: services.definitions });
@@ -146,7 +143,8 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
     prefix: "/admin",
     ...auth,
     ...(deps.profiles ? { profiles: deps.profiles } : {}),
-    ...(deps.testClock ? { testClock: { clock: deps.testClock, sweep: async () => app.streaming?.sweep() } } : {}),
+    // The test clock's move also runs the scheduler's pass (a daily schedule fires when its time is passed).
+    ...(deps.testClock ? { testClock: { clock: deps.testClock, sweep: async () => { await app.streaming?.sweep(); await batchHandles?.schedules.tick(); } } } : {}),
   });
   // The capabilities, each a named plugin that owns its services and hooks and declares the
   // plugins it depends on: registering one before those fails here, naming the missing one.
@@ -206,7 +204,14 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
       clock: deps.clock,
       logger: deps.logger,
       ...snapshotFiles(deps.config, deps.logger),
+      evaluationWorkers: evaluationWorkers(deps.config),
+      defaultSchedule: defaultBatchSchedule(deps.config),
+      expose: (handles) => {
+        batchHandles = handles;
+      },
     });
+    // AEP's Data Access API: the files export jobs write, read back from their datasets.
+    await app.register(dataAccessRoutes, { prefix: DATA_ACCESS_PREFIX, ...auth, profiles: deps.profiles });
     // Datasets, ingestion and profile access; stored records feed the realtime engines.
     await app.register(profilesPlugin, {
       ...auth,
@@ -239,6 +244,22 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
         onChange,
       });
     }
+    // Destinations and dataflows (Flow Service API) and their deliverer; decorates the app with `activation`.
+    await app.register(activationPlugin, {
+      ...auth,
+      dataDir: deps.config.dataDir,
+      ...(deps.config.databaseUrl === undefined ? {} : { databaseUrl: deps.config.databaseUrl }),
+      ...(deps.config.activation === undefined ? {} : { activation: deps.config.activation }),
+      clock: deps.clock,
+      audiences: async (t, ids) => {
+        const ctx = services.tenants.resolve(t.orgId, t.sandboxName);
+        return ctx ? new Map([...(await services.audiences.bulkGet(ctx, ids))].map(([id, a]) => [id, a.name])) : new Map<string, string>();
+      },
+      profiles: deps.profiles,
+      metrics: metrics.registry,
+      ...(nats === undefined ? {} : { natsUrl: nats.natsUrl }),
+      onError: (err, what) => deps.logger.error({ err }, `activation: ${what} failed`),
+    });
     // The hub of edge nodes over NATS JetStream (docs/deployment.md); closed before the edge.
     if (nats !== undefined) {
       await app.register(clusterHubPlugin, {

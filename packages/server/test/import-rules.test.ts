@@ -31,8 +31,9 @@ const MODULE_ARROWS: Record<string, readonly string[]> = {
   metrics: ["platform", "services", "stores", "profiles", "http"],
   edge: ["platform", "services", "stores", "profiles", "http", "streaming", "metrics", "pql"],
   web: ["platform", "services"],
+  activation: ["platform", "storage-kit", "services", "profiles", "http"],
   cluster: ["platform", "storage-kit", "services", "stores", "profiles", "http", "streaming", "edge"],
-  root: ["platform", "services", "stores", "http", "profiles", "hygiene", "batch", "streaming", "edge", "metrics", "web", "cluster"],
+  root: ["platform", "services", "stores", "http", "profiles", "hygiene", "batch", "streaming", "edge", "metrics", "web", "cluster", "activation"],
   cli: ["platform", "services", "stores", "profiles", "batch", "root", "pql", "cluster"],
 };
 

@@ -7,7 +7,7 @@ import Fastify from "fastify";
 import { profilesPlugin, type ProfilesPluginOptions } from "../src/profiles/http/index.js";
 import { startHarness, client, ORG_B, TOKEN_B } from "./helpers/server-harness.js";
 
-const CAPABILITIES = ["segmentd-streaming", "segmentd-edge", "segmentd-audience-metrics", "segmentd-batch", "segmentd-profiles", "segmentd-hygiene", "segmentd-web"];
+const CAPABILITIES = ["segmentd-streaming", "segmentd-edge", "segmentd-audience-metrics", "segmentd-batch", "segmentd-profiles", "segmentd-hygiene", "segmentd-activation", "segmentd-web"];
 
 test("a capability registered before the plugin it depends on fails at start-up, naming the missing plugin", async () => {
   const app = Fastify({ logger: false });
@@ -66,6 +66,7 @@ test("the app registers every capability, each once, in dependency order", async
     assert.equal((await b.get("/data/core/ups/segment/jobs")).status, 200);
     assert.equal((await a.get("/data/foundation/catalog/dataSets")).status, 200);
     assert.equal((await a.get("/ui/config.json")).status, 200);
+    assert.equal((await b.get("/data/foundation/flowservice/flows")).status, 200);
   } finally {
     await h.close();
   }

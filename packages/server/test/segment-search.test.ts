@@ -68,13 +68,18 @@ describe("the query language", () => {
       ["segmentId:d*", ["d-1", "d-2", "d-3", "d-4"]],
       ["parentFolderId:root AND gold", ["d-4"]],
       ["folderId:x", []],
+      // The search objects' property names, as Adobe's examples write them (`s=name:test`).
+      ["name:cars", ["d-1"]],
+      ["description:sailing", ["d-2"]],
+      ["id:D-3", ["d-3"]],
+      ["name:(slow OR gold) AND NOT description:fans", ["d-4"]],
     ];
     for (const [s, expected] of cases) assert.deepEqual(await search(s), expected, String(s));
   });
 
   test("hostile and invalid queries are refused with a message", async () => {
     const cases: Array<[string, RegExp]> = [
-      ["name:cars", /^Unknown search field 'name': use one of segmentName, segmentDescription, segmentId, folderId, folderLocation, parentFolderId$/],
+      ["title:cars", /^Unknown search field 'title': use one of segmentName, segmentDescription, segmentId, folderId, folderLocation, parentFolderId$/],
       ["(cars", /^Invalid search query: /],
       ["segmentName:/(a/", /^Invalid regular expression \/\(a\/: /],
       ["segmentName:/(?=a)b/", /^Invalid regular expression \/\(\?=a\)b\/: /],
@@ -258,7 +263,7 @@ describe("/search over HTTP", () => {
       [`${SEARCH}/namespaces?schema.name=_xdm.context.profile`, POSTMAN, "Unsupported schema '_xdm.context.profile': only _xdm.context.segmentdefinition is searchable"],
       [`${SEARCH}/namespaces?schema.name=_xdm.context.segmentdefinition`, { "x-ups-search-version": "2.0" }, "Unsupported x-ups-search-version '2.0': the only supported version is 1.0"],
       [`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition`, POSTMAN, "The query parameter namespace is required"],
-      [`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&s=name:x`, POSTMAN, "Unknown search field 'name': use one of segmentName, segmentDescription, segmentId, folderId, folderLocation, parentFolderId"],
+      [`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&s=title:x`, POSTMAN, "Unknown search field 'title': use one of segmentName, segmentDescription, segmentId, folderId, folderLocation, parentFolderId"],
       [`${SEARCH}/taxonomy?schema.name=_xdm.context.segmentdefinition&namespace=AEPSegments`, POSTMAN, "The query parameter entityId is required"],
     ];
     for (const [url, headers, message] of cases) {
@@ -270,6 +275,23 @@ describe("/search over HTTP", () => {
     }
     const big = await a.get(`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&limit=51`, POSTMAN);
     assert.equal(big.status, 400);
+  });
+
+  test("Adobe's example query `s=name:test` (segmentation.yaml), sent verbatim, answers", async () => {
+    const id = obj((await a.post(DEFS, { ...definitionBody("test audience", 'homeAddress.countryCode = "US"'), description: "made for the example" })).json).id as string;
+    try {
+      const ns = await a.get(`${SEARCH}/namespaces?schema.name=_xdm.context.segmentdefinition&s=name:test`, POSTMAN);
+      assert.equal(ns.status, 200);
+      assert.deepEqual(ns.json, { namespaces: [{ namespace: "AEPSegments", displayName: "AEPSegments", count: 1 }], totalCount: "1", status: { message: "Success" } });
+      const ents = await a.get(`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&s=name:test&limit=10&page=0`, POSTMAN);
+      assert.equal(ents.status, 200);
+      assert.deepEqual((obj(ents.json).entities as Array<{ id: string }>).map((e) => e.id), [id]);
+      // `name` is the name only: a description holding the word does not match.
+      const none = await a.get(`${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&s=name:example`, POSTMAN);
+      assert.deepEqual(obj(none.json).entities, []);
+    } finally {
+      await a.delete(`${DEFS}/${id}`);
+    }
   });
 
   test("another organization's token sees its own sandbox only", async () => {

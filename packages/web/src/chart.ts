@@ -33,6 +33,23 @@ export function barGeometry(m: Pick<AudienceMetrics, "buckets">, width: number, 
   };
 }
 
+/**
+ * The y axis's labels: the largest qualified count at the top, 0 at the zero
+ * line, the largest disqualified count at the bottom, each with its position
+ * as a fraction of the chart's height. Pure, for tests.
+ */
+export function yAxisTicks(m: Pick<AudienceMetrics, "buckets">): Array<{ label: string; at: number }> {
+  const maxUp = Math.max(0, ...m.buckets.map((b) => b.qualified));
+  const maxDown = Math.max(0, ...m.buckets.map((b) => b.disqualified));
+  const total = maxUp + maxDown;
+  if (total === 0) return [{ label: "0", at: 1 }];
+  const ticks: Array<{ label: string; at: number }> = [];
+  if (maxUp > 0) ticks.push({ label: `+${formatCount(maxUp)}`, at: 0 });
+  ticks.push({ label: "0", at: maxUp / total });
+  if (maxDown > 0) ticks.push({ label: `−${formatCount(maxDown)}`, at: 1 });
+  return ticks;
+}
+
 export function renderChart(m: AudienceMetrics): HTMLElement {
   const W = 720;
   const H = 180;
@@ -50,10 +67,16 @@ export function renderChart(m: AudienceMetrics): HTMLElement {
   // are HTML, not SVG text, so they stay legible when the chart shrinks on a phone.
   const ticks = [...new Set([0, Math.floor((m.buckets.length - 1) / 2), m.buckets.length - 1])].filter((i) => i >= 0 && i < m.buckets.length);
   const axis = h("div", { class: "chart-axis", "aria-hidden": "true" }, ...ticks.map((i) => h("span", {}, formatBucketLabel(m.buckets[i]!.start, m.bucketSizeMs))));
+  // Profiles per bar, in HTML beside the plot; positioned through the CSSOM (the CSP forbids style attributes).
+  const yAxis = h("div", { class: "chart-yaxis", "aria-hidden": "true", "data-testid": "chart-yaxis" }, ...yAxisTicks(m).map((t) => {
+    const label = h("span", { class: "chart-ytick" }, t.label);
+    label.style.top = `${(t.at * 100).toFixed(2)}%`;
+    return label;
+  }));
   const table = h("table", { class: "visually-hidden" },
     h("caption", {}, title),
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "From"), h("th", { scope: "col" }, "Qualified"), h("th", { scope: "col" }, "Disqualified"))),
     h("tbody", {}, ...m.buckets.map((b) => h("tr", {}, h("td", {}, formatBucketLabel(b.start, m.bucketSizeMs)), h("td", {}, b.qualified), h("td", {}, b.disqualified)))));
-  return h("figure", { class: "chart-figure" }, chart, axis, table,
+  return h("figure", { class: "chart-figure" }, h("div", { class: "chart-plot" }, yAxis, chart), axis, table,
     h("figcaption", { class: "chart-legend" }, h("span", { class: "legend-up" }, "Qualified"), h("span", { class: "legend-down" }, "Disqualified")));
 }

@@ -46,3 +46,17 @@ export function notice(kind: "error" | "empty" | "info", title: string, detail?:
 export function clear(el: Element): void {
   el.replaceChildren();
 }
+
+/**
+ * A field path ("homeAddress.countryCode") that wraps only after its dots:
+ * a break opportunity (<wbr>) follows each dot and the class turns off the
+ * anywhere-wrapping of code, so a narrow column never splits a name mid-word.
+ */
+export function fieldPath(path: string, tag: "code" | "span" = "code"): HTMLElement {
+  const el = h(tag, { class: "field-path" });
+  path.split(".").forEach((part, i, all) => {
+    el.append(i < all.length - 1 ? `${part}.` : part);
+    if (i < all.length - 1) el.append(document.createElement("wbr"));
+  });
+  return el;
+}

@@ -15,7 +15,7 @@ export const METHOD_LABELS: Readonly<Record<Method, string>> = {
 };
 
 export const METHOD_HINTS: Readonly<Record<Method, string>> = {
-  batch: "Evaluated by the daily job (or on demand). Every expression qualifies.",
+  batch: "Evaluated by the sandbox's scheduled batch job (daily) or on demand. Every expression qualifies.",
   continuous: "Evaluated as records and events stream in.",
   synchronous: "Evaluated on the edge, in the request that carries the event.",
 };

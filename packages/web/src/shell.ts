@@ -19,8 +19,8 @@ export interface ShellActions {
 
 export function renderShell(root: HTMLElement, session: Session, actions: ShellActions): ShellHandles {
   const known = knownSandboxes();
-  const orgInput = h("input", { id: "switch-org", name: "orgId", value: session.orgId, list: "known-orgs", autocomplete: "off", spellcheck: "false", required: true });
-  const sandboxInput = h("input", { id: "switch-sandbox", name: "sandboxName", value: session.sandboxName, list: "known-sandboxes", autocomplete: "off", spellcheck: "false", required: true });
+  const orgInput = h("input", { id: "switch-org", name: "orgId", value: session.orgId, title: "Organization", size: Math.max(12, session.orgId.length + 1), list: "known-orgs", autocomplete: "off", spellcheck: "false", required: true });
+  const sandboxInput = h("input", { id: "switch-sandbox", name: "sandboxName", value: session.sandboxName, title: "Sandbox", list: "known-sandboxes", autocomplete: "off", spellcheck: "false", required: true });
   const switcher = h("form", { class: "switcher", "aria-label": "Organization and sandbox" },
     h("label", { for: "switch-org" }, "Organization"), orgInput,
     h("datalist", { id: "known-orgs" }, ...[...new Set(known.map((k) => k.orgId))].map((o) => h("option", { value: o }))),

@@ -1,7 +1,7 @@
 /** The UI's decisions that need no browser: eligibility, methods, last evaluated, errors, routes, chart and quota geometry. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { describeFailure } from "../src/api/errors.js";
+import { describeFailure, TOKEN_HINT } from "../src/api/errors.js";
 import type { EligibilityAnswer, MergePolicy, SegmentDefinition, SegmentJob } from "../src/api/types.js";
 import { barGeometry } from "../src/chart.js";
 import { choicesFromLocal, choicesFromServer, keepSelection, localVerdict } from "../src/eligibility.js";
@@ -112,7 +112,9 @@ describe("errors in words", () => {
     assert.deepEqual(f.details, ["Segment definition 'a' is referenced by other segment definitions"]);
   });
   it("reads the gateway and problem shapes", () => {
-    assert.equal(describeFailure(401, { error_code: "401013", message: "Oauth token is not valid" }).message, "Oauth token is not valid");
+    assert.equal(describeFailure(403, { error_code: "403003", message: "Api Key is invalid" }).message, "Api Key is invalid");
+    // A refused token also says where a valid one comes from (issue #39).
+    assert.equal(describeFailure(401, { error_code: "401013", message: "Oauth token is not valid" }).message, `Oauth token is not valid. ${TOKEN_HINT}`);
     assert.equal(describeFailure(400, { title: "BadRequestError", detail: "A valid content-type must be specified" }).message, "A valid content-type must be specified");
   });
   it("never shows markup or nothing", () => {

@@ -288,7 +288,7 @@ describe("visual audience builder in a real browser", { timeout: 240_000 }, () =
     // Not a number yet: the PQL keeps its last good text, and Save says which rule is incomplete.
     const before = await pqlNow();
     await age.getByLabel("Value", { exact: true }).fill("4x");
-    assert.equal(await age.getByRole("alert").first().innerText(), "Enter a number, such as 3 or 2.5");
+    assert.equal(await age.getByRole("alert").first().innerText(), "Enter a number, such as 3 or 2.5.");
     assert.equal(await pqlNow(), before);
     await page.getByRole("button", { name: "Save audience" }).click();
     await page.getByText("A rule is not complete.").waitFor({ timeout: TIMEOUT });
@@ -304,7 +304,7 @@ describe("visual audience builder in a real browser", { timeout: 240_000 }, () =
     const shown = await page.getByTestId("estimate-size").evaluate((el: HTMLElement) => ({ ...el.dataset }));
     const want = await previewEstimate(pql);
     assert.deepEqual([Number(shown.size), Number(shown.low), Number(shown.high)], [want.estimatedSize, want.estimatedSizeRange.low, want.estimatedSizeRange.high]);
-    assert.match(await page.getByTestId("estimate-size").innerText(), new RegExp(`≈ ${want.estimatedSize} profiles`));
+    assert.match(await page.getByTestId("estimate-size").innerText(), new RegExp(`≈ ${want.estimatedSize} profiles?$`));
     for (const [name, text] of [["Attribute person.age", "person.age >= 40"], ["Event", eventPql]] as const) {
       const count = await card(name).locator(".v-count").evaluate((el: HTMLElement) => ({ size: el.dataset.size, low: el.dataset.low, high: el.dataset.high, text: el.textContent }));
       const alone = await previewEstimate(text);

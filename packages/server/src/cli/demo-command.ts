@@ -8,7 +8,8 @@
  */
 import type { Command } from "commander";
 import path from "node:path";
-import { loadDemoOverHttp, type DemoTarget } from "../profiles/demo-loader.js";
+import cliProgress from "cli-progress";
+import { ensureDemoSetup, loadDemoOverHttp, type DemoProgress, type DemoSetup, type DemoTarget } from "../profiles/demo-loader.js";
 import { readDevCredentials, type DevCredentials } from "../services/dev-bootstrap.js";
 
 /** The small dataset `npm start` loads into an empty development sandbox. */
@@ -18,6 +19,56 @@ export function demoTarget(baseUrl: string, c: Pick<DevCredentials, "token" | "a
   return {
     baseUrl,
     headers: { authorization: `Bearer ${c.token}`, "x-api-key": c.apiKey, "x-gw-ims-org-id": c.orgId, "x-sandbox-name": c.sandboxName },
+  };
+}
+
+/** The lines that tell what the demo set up, for `segmentd demo` and the `serve` banner. */
+export function demoSetupLines(setup: DemoSetup): string[] {
+  return [
+    `  datastream "${setup.datastream.name}": ${setup.datastream.id}`,
+    ...setup.audiences.map((a) => `  ${a.evaluatedBy.padEnd(9)} audience "${a.name}": ${a.id}`),
+  ];
+}
+
+/** An interact call a user can paste: a product view by a new visitor, answered with the edge audience. */
+export function interactCurl(baseUrl: string, datastreamId: string): string {
+  const body = JSON.stringify({ event: { xdm: { eventType: "commerce.productViews", identityMap: { ECID: [{ id: "12345678901234567890", primary: true }] } } } });
+  return `curl -s -X POST '${baseUrl}/ee/v2/interact?dataStreamId=${datastreamId}' -H 'Content-Type: application/json' -d '${body}'`;
+}
+
+/**
+ * Progress of a load: a bar on a terminal; elsewhere (CI, a pipe) a line every few seconds and one
+ * when each phase ends, so that a long load is never silent.
+ */
+export function demoProgressReporter(tty: boolean, write: (line: string) => void, everyMs = 3000): { update(p: DemoProgress): void; stop(): void } {
+  if (tty) {
+    const bar = new cliProgress.SingleBar({ format: "{phase} [{bar}] {value}/{total} records{note}", hideCursor: true }, cliProgress.Presets.shades_classic);
+    let phase = "";
+    return {
+      update(p) {
+        const note = p.completing ? " (writing…)" : "";
+        if (p.phase !== phase) {
+          if (phase !== "") bar.stop();
+          phase = p.phase;
+          bar.start(p.total, p.sent, { phase: p.phase.padEnd(8), note });
+        } else bar.update(p.sent, { note });
+      },
+      stop: () => bar.stop(),
+    };
+  }
+  let last = 0;
+  let lastLine = "";
+  return {
+    update(p) {
+      const line = `${p.phase}: ${p.sent}/${p.total} records sent${p.completing ? ", the server is writing them" : ""}`;
+      const now = Date.now();
+      if (line !== lastLine && (p.completing || now - last >= everyMs)) {
+        write(line);
+        last = now;
+        lastLine = line;
+      }
+    },
+    stop() {},
   };
 }
 
@@ -64,14 +115,22 @@ export function registerDemoCommand(program: Command): void {
       const profiles = positiveInt(o.profiles, "--profiles");
       const events = positiveInt(o.events, "--events");
       const t0 = Date.now();
-      process.stdout.write(`loading ${profiles} profiles and ${events} events into ${o.url} (org ${orgId}, sandbox ${sandboxName})...\n`);
-      const r = await loadDemoOverHttp(demoTarget(o.url.replace(/\/+$/, ""), { token, apiKey, orgId, sandboxName }), {
-        profiles,
-        events,
-        now: Date.now(),
-        seed: positiveInt(o.seed, "--seed"),
-      });
+      const out = (line: string) => process.stdout.write(line + "\n");
+      const baseUrl = o.url.replace(/\/+$/, "");
+      out(`loading ${profiles} profiles and ${events} events into ${baseUrl} (org ${orgId}, sandbox ${sandboxName})...`);
+      const progress = demoProgressReporter(process.stdout.isTTY === true, out);
+      const target = demoTarget(baseUrl, { token, apiKey, orgId, sandboxName });
+      let r;
+      try {
+        r = await loadDemoOverHttp(target, { profiles, events, seed: positiveInt(o.seed, "--seed"), onProgress: (p) => progress.update(p) });
+      } finally {
+        progress.stop();
+      }
+      const setup = await ensureDemoSetup(target, r.datasets.events);
       const s = ((Date.now() - t0) / 1000).toFixed(1);
-      process.stdout.write(`done in ${s} s: ${r.recordsWritten} records written, ${r.recordsFailed} failed; datasets ${r.datasets.profiles} (profiles), ${r.datasets.events} (events)\n`);
+      out(`done in ${s} s: ${r.recordsWritten} records written, ${r.recordsFailed} failed; datasets ${r.datasets.profiles} (profiles), ${r.datasets.events} (events)${r.reused ? ", reused from an earlier load" : ""}`);
+      for (const line of demoSetupLines(setup)) out(line);
+      out("Try the edge audience:");
+      out(`  ${interactCurl(baseUrl, setup.datastream.id)}`);
     });
 }

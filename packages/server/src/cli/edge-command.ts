@@ -15,7 +15,7 @@ interface EdgeCliOptions extends ServerCliOptions {
 }
 
 export function registerEdgeCommand(program: Command): void {
-  addServerOptions(program.command("edge").description("run an edge node: interact for one location, beside its site's NATS leaf server"))
+  addServerOptions(program.command("edge").description("run an edge node: interact for one location, beside its site's NATS leaf server"), { databaseUrl: false })
     .requiredOption("--location <name>", "the location this node serves (also its site's JetStream domain)")
     .option("--nats <url>", "the site's NATS server (a leaf node of the hub's, with JetStream; env SEGMENTD_NATS_URL)")
     .option("--hub-domain <domain>", "the hub's JetStream domain (default hub)")

@@ -21,6 +21,7 @@ import { JobRunner, type JobRunnerStore } from "../batch/jobs/job-runner.js";
 import { JobService } from "../batch/jobs/job-service.js";
 import type { SegmentJob } from "../batch/jobs/segment-job.js";
 import { openBatchRepository } from "../batch/store/open.js";
+import { DATABASE_URL_HELP } from "./serve-command.js";
 import type { BatchRepository } from "../batch/store/types.js";
 
 export interface JobsCommandStores {
@@ -69,17 +70,17 @@ function tenantFor(config: Config, org: string | undefined, sandbox: string | un
   return t;
 }
 
-/** The summary: one row per definition with the job's counters. */
-export function summaryTable(job: SegmentJob): string {
+/** The summary: one row per definition (its name, then its id) with the job's counters. */
+export function summaryTable(job: SegmentJob, names: ReadonlyMap<string, string> = new Map()): string {
   const m = job.metrics;
   const ids = Object.keys(m.segmentedProfileCounter ?? {});
   const rows = ids.map((id) => {
     const s = m.segmentedProfileByStatusCounter?.[id];
-    return [id, String(m.segmentedProfileCounter?.[id] ?? 0), String(s?.realized ?? 0), String(s?.existing ?? 0), String(s?.exited ?? 0), m.evaluation?.[id] ?? ""];
+    return [names.get(id) ?? "", id, String(m.segmentedProfileCounter?.[id] ?? 0), String(s?.realized ?? 0), String(s?.existing ?? 0), String(s?.exited ?? 0), m.evaluation?.[id] ?? ""];
   });
-  const header = ["definition", "qualified", "realized", "existing", "exited", "evaluated by"];
+  const header = ["name", "definition", "qualified", "realized", "existing", "exited", "evaluated by"];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: readonly string[]) => r.map((c, i) => (i >= 1 && i <= 4 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join("  ").trimEnd();
+  const line = (r: readonly string[]) => r.map((c, i) => (i >= 2 && i <= 5 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join("  ").trimEnd();
   const t = m.totalTime.totalTimeInMs ?? 0;
   return [
     line(header),
@@ -102,7 +103,7 @@ export function registerJobsCommands(program: Command, deps: JobsCommandDeps = {
     .option("--backend <columnar|sql|js>", "evaluation back end (default columnar: the columnar snapshot; sql: SQL where covered, in-memory otherwise; js: in-memory over a full scan)")
     .option("-c, --config <file>", "config file (env SEGMENTD_CONFIG)")
     .option("-d, --data-dir <dir>", "data directory (env SEGMENTD_DATA_DIR)")
-    .option("--database-url <url>", "PostgreSQL URL (env SEGMENTD_DATABASE_URL)")
+    .option("--database-url <url>", DATABASE_URL_HELP)
     .action(async (ids: string[], o: RunOptions) => {
       const write = deps.write ?? ((s: string) => process.stdout.write(s + "\n"));
       if (o.all === true && ids.length > 0) throw new Error("pass either --all or definition ids, not both");
@@ -114,9 +115,17 @@ export function registerJobsCommands(program: Command, deps: JobsCommandDeps = {
       });
       const tenant = tenantFor(config, o.org, o.sandbox);
       const stores = await (deps.open ?? defaultOpen)(config);
+      let barRef: cliProgress.SingleBar | null = null;
       const showBar = deps.progress ?? process.stdout.isTTY === true;
-      const bar = showBar ? new cliProgress.SingleBar({ format: "evaluating [{bar}] {value}/{total} profiles", hideCursor: true }, cliProgress.Presets.shades_classic) : null;
       try {
+        // The bar and the table name the audiences, not only their ids.
+        const selected = o.all === true
+          ? (await stores.metadata.definitions.list(scopeOf(tenant), { filters: { batch: true }, sort: [], offset: 0, limit: 100 })).items
+          : [...(await stores.metadata.definitions.getMany(scopeOf(tenant), ids)).values()];
+        const names = new Map(selected.map((d) => [d.definition.id, d.definition.name]));
+        const label = abbreviate([...names.values()].join(", "), 60);
+        const bar = showBar ? new cliProgress.SingleBar({ format: `evaluating ${label.replace(/[{}]/g, "")} [{bar}] {value}/{total} profiles`, hideCursor: true }, cliProgress.Presets.shades_classic) : null;
+        barRef = bar;
         const total = await stores.profiles.countProfiles(scopeOf(tenant));
         bar?.start(total, 0);
         const runner = new JobRunner({
@@ -138,16 +147,27 @@ export function registerJobsCommands(program: Command, deps: JobsCommandDeps = {
         await runner.idle();
         bar?.stop();
         const job = await service.get(tenant, created.id);
-        write(summaryTable(job));
+        write(summaryTable(job, await namesOf(stores.metadata, tenant, Object.keys(job.metrics.segmentedProfileCounter ?? {}), names)));
         if (job.status !== "SUCCEEDED") {
           for (const e of job.errors ?? []) write(`error ${e.code}: ${e.msg}`);
           process.exitCode = 1;
         }
       } finally {
-        bar?.stop();
+        barRef?.stop();
         await stores.repo.close();
         await stores.profiles.close();
         await stores.metadata.close();
       }
     });
+}
+
+function abbreviate(text: string, max: number): string {
+  return text.length <= max ? text : text.slice(0, max - 1) + "…";
+}
+
+/** Names of the job's definitions: those already read, the rest from the store. */
+async function namesOf(metadata: MetadataStore, tenant: TenantContext, ids: string[], known: Map<string, string>): Promise<Map<string, string>> {
+  const missing = ids.filter((id) => !known.has(id));
+  if (missing.length > 0) for (const [id, d] of await metadata.definitions.getMany(scopeOf(tenant), missing)) known.set(id, d.definition.name);
+  return known;
 }

@@ -7,10 +7,14 @@ import path from "node:path";
 import { DEFAULT_STREAM_PARTITIONS, loadConfig, parsePartitions, parsePort, type Config } from "../platform/config.js";
 import { ManualClock } from "../platform/clock.js";
 import { exitOnSignals } from "./shutdown.js";
-import { startServer } from "../server.js";
+import { startServer, type RunningServer } from "../server.js";
 import { curlExamples, DEV_CREDENTIALS_FILE } from "../services/dev-bootstrap.js";
-import { loadDemoIfEmpty } from "../profiles/demo-loader.js";
-import { demoTarget, STARTUP_DEMO } from "./demo-command.js";
+import { ensureDemoSetup, findDemoSetup, loadDemoIfEmpty, type DemoLoadResult, type DemoSetup } from "../profiles/demo-loader.js";
+import { demoSetupLines, demoTarget, interactCurl, STARTUP_DEMO } from "./demo-command.js";
+import { asPortInUse, assertPortFree } from "./cli-error.js";
+
+/** The data directory when none is configured (platform/config.ts's default). */
+const DEFAULT_DATA_DIR = "./.data";
 
 export interface ServerCliOptions {
   config?: string;
@@ -41,14 +45,22 @@ export function configFromCli(o: ServerCliOptions): Config {
   });
 }
 
-export function addServerOptions(cmd: Command): Command {
+/** `--database-url`'s help, the same wherever the option appears (jobs, cluster, worker say whose data it is). */
+export const DATABASE_URL_HELP = "PostgreSQL URL: all data (metadata, profiles, memberships, jobs, data lifecycle) there instead of the embedded SQLite files of the data directory (env SEGMENTD_DATABASE_URL)";
+
+/** The options a command that only reads the configuration needs (where the data is, where the server listens). */
+export function addLocationOptions(cmd: Command): Command {
   return cmd
     .option("-c, --config <file>", "config file (default ./segmentd.config.json when present; env SEGMENTD_CONFIG)")
     .option("-d, --data-dir <dir>", "data directory (default ./.data; env SEGMENTD_DATA_DIR)")
     .option("-p, --port <port>", "port (default 8080; env SEGMENTD_PORT)")
-    .option("-H, --host <host>", "interface to listen on (default 127.0.0.1; env SEGMENTD_HOST)")
-    .option("--database-url <url>", "PostgreSQL URL for metadata (env SEGMENTD_DATABASE_URL)")
-    .option("--log-level <level>", "pino log level (default info; env SEGMENTD_LOG_LEVEL)");
+    .option("-H, --host <host>", "interface to listen on (default 127.0.0.1; env SEGMENTD_HOST)");
+}
+
+export function addServerOptions(cmd: Command, o: { databaseUrl?: boolean } = {}): Command {
+  addLocationOptions(cmd);
+  if (o.databaseUrl !== false) cmd.option("--database-url <url>", DATABASE_URL_HELP);
+  return cmd.option("--log-level <level>", "pino log level (default info; env SEGMENTD_LOG_LEVEL; SEGMENTD_LOG_FORMAT=pretty|json chooses the format)");
 }
 
 export function registerServeCommand(program: Command): void {
@@ -56,43 +68,69 @@ export function registerServeCommand(program: Command): void {
     .option("--nats <url>", "NATS server with JetStream: run as the hub of edge nodes (env SEGMENTD_NATS_URL; see docs/deployment.md)")
     .option("--workers", "with --nats and --database-url: streaming evaluation by `segmentd worker` processes (config streamingWorkers; docs/deployment.md)")
     .option("--partitions <n>", "with --workers: the profile-keyed partitions (default 64, fixed for a deployment; env SEGMENTD_STREAM_PARTITIONS)")
-    .option("--no-demo", "do not load the small demo dataset into an empty development sandbox (env SEGMENTD_DEMO=0)")
+    .option("--no-demo", "do not load the demo (retail data, a datastream, example audiences) into an empty development sandbox (env SEGMENTD_DEMO=0)")
     .action(async (o: ServerCliOptions) => {
     const config = configFromCli(o);
-    const server = await startServer(config, testClockOf(process.env));
+    // A busy port is refused before anything opens: one line, not the shutdown errors of a half-started server.
+    await assertPortFree(config.host, config.port);
+    const out = (line: string) => process.stdout.write(line + "\n");
+    let server: RunningServer;
+    try {
+      server = await startServer(config, testClockOf(process.env));
+    } catch (err) {
+      throw asPortInUse(err, config.port);
+    }
     // Before anything else is awaited (the demo load below): a signal during it must shut down cleanly too.
     exitOnSignals({
       timeoutMs: config.shutdownTimeoutMs,
       close: () => server.close(),
       log: { info: (signal) => server.app.log.info({ signal }, "shutting down: finishing in-flight requests"), error: (what, err) => server.app.log.error({ err }, what) },
+      stopped: () => out("segmentd stopped."),
     });
-    const out = (line: string) => process.stdout.write(line + "\n");
+    const c = server.devCredentials;
+    let demo: { loaded: DemoLoadResult | null; setup: DemoSetup | null } | null = null;
+    // A first-time user gets data, a datastream and audiences at once; an existing sandbox is never changed.
+    if (c && o.demo !== false && process.env.SEGMENTD_DEMO !== "0") {
+      demo = { loaded: null, setup: null };
+      try {
+        const target = demoTarget(server.url, c);
+        const empty = (await server.profiles.listDatasets({ orgId: c.orgId, sandboxName: c.sandboxName }, { limit: 1 })).length === 0;
+        if (empty) out(`segmentd: loading the demo into sandbox ${c.sandboxName} (first start)...`);
+        demo.loaded = await loadDemoIfEmpty(server.profiles, { orgId: c.orgId, sandboxName: c.sandboxName }, target, { ...STARTUP_DEMO, seed: 1 });
+        demo.setup = demo.loaded ? await ensureDemoSetup(target, demo.loaded.datasets.events) : await findDemoSetup(target);
+      } catch (err) {
+        server.app.log.error({ err }, "loading the demo failed; the service keeps running");
+      }
+    }
+    // The banner comes last, after the start-up logs, so that it is what the terminal shows.
     out(`segmentd listening on ${server.url} (store: ${server.store.kind}${server.store.kind === "embedded" ? `, data dir ${config.dataDir}` : ""})`);
-    out(`OpenAPI: ${server.url}/openapi.json  docs: ${server.url}/docs  health: ${server.url}/healthz`);
-    if (server.devCredentials) {
-      const c = server.devCredentials;
+    out(`OpenAPI: ${server.url}/openapi.json  docs: ${server.url}/docs  audience tool: ${server.url}/  health: ${server.url}/healthz`);
+    if (c) {
       out("");
       out(`Development tenant (${server.devCredentialsCreated ? "created" : "loaded"}; stored in ${path.join(config.dataDir, DEV_CREDENTIALS_FILE)}):`);
       out(`  org ${c.orgId}, sandbox ${c.sandboxName}, api key ${c.apiKey}`);
-      out(`  print again with: segmentd token --data-dir ${config.dataDir}`);
+      out(`  print again with: ${tokenHint(config.dataDir)}`);
+      if (demo?.loaded) out(`Loaded the demo retail dataset into sandbox ${c.sandboxName}: ${demo.loaded.recordsWritten} records (load more with: ${demoHint(server.url, config.dataDir)}).`);
+      if (demo?.setup) for (const line of demoSetupLines(demo.setup)) out(line);
       out("Try it:");
       for (const line of curlExamples(server.url, c)) out(line);
+      if (demo?.setup) out(interactCurl(server.url, demo.setup.datastream.id));
       out("");
-      // A first-time user gets data to segment at once; an existing sandbox is never touched.
-      if (o.demo !== false && process.env.SEGMENTD_DEMO !== "0") {
-        try {
-          const loaded = await loadDemoIfEmpty(server.profiles, { orgId: c.orgId, sandboxName: c.sandboxName }, demoTarget(server.url, c), {
-            ...STARTUP_DEMO,
-            now: Date.now(),
-            seed: 1,
-          });
-          if (loaded) out(`Loaded the demo retail dataset into sandbox ${c.sandboxName}: ${loaded.recordsWritten} records (load more with: segmentd demo).`);
-        } catch (err) {
-          server.app.log.error({ err }, "loading the demo dataset failed; the service keeps running");
-        }
-      }
     }
   });
+}
+
+/**
+ * The command that prints the credentials again, as typed in the checkout: `npx` finds the
+ * `segmentd` that npm linked into node_modules/.bin (it is not on PATH).
+ */
+export function tokenHint(dataDir: string): string {
+  return path.resolve(dataDir) === path.resolve(DEFAULT_DATA_DIR) ? "npx segmentd token" : `npx segmentd token --data-dir ${dataDir}`;
+}
+
+/** `segmentd demo` against this server, with the flags its defaults would get wrong. */
+export function demoHint(url: string, dataDir: string): string {
+  return ["npx segmentd demo", ...(url === "http://127.0.0.1:8080" ? [] : [`--url ${url}`]), ...(path.resolve(dataDir) === path.resolve(DEFAULT_DATA_DIR) ? [] : [`--data-dir ${dataDir}`])].join(" ");
 }
 
 /** SEGMENTD_TEST_CLOCK=<epoch ms>: a clock only `POST /admin/clock` moves (scripted test runs; never production). */

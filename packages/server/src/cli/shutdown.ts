@@ -7,7 +7,7 @@ export interface ShutdownLog {
   error(what: string, err?: unknown): void;
 }
 
-export function exitOnSignals(o: { timeoutMs: number; close(): Promise<void>; log: ShutdownLog }): void {
+export function exitOnSignals(o: { timeoutMs: number; close(): Promise<void>; log: ShutdownLog; /** the last line, once everything is closed */ stopped?: () => void }): void {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -19,7 +19,10 @@ export function exitOnSignals(o: { timeoutMs: number; close(): Promise<void>; lo
     }, o.timeoutMs);
     force.unref();
     o.close().then(
-      () => process.exit(0),
+      () => {
+        o.stopped?.();
+        process.exit(0);
+      },
       (err: unknown) => {
         o.log.error("shutdown failed", err);
         process.exit(1);

@@ -1,10 +1,10 @@
 /** `segmentd token`: print the development tenant's credentials and curl lines again. */
 import type { Command } from "commander";
 import { readDevCredentials, curlExamples } from "../services/dev-bootstrap.js";
-import { addServerOptions, configFromCli, type ServerCliOptions } from "./serve-command.js";
+import { addLocationOptions, configFromCli, type ServerCliOptions } from "./serve-command.js";
 
 export function registerTokenCommand(program: Command): void {
-  addServerOptions(program.command("token").description("print the development credentials (created by the first `segmentd serve`)")).action(
+  addLocationOptions(program.command("token").description("print the development credentials (created by the first `segmentd serve`); --port and --host only change the printed curl lines")).action(
     (o: ServerCliOptions & { json?: boolean }) => {
       const config = configFromCli(o);
       const c = readDevCredentials(config.dataDir);

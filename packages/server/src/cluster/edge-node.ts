@@ -30,6 +30,7 @@ import { EdgeLocations } from "../edge/locations.js";
 import { interactRoutes } from "../edge/routes.js";
 import { installBodyParsing } from "../http/body-parsing.js";
 import { installErrorHandling } from "../http/errors.js";
+import { requestIdOf } from "../http/request-id.js";
 import { applyConfig, type ConfigMessage } from "./config-feed.js";
 import { EdgeDb, type ProjectionChange } from "./edge-db.js";
 import { EdgeOutbox } from "./edge-outbox.js";
@@ -288,7 +289,10 @@ interface EdgeNodeAppDeps {
 
 /** Interact for this location, and the node's health: nothing else of the API. */
 async function buildEdgeNodeApp(d: EdgeNodeAppDeps): Promise<FastifyInstance> {
-  const app = Fastify({ loggerInstance: d.logger as FastifyBaseLogger, bodyLimit: d.config.bodyLimitBytes, return503OnClosing: true, forceCloseConnections: "idle" });
+  const app = Fastify({ loggerInstance: d.logger as FastifyBaseLogger, bodyLimit: d.config.bodyLimitBytes, return503OnClosing: true, forceCloseConnections: "idle", genReqId: requestIdOf });
+  app.addHook("onRequest", async (request, reply) => {
+    reply.header("x-request-id", request.id);
+  });
   installErrorHandling(app);
   installBodyParsing(app);
   await app.register(interactRoutes, { interact: d.interact });

@@ -16,6 +16,7 @@ import type { Authenticator } from "../services/auth/authenticator.js";
 import { ApiError, ErrorCodes } from "../services/errors.js";
 import type { TenantDirectory } from "../services/tenancy.js";
 import { Gateway } from "./errors.js";
+import { documentAuth } from "./openapi.js";
 import "./request-context.js";
 
 export interface AuthDeps {
@@ -37,8 +38,8 @@ function bearer(request: FastifyRequest): string {
   return m[1]!;
 }
 
-export function authenticateOrg(deps: AuthDeps, request: FastifyRequest): void {
-  const verdict = deps.authenticator.verifyToken(bearer(request));
+export async function authenticateOrg(deps: AuthDeps, request: FastifyRequest): Promise<void> {
+  const verdict = await deps.authenticator.verifyToken(bearer(request));
   // An operator token is not an org token: it never reaches org APIs.
   if (!verdict.ok || verdict.principal.kind !== "org") throw Gateway.tokenInvalid();
   const apiKey = header(request, "x-api-key");
@@ -64,22 +65,25 @@ export function resolveSandbox(deps: AuthDeps, request: FastifyRequest): void {
 }
 
 export function registerOrgHooks(app: FastifyInstance, deps: AuthDeps): void {
+  documentAuth(app, "org");
   app.addHook("onRequest", async (request) => {
-    authenticateOrg(deps, request);
+    await authenticateOrg(deps, request);
   });
 }
 
 export function registerTenantHooks(app: FastifyInstance, deps: AuthDeps): void {
+  documentAuth(app, "tenant");
   app.addHook("onRequest", async (request) => {
-    authenticateOrg(deps, request);
+    await authenticateOrg(deps, request);
     resolveSandbox(deps, request);
   });
 }
 
 /** Operator endpoints accept only operator tokens; an org token gets 403, whatever org it names. */
 export function registerOperatorHooks(app: FastifyInstance, deps: AuthDeps): void {
+  documentAuth(app, "operator");
   app.addHook("onRequest", async (request) => {
-    const verdict = deps.authenticator.verifyToken(bearer(request));
+    const verdict = await deps.authenticator.verifyToken(bearer(request));
     if (!verdict.ok) throw Gateway.tokenInvalid();
     if (verdict.principal.kind !== "operator") {
       throw new ApiError(403, ErrorCodes.operatorOnly, "This endpoint requires an operator token; organization tokens are not accepted");

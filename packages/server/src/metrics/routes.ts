@@ -35,9 +35,16 @@ const identityQuery = {
   required: ["entityId", "entityIdNS"],
 } as const;
 
+// The statuses are enums and every field the server always sends is required: the web client's
+// types are generated from these schemas (scripts/gen-web-types.mjs).
+const statusSchema = { type: "string", enum: ["realized", "exited"] } as const;
+const statusOrNullSchema = { type: "string", nullable: true, enum: ["realized", "exited", null] } as const;
+
+const identitySchema = { type: "object", properties: { namespace: { type: "string" }, id: { type: "string" } }, required: ["namespace", "id"] } as const;
+
 const transitionSchema = {
   type: "object",
-  properties: { from: { type: "string", nullable: true }, to: { type: "string" }, source: { type: "string", enum: ["batch", "streaming", "edge"] }, at: { type: "string" } },
+  properties: { from: statusOrNullSchema, to: statusSchema, source: { type: "string", enum: ["batch", "streaming", "edge"] }, at: { type: "string" } },
   required: ["from", "to", "source", "at"],
 } as const;
 
@@ -83,17 +90,18 @@ const explanationSchema = {
     membership: {
       type: "object",
       properties: {
-        status: { type: "string", nullable: true },
+        status: statusOrNullSchema,
         lastQualificationTime: { type: "string", nullable: true },
         history: { type: "array", items: transitionSchema },
       },
+      required: ["status", "lastQualificationTime", "history"],
     },
-    references: { type: "array", items: { type: "object", properties: { id: { type: "string" }, status: { type: "string", nullable: true } } } },
+    references: { type: "array", items: { type: "object", properties: { id: { type: "string" }, status: statusOrNullSchema }, required: ["id", "status"] } },
     attributes: { type: "array", items: attributeSchema },
-    events: { type: "object", properties: { read: { type: "integer" }, truncated: { type: "boolean" } } },
+    events: { type: "object", properties: { read: { type: "integer" }, truncated: { type: "boolean" } }, required: ["read", "truncated"] },
     trace: traceNodeSchema,
   },
-  required: ["segmentId", "entityId", "entityIdNS", "profileId", "evaluatedAt", "result", "excludedByConsent", "exitsAt", "membership", "references", "attributes", "events", "trace"],
+  required: ["segmentId", "entityId", "entityIdNS", "profileId", "evaluatedAt", "mergePolicyId", "result", "excludedByConsent", "exitsAt", "membership", "references", "attributes", "events", "trace"],
 } as const;
 
 const bucketSchema = {
@@ -125,7 +133,7 @@ export async function metricsRoutes(app: FastifyInstance, opts: MetricsRoutesOpt
           type: "object",
           properties: {
             segmentId: { type: "string" },
-            window: { type: "string" },
+            window: { type: "string", enum: ["24h", "7d", "30d"] },
             from: { type: "string" },
             to: { type: "string" },
             totalQualified: { type: "integer" },
@@ -162,21 +170,26 @@ export async function metricsRoutes(app: FastifyInstance, opts: MetricsRoutesOpt
           type: "object",
           properties: {
             segmentId: { type: "string" },
-            status: { type: "string" },
+            status: statusSchema,
             children: {
               type: "array",
               items: {
                 type: "object",
                 properties: {
                   profileId: { type: "string" },
-                  identities: { type: "array", items: { type: "object", properties: { namespace: { type: "string" }, id: { type: "string" } } } },
-                  status: { type: "string" },
+                  identities: { type: "array", items: identitySchema },
+                  status: statusSchema,
                   lastQualificationTime: { type: "string" },
-                  since: { type: "object", nullable: true, properties: { source: { type: "string" }, at: { type: "string" } } },
+                  since: { type: "object", nullable: true, properties: { source: { type: "string" }, at: { type: "string" } }, required: ["source", "at"] },
                 },
+                required: ["profileId", "identities", "status", "lastQualificationTime", "since"],
               },
             },
-            _page: { type: "object", properties: { count: { type: "integer" }, limit: { type: "integer" }, totalCount: { type: "integer" }, next: { type: "string", nullable: true } } },
+            _page: {
+              type: "object",
+              properties: { count: { type: "integer" }, limit: { type: "integer" }, totalCount: { type: "integer" }, next: { type: "string", nullable: true } },
+              required: ["count", "limit", "totalCount", "next"],
+            },
           },
           required: ["segmentId", "status", "children", "_page"],
         },

@@ -5,6 +5,7 @@
  * docs/configuration.md; keep the two in step.
  */
 import { existsSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import path from "node:path";
 
 export interface SandboxLimits {
@@ -51,6 +52,14 @@ export interface AuthConfig {
   jwtHs256Secret?: string;
   /** RS256 public key (PEM) for signed JWTs. */
   jwtRs256PublicKey?: string;
+  /** A static JSON Web Key Set (RS256 / ES256 public keys, chosen by the token's `kid`). */
+  jwtJwks?: { keys: Record<string, unknown>[] };
+  /** An identity provider's JWKS URL (jwks_uri): fetched, cached and fetched again when its keys rotate. */
+  jwtJwksUrl?: string;
+  /** When set, a JWT's `iss` must equal it. */
+  jwtIssuer?: string;
+  /** When set, a JWT's `aud` must contain it. */
+  jwtAudience?: string;
   /** Claim(s) holding the token's organization(s): a string or an array of strings. */
   jwtOrgClaim: string;
   /** Static bearer tokens. */
@@ -126,8 +135,43 @@ export interface Config {
   /**
    * Batch snapshots kept on disk so the first job after a restart need not scan every profile
    * (docs/batch.md): `persist` (default true), `dir` (default `<dataDir>/snapshots`).
+   * `evaluationWorkers`: worker threads that evaluate previews, estimates, edit impact and jobs
+   * over the snapshots, off the event loop (default `evaluationWorkers(c)`: cores − 1, at least 1; 0: on the main thread).
    */
-  batchSnapshots?: { persist: boolean; dir?: string };
+  batchSnapshots?: { persist: boolean; dir?: string; evaluationWorkers?: number };
+  /**
+   * Batch segmentation: `defaultSchedule`, the Quartz cron (UTC) of the daily schedule every
+   * sandbox gets, evaluating all its batch audiences (default DEFAULT_BATCH_SCHEDULE, 01:00 UTC);
+   * false: no default schedule (batch audiences run on demand or by schedules created through the API).
+   */
+  batch?: { defaultSchedule: string | false };
+  /**
+   * Destinations (docs/activation.md): `allowPrivateNetworks` lets destination URLs reach loopback,
+   * private and link-local addresses (default false; metadata addresses stay refused); `secretKey`
+   * (32 bytes, base64 or hex) encrypts stored destination secrets, else a key generated once in the
+   * data directory is used.
+   */
+  activation?: { allowPrivateNetworks: boolean; secretKey?: string };
+}
+
+/** The daily batch schedule every sandbox gets unless `batch.defaultSchedule` says otherwise. */
+export const DEFAULT_BATCH_SCHEDULE = "0 0 1 * * ?";
+
+/** The default schedule's cron, or false when there is none. */
+export function defaultBatchSchedule(c: Config): string | false {
+  return c.batch?.defaultSchedule ?? DEFAULT_BATCH_SCHEDULE;
+}
+
+/** `batch.defaultSchedule` / SEGMENTD_BATCH_DEFAULT_SCHEDULE: a cron expression, or false / "off". */
+function parseDefaultSchedule(v: unknown, what: string): string | false {
+  if (v === false || v === "off" || v === "false") return false;
+  if (typeof v !== "string" || v.trim() === "") throw new ConfigError(`${what} must be a Quartz cron expression (e.g. "0 0 1 * * ?") or false`);
+  return v.trim();
+}
+
+/** Worker threads of the evaluation pool: configured, else one fewer than the cores (at least 1). */
+export function evaluationWorkers(c: Config): number {
+  return c.batchSnapshots?.evaluationWorkers ?? Math.max(1, availableParallelism() - 1);
 }
 
 /** Where batch snapshot files go, or null when they are not kept. */
@@ -218,7 +262,7 @@ function limitsFrom(v: Json | undefined, where: string): Partial<SandboxLimits> 
 /** Merge a parsed config file over `base`. Unknown keys are rejected so that typos do not pass silently. */
 export function applyConfigFile(base: Config, raw: unknown, source: string): Config {
   if (!isObject(raw)) throw new ConfigError(`${source}: the top level must be a JSON object`);
-  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene", "edge", "profileStore", "natsUrl", "natsHubDomain", "streamingWorkers", "batchSnapshots"]);
+  const known = new Set(["host", "port", "dataDir", "databaseUrl", "logLevel", "bodyLimitBytes", "shutdownTimeoutMs", "limits", "auth", "organizations", "hygiene", "edge", "profileStore", "natsUrl", "natsHubDomain", "streamingWorkers", "batchSnapshots", "batch", "activation"]);
   for (const k of Object.keys(raw)) if (!known.has(k)) throw new ConfigError(`${source}: unknown key "${k}"`);
   const c: Config = structuredClone(base);
   c.host = str(raw, "host", source) ?? c.host;
@@ -245,6 +289,14 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
     c.auth.jwtHs256Secret = str(auth, "jwtHs256Secret", w) ?? c.auth.jwtHs256Secret;
     c.auth.jwtRs256PublicKey = str(auth, "jwtRs256PublicKey", w) ?? c.auth.jwtRs256PublicKey;
     c.auth.jwtOrgClaim = str(auth, "jwtOrgClaim", w) ?? c.auth.jwtOrgClaim;
+    c.auth.jwtJwksUrl = str(auth, "jwtJwksUrl", w) ?? c.auth.jwtJwksUrl;
+    c.auth.jwtIssuer = str(auth, "jwtIssuer", w) ?? c.auth.jwtIssuer;
+    c.auth.jwtAudience = str(auth, "jwtAudience", w) ?? c.auth.jwtAudience;
+    const jwks = auth.jwtJwks;
+    if (jwks !== undefined) {
+      if (!isObject(jwks) || !Array.isArray(jwks.keys) || !jwks.keys.every(isObject)) throw new ConfigError(`${w}.jwtJwks must be a JSON Web Key Set ({ "keys": [ … ] })`);
+      c.auth.jwtJwks = { keys: jwks.keys };
+    }
     c.auth.apiKeys = strList(auth, "apiKeys", w) ?? c.auth.apiKeys;
     c.auth.operatorTokens = strList(auth, "operatorTokens", w) ?? c.auth.operatorTokens;
     const cl = auth.clients;
@@ -316,12 +368,30 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
   const bs = raw.batchSnapshots;
   if (bs !== undefined) {
     if (!isObject(bs)) throw new ConfigError(`${source}: batchSnapshots must be an object ({ "persist": true, "dir": "…" })`);
-    for (const k of Object.keys(bs)) if (k !== "persist" && k !== "dir") throw new ConfigError(`${source}: unknown key "batchSnapshots.${k}"`);
+    for (const k of Object.keys(bs)) if (k !== "persist" && k !== "dir" && k !== "evaluationWorkers") throw new ConfigError(`${source}: unknown key "batchSnapshots.${k}"`);
     if (bs.persist !== undefined && typeof bs.persist !== "boolean") throw new ConfigError(`${source}: batchSnapshots.persist must be a boolean`);
     if (bs.dir === "") throw new ConfigError(`${source}: batchSnapshots.dir must not be empty`);
     const persist = typeof bs.persist === "boolean" ? bs.persist : (c.batchSnapshots?.persist ?? true);
     const dir = str(bs, "dir", `${source}: batchSnapshots`) ?? c.batchSnapshots?.dir;
-    c.batchSnapshots = dir === undefined ? { persist } : { persist, dir };
+    const workers = bs.evaluationWorkers ?? c.batchSnapshots?.evaluationWorkers;
+    if (workers !== undefined && !(Number.isSafeInteger(workers) && (workers as number) >= 0 && (workers as number) <= 64)) throw new ConfigError(`${source}: batchSnapshots.evaluationWorkers must be an integer from 0 to 64`);
+    c.batchSnapshots = { persist, ...(dir === undefined ? {} : { dir }), ...(workers === undefined ? {} : { evaluationWorkers: workers as number }) };
+  }
+  const batch = raw.batch;
+  if (batch !== undefined) {
+    if (!isObject(batch)) throw new ConfigError(`${source}: batch must be an object ({ "defaultSchedule": "0 0 1 * * ?" })`);
+    for (const k of Object.keys(batch)) if (k !== "defaultSchedule") throw new ConfigError(`${source}: unknown key "batch.${k}"`);
+    if (batch.defaultSchedule !== undefined) c.batch = { defaultSchedule: parseDefaultSchedule(batch.defaultSchedule, `${source}: batch.defaultSchedule`) };
+  }
+  const act = raw.activation;
+  if (act !== undefined) {
+    if (!isObject(act)) throw new ConfigError(`${source}: activation must be an object ({ "allowPrivateNetworks": false })`);
+    for (const k of Object.keys(act)) if (k !== "allowPrivateNetworks" && k !== "secretKey") throw new ConfigError(`${source}: unknown key "activation.${k}"`);
+    if (act.allowPrivateNetworks !== undefined && typeof act.allowPrivateNetworks !== "boolean") throw new ConfigError(`${source}: activation.allowPrivateNetworks must be a boolean`);
+    if (act.secretKey !== undefined && typeof act.secretKey !== "string") throw new ConfigError(`${source}: activation.secretKey must be a string`);
+    const allowPrivateNetworks = typeof act.allowPrivateNetworks === "boolean" ? act.allowPrivateNetworks : (c.activation?.allowPrivateNetworks ?? false);
+    const secretKey = typeof act.secretKey === "string" ? act.secretKey : c.activation?.secretKey;
+    c.activation = secretKey === undefined ? { allowPrivateNetworks } : { allowPrivateNetworks, secretKey };
   }
   const orgs = raw.organizations;
   if (orgs !== undefined) {
@@ -368,6 +438,7 @@ export function applyEnv(base: Config, env: NodeJS.ProcessEnv): Config {
   if (env.SEGMENTD_NATS_URL) c.natsUrl = env.SEGMENTD_NATS_URL;
   if (env.SEGMENTD_STREAM_PARTITIONS) c.streamingWorkers = { partitions: parsePartitions(env.SEGMENTD_STREAM_PARTITIONS, "SEGMENTD_STREAM_PARTITIONS") };
   if (env.SEGMENTD_JWT_HS256_SECRET) c.auth.jwtHs256Secret = env.SEGMENTD_JWT_HS256_SECRET;
+  if (env.SEGMENTD_JWT_JWKS_URL) c.auth.jwtJwksUrl = env.SEGMENTD_JWT_JWKS_URL;
   if (env.SEGMENTD_JWT_RS256_PUBLIC_KEY_FILE) {
     c.auth.jwtRs256PublicKey = readFileSync(env.SEGMENTD_JWT_RS256_PUBLIC_KEY_FILE, "utf8");
   }
@@ -383,7 +454,9 @@ export function applyEnv(base: Config, env: NodeJS.ProcessEnv): Config {
     if (persist !== "1" && persist !== "true" && persist !== "0" && persist !== "false") throw new ConfigError(`SEGMENTD_BATCH_SNAPSHOTS_PERSIST must be 1, 0, true or false, got "${persist}"`);
     c.batchSnapshots = { ...c.batchSnapshots, persist: persist === "1" || persist === "true" };
   }
-  if (env.SEGMENTD_BATCH_SNAPSHOT_DIR) c.batchSnapshots = { persist: c.batchSnapshots?.persist ?? true, dir: env.SEGMENTD_BATCH_SNAPSHOT_DIR };
+  if (env.SEGMENTD_BATCH_SNAPSHOT_DIR) c.batchSnapshots = { ...c.batchSnapshots, persist: c.batchSnapshots?.persist ?? true, dir: env.SEGMENTD_BATCH_SNAPSHOT_DIR };
+  if (env.SEGMENTD_BATCH_DEFAULT_SCHEDULE) c.batch = { defaultSchedule: parseDefaultSchedule(env.SEGMENTD_BATCH_DEFAULT_SCHEDULE, "SEGMENTD_BATCH_DEFAULT_SCHEDULE") };
+  if (env.SEGMENTD_EVALUATION_WORKERS) c.batchSnapshots = { ...c.batchSnapshots, persist: c.batchSnapshots?.persist ?? true, evaluationWorkers: parsePort(env.SEGMENTD_EVALUATION_WORKERS, "SEGMENTD_EVALUATION_WORKERS", 64) };
   return c;
 }
 

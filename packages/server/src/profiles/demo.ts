@@ -85,8 +85,9 @@ export function demoEcid(seed: number, i: number): string {
 export function demoEmail(seed: number, i: number): string {
   return `customer${i}.${(mix(seed, i, 3) % 10000).toString(36)}@example.com`;
 }
+/** Seed 1 keeps its original ids; another seed makes other customers, so that loading it never rewrites seed 1's profiles. */
 export function demoCrmId(seed: number, i: number): string {
-  return `CRM${String(i).padStart(8, "0")}`;
+  return `CRM${seed === 1 ? "" : `${seed}-`}${String(i).padStart(8, "0")}`;
 }
 
 export function demoProfile(i: number, opts: Pick<DemoOptions, "now" | "seed">): JsonObject {

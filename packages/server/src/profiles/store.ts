@@ -237,6 +237,12 @@ export interface ProfileDataTimes {
 }
 
 /** A record of a dataset that is not profile-enabled (kept in the dataset only). */
+export interface LakeQuery {
+  afterSeq?: number;
+  limit?: number;
+  eids?: readonly string[];
+}
+
 export interface LakeRecord {
   /** Position in the dataset (write order); pass the last one as `afterSeq` for the next page. */
   seq: number;
@@ -380,8 +386,9 @@ export interface ProfileReads extends ProfileSources {
   /**
    * The records of a dataset that is not profile-enabled (export destinations), in write
    * order, `limit` (default 1000) after `afterSeq`. A profile-enabled or unknown dataset has none.
+   * `eids`: only the records written with these record ids (an export file's, Data Access API).
    */
-  listLakeRecords(scope: TenantScope, datasetId: string, opts?: { afterSeq?: number; limit?: number }): Promise<LakeRecord[]>;
+  listLakeRecords(scope: TenantScope, datasetId: string, opts?: LakeQuery): Promise<LakeRecord[]>;
 }
 
 /** Membership writes (the batch, streaming and edge engines). */
@@ -418,6 +425,34 @@ export interface MembershipReads {
    * (nor cloned across the embedded store's thread).
    */
   listMemberPids(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<Float64Array>;
+}
+
+/** One transition as the delivery outbox reads it: its log position and what changed. */
+export interface LoggedTransition {
+  seq: number;
+  profileId: string;
+  definitionId: string;
+  from: MembershipStatus | null;
+  to: MembershipStatus;
+  /** epoch ms */
+  at: number;
+}
+
+/**
+ * The transitions table read as an outbox (activation/delivery/log-horizon.ts). On PostgreSQL a
+ * bigserial is taken before commit, so `snapshot` carries the reading snapshot's xmax and
+ * in-progress transactions (xid8 as text) for the reader to tell an uncommitted sequence from one never to appear;
+ * embedded SQLite has one writer (seq order is commit order) and answers null.
+ */
+export interface TransitionLog {
+  /** Sequences after `afterSeq` over every tenant, ascending, at most `limit`, and the snapshot they were read in. */
+  transitionLogSeqs(afterSeq: number, limit: number): Promise<{ seqs: number[]; max: number; snapshot: { xmax: string; xip: string[] } | null }>;
+  /** Which of these transactions (xid8 as text) are still in progress (PostgreSQL; embedded: none). */
+  transactionsInProgress(xids: readonly string[]): Promise<string[]>;
+  /** A tenant's transitions of these definitions with afterSeq < seq <= throughSeq, ascending, at most `limit`. */
+  readTransitionLog(scope: TenantScope, q: { afterSeq: number; throughSeq: number; definitionIds: readonly string[]; limit: number }): Promise<LoggedTransition[]>;
+  /** graphIdentities of each profile id, answered in order, in one read (a delivery unit's profiles). */
+  graphIdentitiesOf(scope: TenantScope, profileIds: readonly string[]): Promise<Identity[][]>;
 }
 
 /** The change feed (the batch engine's resident snapshot and its files): in memory, primed from the store's change log when it opens. */
@@ -484,6 +519,7 @@ export interface ProfileStore
     MembershipWrites,
     MembershipReads,
     ProfileChanges,
-    LifecycleWrites {
+    LifecycleWrites,
+    TransitionLog {
   close(): Promise<void>;
 }

@@ -43,6 +43,8 @@ export interface BudgetOptions {
   deadline: boolean;
   /** Milliseconds, default performance.now (tests of the deadline pass a clock of their own). */
   now?: () => number;
+  /** The time left of a deadline started elsewhere (an evaluation worker continuing a request's budget). */
+  deadlineInMs?: number;
 }
 
 /**
@@ -60,7 +62,7 @@ export class EvaluationBudget {
     opts: BudgetOptions,
   ) {
     this.now = opts.now ?? (() => performance.now());
-    this.deadlineAt = opts.deadline ? this.now() + limits.evaluationDeadlineMs : Infinity;
+    this.deadlineAt = opts.deadline ? this.now() + (opts.deadlineInMs ?? limits.evaluationDeadlineMs) : Infinity;
     this.work = new WorkBudget({
       unitsPerEvaluation: limits.evaluationCost,
       // A clock read every 128 units costs nothing next to them; explain's traced units are slow.
@@ -82,6 +84,16 @@ export class EvaluationBudget {
   /** Units of work charged so far. */
   get spent(): number {
     return this.work.spent;
+  }
+
+  /** Milliseconds left before the deadline (Infinity without one). */
+  remainingMs(): number {
+    return this.deadlineAt - this.now();
+  }
+
+  /** The limits the budget applies (an evaluation worker applies the same). */
+  get evaluationLimits(): EvaluationLimits {
+    return this.limits;
   }
 
   /** Between stretches (e.g. after an await): the deadline holds there too. */

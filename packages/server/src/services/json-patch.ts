@@ -1,8 +1,16 @@
 /**
  * RFC 6902 JSON Patch (add, remove, replace, move, copy, test) over plain JSON
- * values. Applied to a copy: the input is never modified, so a failing
- * operation leaves nothing half-applied.
+ * values, applied by fast-json-patch to a copy: the input is never modified,
+ * so a failing operation leaves nothing half-applied.
+ *
+ * What is ours: the error messages (the API's titles quote them), and a walk
+ * over own properties before each operation. fast-json-patch tests a path with
+ * `obj[key] === undefined`, so inherited names (`constructor`, `toString`)
+ * would count as present (removing `/a/toString` would "succeed" and change
+ * nothing), and it refuses `__proto__` with a TypeError of its own wording.
  */
+import jsonpatch from "fast-json-patch";
+import type { Operation } from "fast-json-patch";
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [k: string]: JsonValue };
 
@@ -31,126 +39,73 @@ export function parsePointer(pointer: string): string[] {
     .map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
 }
 
-type Container = JsonValue[] | { [k: string]: JsonValue };
+const INDEX = /^(0|[1-9]\d*)$/;
 
 /**
- * Own properties only: a path segment like `__proto__` or `constructor` must
- * never reach Object.prototype (prototype pollution).
+ * Checks `pointer` against `doc` through own properties only. `whole`: the last
+ * token must exist too (remove, replace, test, a move's or copy's `from`);
+ * otherwise only its parent must (add).
  */
-function child(cur: JsonValue, token: string): JsonValue | undefined {
-  if (Array.isArray(cur)) return /^(0|[1-9]\d*)$/.test(token) ? cur[Number(token)] : undefined;
-  if (isContainer(cur) && Object.hasOwn(cur, token)) return cur[token];
-  return undefined;
+function checkPath(doc: unknown, pointer: string, whole: boolean, forAdd: boolean): void {
+  const tokens = parsePointer(pointer);
+  let cur = doc;
+  tokens.forEach((token, i) => {
+    // The keys that lead to a prototype (as fast-json-patch bans them), refused wherever they stand.
+    if (token === "__proto__" || (token === "prototype" && tokens[i - 1] === "constructor")) throw new Error(`path "${pointer}" is refused: "${token}" may not be patched`);
+    const last = i === tokens.length - 1;
+    if (Array.isArray(cur)) {
+      if (last && forAdd && token === "-") return;
+      if (!INDEX.test(token)) throw new Error(`"${token}" is not an array index in "${pointer}"`);
+      const n = Number(token);
+      if (n > cur.length || (n === cur.length && (!last || whole))) throw new Error(`index ${n} is out of range in "${pointer}"`);
+      cur = cur[n];
+    } else if (typeof cur === "object" && cur !== null && Object.hasOwn(cur, token)) {
+      cur = (cur as Record<string, unknown>)[token];
+    } else if (!(last && !whole && typeof cur === "object" && cur !== null)) {
+      throw new Error(`path "${pointer}" does not exist`);
+    }
+  });
 }
 
-function setOwn(obj: { [k: string]: JsonValue }, key: string, value: JsonValue): void {
-  Object.defineProperty(obj, key, { value, writable: true, enumerable: true, configurable: true });
-}
-
-function isContainer(v: JsonValue | undefined): v is Container {
-  return typeof v === "object" && v !== null;
-}
-
-function parentOf(doc: JsonValue, tokens: string[], path: string): { parent: Container; key: string } {
-  let cur: JsonValue = doc;
-  for (const t of tokens.slice(0, -1)) {
-    const next = child(cur, t);
-    if (!isContainer(next)) throw new Error(`path "${path}" does not exist`);
-    cur = next;
+function check(doc: JsonValue, op: PatchOperation): void {
+  switch (op.op) {
+    case "add":
+    case "replace":
+    case "test":
+      if (op.value === undefined) throw new Error('"value" is required');
+      checkPath(doc, op.path, op.op !== "add", op.op === "add");
+      break;
+    case "remove":
+      if (op.path === "") throw new Error("cannot remove the whole document");
+      checkPath(doc, op.path, true, false);
+      break;
+    case "move":
+    case "copy":
+      if (op.from === undefined) throw new Error('"from" is required');
+      checkPath(doc, op.from, true, false);
+      if (op.op === "move" && op.path.startsWith(op.from + "/")) throw new Error("cannot move a value into itself");
+      checkPath(doc, op.path, false, true);
+      break;
+    default:
+      throw new Error(`unknown op "${String((op as { op: unknown }).op)}"`);
   }
-  if (!isContainer(cur)) throw new Error(`path "${path}" does not exist`);
-  return { parent: cur, key: tokens[tokens.length - 1]! };
-}
-
-function arrayIndex(arr: JsonValue[], key: string, path: string, forAdd: boolean): number {
-  if (forAdd && key === "-") return arr.length;
-  if (!/^(0|[1-9]\d*)$/.test(key)) throw new Error(`"${key}" is not an array index in "${path}"`);
-  const i = Number(key);
-  if (i > arr.length || (!forAdd && i === arr.length)) throw new Error(`index ${i} is out of range in "${path}"`);
-  return i;
-}
-
-function get(doc: JsonValue, path: string): JsonValue {
-  let cur: JsonValue = doc;
-  for (const t of parsePointer(path)) {
-    const next = child(cur, t);
-    if (next === undefined) throw new Error(`path "${path}" does not exist`);
-    cur = next;
-  }
-  return cur;
-}
-
-function add(doc: JsonValue, path: string, value: JsonValue): JsonValue {
-  const tokens = parsePointer(path);
-  if (tokens.length === 0) return value;
-  const { parent, key } = parentOf(doc, tokens, path);
-  if (Array.isArray(parent)) parent.splice(arrayIndex(parent, key, path, true), 0, value);
-  else setOwn(parent, key, value);
-  return doc;
-}
-
-function remove(doc: JsonValue, path: string): JsonValue {
-  const tokens = parsePointer(path);
-  if (tokens.length === 0) throw new Error("cannot remove the whole document");
-  const { parent, key } = parentOf(doc, tokens, path);
-  if (Array.isArray(parent)) parent.splice(arrayIndex(parent, key, path, false), 1);
-  else {
-    if (!Object.hasOwn(parent, key)) throw new Error(`path "${path}" does not exist`);
-    delete parent[key];
-  }
-  return doc;
-}
-
-function deepEqual(a: JsonValue, b: JsonValue): boolean {
-  if (a === b) return true;
-  if (Array.isArray(a)) return Array.isArray(b) && a.length === b.length && a.every((x, i) => deepEqual(x, b[i]!));
-  if (isContainer(a) && isContainer(b) && !Array.isArray(b)) {
-    const ka = Object.keys(a);
-    const kb = Object.keys(b);
-    return ka.length === kb.length && ka.every((k) => Object.hasOwn(b, k) && deepEqual((a as Record<string, JsonValue>)[k]!, b[k]!));
-  }
-  return false;
 }
 
 export function applyPatch(input: JsonValue, ops: readonly PatchOperation[]): JsonValue {
   let doc = structuredClone(input);
   ops.forEach((op, i) => {
     try {
-      switch (op.op) {
-        case "add":
-          if (op.value === undefined) throw new Error('"value" is required');
-          doc = add(doc, op.path, structuredClone(op.value));
-          break;
-        case "remove":
-          doc = remove(doc, op.path);
-          break;
-        case "replace":
-          if (op.value === undefined) throw new Error('"value" is required');
-          get(doc, op.path);
-          doc = add(remove(doc, op.path), op.path, structuredClone(op.value));
-          break;
-        case "move": {
-          if (op.from === undefined) throw new Error('"from" is required');
-          if (op.path.startsWith(op.from + "/")) throw new Error("cannot move a value into itself");
-          const v = get(doc, op.from);
-          doc = add(remove(doc, op.from), op.path, v);
-          break;
-        }
-        case "copy": {
-          if (op.from === undefined) throw new Error('"from" is required');
-          doc = add(doc, op.path, structuredClone(get(doc, op.from)));
-          break;
-        }
-        case "test":
-          if (op.value === undefined) throw new Error('"value" is required');
-          if (!deepEqual(get(doc, op.path), op.value)) throw new Error(`test failed: the value at "${op.path}" differs`);
-          break;
-        default:
-          throw new Error(`unknown op "${String((op as { op: unknown }).op)}"`);
-      }
+      check(doc, op);
+      // The value is cloned so that a later operation cannot change the caller's object.
+      const operation = (op.value === undefined ? op : { ...op, value: structuredClone(op.value) }) as Operation;
+      doc = jsonpatch.applyOperation(doc, operation, true, true, true, i).newDocument;
     } catch (err) {
       if (err instanceof JsonPatchError) throw err;
-      throw new JsonPatchError(i, (err as Error).message);
+      if (err instanceof jsonpatch.JsonPatchError && err.name === "TEST_OPERATION_FAILED") {
+        throw new JsonPatchError(i, `test failed: the value at "${op.path}" differs`);
+      }
+      // Anything else the library refuses is a path our walk let through: first line only (it appends the document).
+      throw new JsonPatchError(i, (err as Error).message.split("\n")[0]!);
     }
   });
   return doc;

@@ -35,6 +35,11 @@ export class SearchQueryError extends Error {}
 const TEXT_FIELDS: Record<string, TextField> = { segmentName: "name", segmentDescription: "description" };
 const KEYWORD_FIELDS = ["segmentId", "folderId", "folderLocation", "parentFolderId"] as const;
 export const SEARCH_FIELDS = [...Object.keys(TEXT_FIELDS), ...KEYWORD_FIELDS] as const;
+/**
+ * The search objects' own property names (SearchEntityObject's `name`, `description`, `id`), which
+ * Adobe's examples query (`s=name:test` in segmentation.yaml), read as the indexed fields.
+ */
+export const SEARCH_FIELD_ALIASES: Readonly<Record<string, string>> = { name: "segmentName", description: "segmentDescription", id: "segmentId" };
 
 /** How one field's words (or keyword value) are tested: each kind is matched against the field's vocabulary. */
 export type TermTest =
@@ -163,7 +168,7 @@ function keyOf(field: FieldKey, t: TermTest): string {
 }
 
 function fieldPlan(field: string, n: lucene.Node): SearchPlan {
-  const fields = field === "<implicit>" ? ["segmentName", "segmentDescription", "segmentId"] : [field];
+  const fields = field === "<implicit>" ? ["segmentName", "segmentDescription", "segmentId"] : [SEARCH_FIELD_ALIASES[field] ?? field];
   const label = labelOf(n, field);
   const leaves = fields.map((f): LeafPlan => {
     const text = TEXT_FIELDS[f];

@@ -53,7 +53,7 @@ function curlLines(stdout: string): string[] {
 
 test("serve on a fresh data dir prints working curl lines; token prints the same credentials; restart keeps both", async () => {
   const env = { SEGMENTD_LOG_LEVEL: "warn" };
-  const s = spawnTs(MAIN, ["serve", "--data-dir", dataDir, "--port", "0"], env);
+  const s = spawnTs(MAIN, ["serve", "--data-dir", dataDir, "--port", "0", "--no-demo"], env);
   const [, url] = await waitFor(s, /segmentd listening on (http:\/\/127\.0\.0\.1:\d+)/);
   await waitFor(s, /curl -s http\S+\/config\/mergePolicies/);
   assert.match(s.stdout(), /Development tenant \(created; stored in /);
@@ -81,7 +81,7 @@ test("serve on a fresh data dir prints working curl lines; token prints the same
   s.child.kill("SIGINT");
   assert.deepEqual(await s.exited, { code: 0, signal: null });
 
-  const again = spawnTs(MAIN, ["serve", "--data-dir", dataDir, "--port", new URL(url!).port], env);
+  const again = spawnTs(MAIN, ["serve", "--data-dir", dataDir, "--port", new URL(url!).port, "--no-demo"], env);
   await waitFor(again, /curl -s http\S+\/config\/mergePolicies/);
   assert.match(again.stdout(), /Development tenant \(loaded; /);
   assert.deepEqual(curlLines(again.stdout()), lines);

@@ -43,6 +43,9 @@ export function testConfig(handle: TestStoreHandle, patch: (c: Config) => void =
     { id: ORG_A, sandboxes: [{ name: "prod", type: "production", default: true }, { name: "dev", type: "development", default: false }] },
     { id: ORG_B, sandboxes: [{ name: "prod", type: "production", default: true }] },
   ];
+  // No daily schedule: a suite that crosses 01:00 UTC must not get a batch job it did not ask
+  // for (test/batch/default-schedule.test.ts turns it back on).
+  c.batch = { defaultSchedule: false };
   patch(c);
   return c;
 }

@@ -75,6 +75,8 @@ export async function createTestStore(label = "t"): Promise<TestStoreHandle> {
       const a = new pg.Client({ connectionString: base });
       await a.connect();
       await a.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      // The deliverer's state schema (moduleSchema "<schema>_delivery"), once a webhook flow existed.
+      await a.query(`DROP SCHEMA IF EXISTS ${schema}_delivery CASCADE`);
       await a.end();
       rmSync(dataDir, { recursive: true, force: true });
     },

@@ -12,7 +12,7 @@ describe("demo loader over the public ingestion API", () => {
   it("creates the datasets, loads every record in batches and makes profiles readable", async () => {
     h.policies.set("default", { id: "default", identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } });
     const target = { baseUrl: h.url, headers: { authorization: `Bearer ${TOKEN}`, "x-api-key": API_KEY, "x-gw-ims-org-id": ORG, "x-sandbox-name": "dev" } };
-    const r = await loadDemoOverHttp(target, { profiles: 300, events: 6000, now: h.clock.now(), seed: 3 });
+    const r = await loadDemoOverHttp(target, { profiles: 300, events: 6000, seed: 3 });
     assert.deepEqual([r.recordsWritten, r.recordsFailed], [6300, 0]);
     const status = await call(h.url, "GET", `/data/foundation/catalog/batches/${r.batches[1]}`, undefined, { sandbox: "dev" });
     const b = (status.json as Record<string, { status: string; files: string[] }>)[r.batches[1]!]!;
@@ -24,7 +24,7 @@ describe("demo loader over the public ingestion API", () => {
     assert.equal(((entity["identityMap"] as Record<string, unknown[]>)["ecid"] ?? []).length, 1);
     assert.equal((await call(h.url, "GET", "/data/foundation/catalog/dataSets", undefined, { sandbox: "prod" })).text, "{}");
     // The dev sandbox now has datasets: the start-up loader leaves it alone; prod is empty and gets one.
-    const small = { profiles: 20, events: 100, now: h.clock.now(), seed: 4 };
+    const small = { profiles: 20, events: 100, seed: 4 };
     assert.equal(await loadDemoIfEmpty(h.ts.store, { orgId: ORG, sandboxName: "dev" }, target, small), null);
     const prod = await loadDemoIfEmpty(h.ts.store, { orgId: ORG, sandboxName: "prod" }, { ...target, headers: { ...target.headers, "x-sandbox-name": "prod" } }, small);
     assert.equal(prod?.recordsWritten, 120);

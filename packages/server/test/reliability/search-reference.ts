@@ -7,7 +7,7 @@
 import lucene from "lucene";
 import { validateJavaRegex } from "@segmentd/pql";
 import {
-  chainClauses, editsOf, fuzzyDistances, MAX_SEARCH_DEPTH, MAX_SEARCH_QUERY, nestingDepth, SEARCH_FIELDS, SearchQueryError, words,
+  chainClauses, editsOf, fuzzyDistances, MAX_SEARCH_DEPTH, MAX_SEARCH_QUERY, nestingDepth, SEARCH_FIELD_ALIASES, SEARCH_FIELDS, SearchQueryError, words,
   type Node, type Occur, type SearchDoc,
 } from "../../src/services/segment-search.js";
 
@@ -110,7 +110,7 @@ function phraseTest(field: "name" | "description", phrase: string[], slop: numbe
 }
 
 function fieldPred(field: string, n: lucene.Node): Pred {
-  const fields = field === "<implicit>" ? ["segmentName", "segmentDescription", "segmentId"] : [field];
+  const fields = field === "<implicit>" ? ["segmentName", "segmentDescription", "segmentId"] : [SEARCH_FIELD_ALIASES[field] ?? field];
   const preds = fields.map((f): Pred => {
     const text = (TEXT_FIELDS as Record<string, "name" | "description">)[f];
     const keyword = (KEYWORD_FIELDS as readonly string[]).includes(f) ? (f as (typeof KEYWORD_FIELDS)[number]) : undefined;

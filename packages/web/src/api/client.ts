@@ -30,6 +30,17 @@ import type {
 
 const UPS = "/data/core/ups";
 
+/** A batch schedule as GET /config/schedules answers it (not in types.ts yet: the fields the tool reads). */
+export interface BatchSchedule {
+  id: string;
+  name: string;
+  type: string;
+  properties?: { segments?: string[] };
+  schedule: string;
+  state: "active" | "inactive";
+  nextRunTime?: string | number | null;
+}
+
 export interface DefinitionDraft {
   name: string;
   description: string;
@@ -192,6 +203,29 @@ export class ApiClient {
 
   getJob(id: string): Promise<SegmentJob> {
     return this.request("GET", `${UPS}/segment/jobs/${encodeURIComponent(id)}`);
+  }
+
+  /** The sandbox's batch schedules (segmentd keeps at most one per sandbox). */
+  async schedules(): Promise<BatchSchedule[]> {
+    const r = await this.request<{ children: BatchSchedule[] }>("GET", `${UPS}/config/schedules?limit=100`);
+    return r.children;
+  }
+
+  /** Turns a schedule on or off, or moves it to another cron (JSON Patch, as AEP's API takes it). */
+  patchSchedule(id: string, change: { state?: "active" | "inactive"; schedule?: string }): Promise<void> {
+    const ops = Object.entries(change).map(([k, value]) => ({ op: "replace", path: `/${k}`, value }));
+    return this.request("PATCH", `${UPS}/config/schedules/${encodeURIComponent(id)}`, ops);
+  }
+
+  /** A daily schedule evaluating every batch audience ("*"), active. */
+  createDailySchedule(cron: string): Promise<BatchSchedule> {
+    return this.request("POST", `${UPS}/config/schedules`, {
+      name: "Daily batch evaluation",
+      type: "batch_segmentation",
+      properties: { segments: ["*"] },
+      schedule: cron,
+      state: "active",
+    });
   }
 
   async quotas(): Promise<QuotaEntry[]> {

@@ -31,11 +31,14 @@ function itemMessages(errors: unknown): string[] {
   return out;
 }
 
+/** Where a valid token comes from, said with every refused token (the gateway's own message names none). */
+export const TOKEN_HINT = "Print this server's development token with `npm run segmentd -- token` in the segmentd folder (or open the sign-in page on the server's machine, where it is filled in), or use a token your identity provider issued for this organization.";
+
 /** What a status means when the body says nothing useful. */
 export function statusWords(status: number): string {
   switch (status) {
     case 0: return "The server could not be reached. Check that segmentd is running.";
-    case 401: return "The token was refused. Sign in again with a valid token.";
+    case 401: return "The token was refused.";
     case 403: return "This token may not use that organization or sandbox.";
     case 404: return "Not found: the server does not know this resource (or this feature is not enabled on it).";
     case 413: return "The request is too large for the server.";
@@ -46,6 +49,13 @@ export function statusWords(status: number): string {
 }
 
 export function describeFailure(status: number, body: unknown): ApiFailure {
+  const f = describeBody(status, body);
+  if (status !== 401) return f;
+  const said = f.message.trim();
+  return new ApiFailure(status, `${said}${/[.!?]$/.test(said) ? "" : "."} ${TOKEN_HINT}`, f.details);
+}
+
+function describeBody(status: number, body: unknown): ApiFailure {
   if (isRecord(body)) {
     const items = itemMessages(body.errors);
     if (items.length > 0) {

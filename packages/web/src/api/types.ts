@@ -1,4 +1,18 @@
-/** The shapes the UI reads from segmentd's APIs (only the fields it uses). */
+/**
+ * The shapes the UI reads from segmentd's APIs. Where a route's response schema
+ * is complete, the type is the one generated from the server's /openapi.json
+ * (./openapi.d.ts, `npm run gen:web-types`), so that it cannot drift from what
+ * the server sends; the explanation's trace is PQL's own TraceNode. The rest
+ * (Adobe's shapes, whose schemas are looser than what the UI relies on) are
+ * written here, with only the fields the UI uses.
+ */
+import type { TraceNode } from "@segmentd/pql";
+import type { paths } from "./openapi.js";
+
+export type { OccursBounds, TraceNode } from "@segmentd/pql";
+
+/** The JSON body of an operation's 200 answer. */
+type Ok<P extends keyof paths, M extends "get" | "post"> = paths[P][M] extends { responses: { 200: { content: { "application/json": infer B } } } } ? B : never;
 
 export type Method = "batch" | "continuous" | "synchronous";
 
@@ -6,64 +20,19 @@ export interface EvaluationFlag {
   enabled: boolean;
 }
 
-export interface SegmentDefinition {
-  id: string;
-  name: string;
-  description?: string;
-  schema: { name: string };
-  expression: { type: string; format: string; value: string };
-  mergePolicyId: string;
-  evaluationInfo: Record<Method, EvaluationFlag>;
-  creationTime: number;
-  updateTime: number;
-  classification?: { queryType: string | null; reasons: string[] };
-}
+// Adobe's objects carry more than the UI reads: the UI's types pick the fields it uses (their types
+// still the generated ones), so that a fixture or a draft need not invent the rest.
+type GeneratedDefinition = Ok<"/data/core/ups/segment/definitions", "get">["segments"][number];
+export type SegmentDefinition = Pick<GeneratedDefinition, "id" | "name" | "description" | "schema" | "expression" | "mergePolicyId" | "evaluationInfo" | "creationTime" | "updateTime"> & {
+  classification?: Pick<GeneratedDefinition["classification"], "queryType" | "reasons">;
+};
+export type DefinitionPage = Omit<Ok<"/data/core/ups/segment/definitions", "get">, "segments" | "link"> & { segments: SegmentDefinition[] };
 
-export interface DefinitionPage {
-  segments: SegmentDefinition[];
-  page: { totalCount: number; totalPages: number; pageSize: number; limit: number; start: number; pageNumber: number };
-}
+type GeneratedMergePolicy = Ok<"/data/core/ups/config/mergePolicies", "get">["children"][number];
+/** "pdg" stitches profiles by the identity graph; older answers may lack it. */
+export type MergePolicy = Pick<GeneratedMergePolicy, "id" | "name" | "isActiveOnEdge" | "default" | "schema"> & { identityGraph?: GeneratedMergePolicy["identityGraph"] };
 
-export interface MergePolicy {
-  id: string;
-  name: string;
-  isActiveOnEdge: boolean;
-  default: boolean;
-  schema: { name: string };
-  /** "pdg" stitches profiles by the identity graph; older answers may lack it. */
-  identityGraph?: { type: string };
-}
-
-export interface EligibilityAnswer {
-  valid: boolean;
-  diagnostics: Array<{ code?: string; message: string; line?: number; column?: number }>;
-  mergePolicy: { id: string; isActiveOnEdge: boolean } | null;
-  eligible: Record<Method, boolean>;
-  reasons: { continuous: string[]; synchronous: string[] };
-}
-
-export type MetricWindow = "24h" | "7d" | "30d";
-
-export interface MetricBucket {
-  start: string;
-  end: string;
-  qualified: number;
-  disqualified: number;
-  net: number;
-}
-
-export interface AudienceMetrics {
-  segmentId: string;
-  window: MetricWindow;
-  from: string;
-  to: string;
-  totalQualified: number;
-  newAudienceUpdated: number;
-  qualified: number;
-  disqualified: number;
-  bucketSizeMs: number;
-  buckets: MetricBucket[];
-}
+export type EligibilityAnswer = Omit<Ok<"/data/core/ups/segment/eligibility", "post">, "classification">;
 
 export interface SegmentJob {
   id: string;
@@ -113,149 +82,41 @@ export interface UiConfig {
   credentials?: { token: string; apiKey: string; orgId: string; sandboxName: string };
 }
 
-/** Time bounds an `occurs` tested against (epoch ms; PQL's OccursBounds). */
-export interface OccursBounds {
-  lower?: number;
-  lowerInclusive: boolean;
-  upper?: number;
-  upperInclusive: boolean;
-  exclude?: { start: number; end: number };
-  empty?: boolean;
-}
+export type MetricWindow = AudienceMetrics["window"];
+export type AudienceMetrics = Ok<"/data/core/ups/segment/definitions/{id}/metrics", "get">;
+export type MetricBucket = AudienceMetrics["buckets"][number];
 
-/** One node of an explanation's trace (PQL's TraceNode as the server sends it). */
-export interface TraceNode {
-  kind: string;
-  text: string;
-  value: unknown;
-  children: TraceNode[];
-  items?: { tested: number; held: number; first: unknown[] };
-  bounds?: OccursBounds;
-}
+export type MemberPage = Ok<"/data/core/ups/segment/definitions/{id}/members", "get">;
+export type Member = MemberPage["children"][number];
+export type Identity = Member["identities"][number];
+export type MembershipStatus = Member["status"];
 
-export type MembershipStatus = "realized" | "exited";
-
-export interface MembershipTransition {
-  from: MembershipStatus | null;
-  to: MembershipStatus;
-  source: string;
-  at: string;
-}
-
-/** Which fragment and merge rule supplied an attribute the expression read (newer servers only). */
-export interface ExplainedAttribute {
-  path: string;
-  value: unknown;
-  /** The fragment the merge kept: its dataset, record (`namespace:id` of its primary identity) and time. */
-  source: { datasetId: string; recordId?: string; timestamp?: string } | null;
-  /** timestampOrdered, dataSetPrecedence, identityGraph or none (no fragment has a value). */
+type GeneratedExplanation = Ok<"/data/core/ups/segment/definitions/{id}/explain", "get">;
+/**
+ * Which fragment and merge rule supplied an attribute the expression read. Wider than the schema
+ * on purpose: the UI shows a rule a newer server adds by its name, and a source an older one sent
+ * without record or time.
+ */
+export type ExplainedAttribute = Omit<GeneratedExplanation["attributes"][number], "rule" | "source"> & {
   rule: string;
-  /** dataSetPrecedence: the dataset's place in the policy's order (1 = first); null when unlisted. */
-  rank?: number | null;
-}
+  source: { datasetId: string; recordId?: string; timestamp?: string } | null;
+};
+/** Why a profile is in or out (older servers send no attributes); the trace's schema is open (recursive), so its type is PQL's. */
+export type Explanation = Omit<GeneratedExplanation, "trace" | "attributes"> & { trace: TraceNode; attributes?: ExplainedAttribute[] };
+export type MembershipTransition = Explanation["membership"]["history"][number];
 
-export interface Explanation {
-  segmentId: string | null;
-  entityId: string;
-  entityIdNS: string;
-  profileId: string;
-  evaluatedAt: string;
-  mergePolicyId: string | null;
-  result: boolean;
-  excludedByConsent: boolean;
-  exitsAt: string | null;
-  membership: { status: MembershipStatus | null; lastQualificationTime: string | null; history: MembershipTransition[] };
-  references: Array<{ id: string; status: MembershipStatus | null }>;
-  events: { read: number; truncated: boolean };
-  trace: TraceNode;
-  attributes?: ExplainedAttribute[];
-}
+type GeneratedImpact = Ok<"/data/core/ups/segment/definitions/{id}/impact", "post">;
+export type ImpactGroup = GeneratedImpact["enter"];
+export type ImpactSide = GeneratedImpact["before"];
+/** The eligibility part is POST /segment/eligibility's answer, whose schema is open. */
+export type ImpactAnswer = Omit<GeneratedImpact, "eligibility"> & { eligibility?: Partial<EligibilityAnswer> };
 
-export interface Identity {
-  namespace: string;
-  id: string;
-}
+/** The builder's palette, as GET …/segment/builder/fields samples it. */
+export type BuilderPalette = Ok<"/data/core/ups/segment/builder/fields", "get">;
+export type BuilderField = BuilderPalette["profile"]["fields"][number];
+export type BuilderFieldType = BuilderField["type"];
+export type BuilderEventType = BuilderPalette["events"]["eventTypes"][number];
 
-export interface Member {
-  profileId: string;
-  identities: Identity[];
-  status: MembershipStatus;
-  lastQualificationTime: string;
-  since: { source: string; at: string } | null;
-}
-
-export interface MemberPage {
-  segmentId: string;
-  status: MembershipStatus;
-  children: Member[];
-  _page: { count: number; limit: number; totalCount: number; next: string | null };
-}
-
-export interface ImpactGroup {
-  count: number;
-  sample: Array<{ profileId: string; identities: Identity[] }>;
-}
-
-export interface ImpactSide {
-  qualified: number;
-  expression: string;
-  mergePolicyId: string;
-}
-
-export interface ImpactAnswer {
-  segmentId: string;
-  evaluatedAt: string;
-  exact: boolean;
-  profiles: number;
-  before: ImpactSide;
-  after: ImpactSide;
-  enter: ImpactGroup;
-  leave: ImpactGroup;
-  stay: ImpactGroup;
-  eligibility?: Partial<EligibilityAnswer>;
-  tookMs: number;
-}
-
-/** A field of the builder's palette, as GET …/segment/builder/fields samples it. */
-export type BuilderFieldType = "string" | "number" | "integer" | "boolean" | "date" | "date-time" | "array" | "object";
-
-export interface BuilderField {
-  path: string;
-  type: BuilderFieldType;
-  /** Arrays: the type of their items. */
-  items?: BuilderFieldType;
-  /** Sampled records holding the field. */
-  count: number;
-  examples: (string | number | boolean)[];
-}
-
-export interface BuilderEventType {
-  eventType: string;
-  count: number;
-  fields: BuilderField[];
-}
-
-export interface BuilderPalette {
-  computedAt: string;
-  profile: { sampled: number; fields: BuilderField[] };
-  events: { sampled: number; eventTypes: BuilderEventType[]; fields: BuilderField[] };
-  identities: { namespaces: string[]; descriptors: { path: string; namespace: string; primary: boolean }[] };
-}
-
-/** One expression's estimate, the figures GET /estimate/{previewId} answers for it. */
-export interface ExpressionEstimate {
-  estimatedSize: number;
-  standardError: number;
-  estimatedSizeRange: { low: number; high: number };
-  profilesReadSoFar: number;
-  profilesMatchedSoFar: number;
-}
-
-export interface BuilderEstimates {
-  evaluatedAt: string;
-  totalRows: number;
-  numRowsToRead: number;
-  confidenceInterval: string;
-  estimates: ExpressionEstimate[];
-  tookMs: number;
-}
+/** Estimates of several expressions at once; each one's figures are GET /estimate/{previewId}'s. */
+export type BuilderEstimates = Ok<"/data/core/ups/segment/builder/estimate", "post">;
+export type ExpressionEstimate = BuilderEstimates["estimates"][number];

@@ -16,6 +16,7 @@ import { formatCount, formatDateTime } from "../format.js";
 import { lastEvaluated } from "../last-evaluated.js";
 import { METHOD_LABELS, METHODS, methodOf, parseMethod } from "../methods.js";
 import { audiencePath } from "../router.js";
+import { createSchedulePanel } from "./schedule-panel.js";
 
 const PAGE_SIZE = 20;
 const SEARCH_CAP = 4000;
@@ -61,6 +62,7 @@ export async function renderAudiences(ctx: PageContext, query: URLSearchParams):
     h("div", { class: "page-head" },
       h("h1", {}, "Audiences"),
       h("a", { class: "button", href: "/audiences/new" }, "Create audience")),
+    createSchedulePanel(ctx),
     h("form", { class: "toolbar", role: "search", onsubmit: (e: Event) => e.preventDefault() },
       h("div", { class: "field-inline" }, h("label", { for: "audience-search" }, "Search"), search),
       h("div", { class: "field-inline" }, h("label", { for: "audience-method" }, "Evaluation method"), methodSelect)),
@@ -151,18 +153,23 @@ function renderTable(ctx: PageContext, rows: SegmentDefinition[], jobs: () => Pr
       h("td", { "data-label": "Method" }, methodBadge(m)),
       qualified,
       evaluated));
-    ctx.api.metrics(d.id, "24h").then(
-      (r) => qualified.replaceChildren(formatCount(r.totalQualified)),
-      (err: unknown) => qualified.replaceChildren(h("span", { class: "muted", title: messageOf(err) }, "unavailable")),
-    );
-    void jobs().then((j) => {
+    const judged = jobs().then((j) => {
       if (j instanceof Error && m === "batch") {
         evaluated.replaceChildren(h("span", { class: "muted", title: j.message }, "unknown"));
-        return;
+        return undefined;
       }
       const le = lastEvaluated(d, j instanceof Error ? [] : j);
       evaluated.replaceChildren(le.kind === "continuous" ? "Continuously" : le.kind === "at" ? formatDateTime(le.time) : h("span", { class: "muted" }, "Not yet"));
+      return le;
     });
+    ctx.api.metrics(d.id, "24h").then(
+      async (r) => {
+        // A batch audience no job has evaluated has no members yet: "0" would read as "nobody matches".
+        const le = await judged;
+        qualified.replaceChildren(le?.kind === "never" && r.totalQualified === 0 ? h("span", { class: "muted", "data-testid": "not-evaluated" }, "Not evaluated yet") : formatCount(r.totalQualified));
+      },
+      (err: unknown) => qualified.replaceChildren(h("span", { class: "muted", title: messageOf(err) }, "unavailable")),
+    );
   }
   const table = h("table", { class: "data-table audiences-table" },
     h("caption", { class: "visually-hidden" }, "Audiences of this sandbox"),

@@ -15,6 +15,8 @@ import type { PageContext } from "../context.js";
 import { h, notice } from "../dom.js";
 import { createPqlEditor } from "../editor/pql-editor.js";
 import { COMMON_DATE_FIELDS, isFieldPath, withIgnoreYear } from "../editor/ignore-year.js";
+import { schemaOfPalette, unknownFieldWarnings } from "../field-warnings.js";
+import { sentence } from "../format.js";
 import { choicesFromLocal, choicesFromServer, keepSelection, localVerdict, type MethodChoice } from "../eligibility.js";
 import { METHOD_HINTS, METHOD_LABELS, METHODS, methodOf } from "../methods.js";
 import { audiencePath, navigate } from "../router.js";
@@ -110,13 +112,19 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
   };
 
   const selectedPolicy = () => policies.find((p) => p.id === policySelect.value);
+  // The sandbox's sampled profile fields, to warn about a misspelled one (field-warnings.ts).
+  let fieldSchema: ReturnType<typeof schemaOfPalette>;
+  let lastChecked = draft.expression;
   let serverTimer: number | undefined;
   let checkSeq = 0;
   const evaluate = () => {
     const text = editor.value();
     const v = localVerdict(text);
     hasErrors = v.diagnostics.some((d) => d.severity === "error") || text.trim() === "";
-    editor.setDiagnostics(v.diagnostics);
+    editor.setDiagnostics(hasErrors ? v.diagnostics : [...v.diagnostics, ...unknownFieldWarnings(text, fieldSchema)]);
+    // A refused save's message is about the text as it was: an edit makes it stale.
+    if (text !== lastChecked) saveStatus.replaceChildren();
+    lastChecked = text;
     choices = choicesFromLocal(v, selectedPolicy());
     classification.textContent = v.queryType ? `Query type: ${v.queryType}` : "";
     renderChoices();
@@ -164,7 +172,10 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
     changed: () => refreshEstimate(),
   });
   const estimate = createEstimateView(ctx, (counts) => visual.paintCounts(counts));
-  const refreshEstimate = () => estimate.update(editor.value(), !hasErrors, activeTab === "visual" ? visual.model() : undefined, graphTypeOf(selectedPolicy()));
+  const refreshEstimate = () => {
+    const incomplete = activeTab === "visual" ? visual.problem() : undefined;
+    estimate.update(editor.value(), !hasErrors, activeTab === "visual" ? visual.model() : undefined, graphTypeOf(selectedPolicy()), incomplete === undefined ? undefined : sentence(incomplete));
+  };
   ctx.onLeave(() => window.clearTimeout(serverTimer));
   policySelect.addEventListener("change", evaluate);
 
@@ -253,7 +264,7 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
     }
     const unwritten = visual.problem();
     if (activeTab === "visual" && unwritten) {
-      saveStatus.replaceChildren(notice("error", "A rule is not complete.", `${unwritten} Complete or remove it, then save.`));
+      saveStatus.replaceChildren(notice("error", "A rule is not complete.", `${sentence(unwritten)} Complete or remove it, then save.`));
       visual.focusProblem();
       return;
     }
@@ -293,6 +304,13 @@ export async function renderBuilder(ctx: PageContext, id: string | undefined): P
   });
   ctx.main.replaceChildren(form);
   evaluate();
+  ctx.api.builderFields().then((palette) => {
+    if (ctx.left()) return;
+    fieldSchema = schemaOfPalette(palette);
+    evaluate();
+  }, () => {
+    // Without the palette there is nothing to compare field names with; the rest works as before.
+  });
   const askedTab = new URLSearchParams(location.search).get("tab") ?? storedTab();
   tabs.select(askedTab === "visual" ? "visual" : "pql");
   nameInput.focus();

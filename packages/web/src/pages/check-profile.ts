@@ -8,8 +8,8 @@
 import { detailsOf, messageOf } from "../api/errors.js";
 import type { ExplainedAttribute, Explanation, SegmentDefinition } from "../api/types.js";
 import type { PageContext } from "../context.js";
-import { h, notice } from "../dom.js";
-import { COMMON_NAMESPACES, checkFailureText, namespaceLabel, ruleText, sourceText, statusText, storedNote, valueText, verdictOf } from "../explain-words.js";
+import { fieldPath, h, notice } from "../dom.js";
+import { COMMON_NAMESPACES, checkFailureText, identityText, namespaceLabel, ruleText, sourceText, statusText, storedNote, valueText, verdictOf } from "../explain-words.js";
 import { formatCount, formatDateTime } from "../format.js";
 import { audiencePath } from "../router.js";
 import { renderTrace } from "./trace-tree.js";
@@ -38,7 +38,7 @@ function attributesView(list: ExplainedAttribute[]): HTMLElement {
     h("caption", { class: "visually-hidden" }, "Attributes the expression read, with the fragment that supplied each"),
     h("thead", {}, h("tr", {}, ...["Attribute", "Value", "From", "Merge rule"].map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, ...list.map((a) => h("tr", {},
-      h("th", { scope: "row", "data-label": "Attribute" }, h("code", {}, a.path)),
+      h("th", { scope: "row", "data-label": "Attribute" }, fieldPath(a.path)),
       h("td", { "data-label": "Value" }, h("code", {}, valueText(a.value))),
       h("td", { "data-label": "From" }, sourceText(a)),
       h("td", { "data-label": "Merge rule" }, ruleText(a)))))));
@@ -58,10 +58,13 @@ function resultView(x: Explanation, def: SegmentDefinition): HTMLElement {
       h("dt", {}, "Stored status"),
       h("dd", { "data-testid": "stored-status" }, statusText(stored.status),
         stored.lastQualificationTime ? h("span", { class: "muted" }, ` · last qualified ${formatDateTime(stored.lastQualificationTime)}`) : null),
-      h("dt", {}, "Leaves on"), h("dd", { "data-testid": "exits-at" }, x.exitsAt ? formatDateTime(x.exitsAt) : h("span", { class: "muted" }, x.result ? "not expected without new data" : "—")),
+      // Leaving only means something for a profile that is in.
+      x.result ? h("dt", {}, "Leaves on") : null,
+      x.result ? h("dd", { "data-testid": "exits-at" }, x.exitsAt ? formatDateTime(x.exitsAt) : h("span", { class: "muted" }, "not expected without new data")) : null,
       h("dt", {}, "Consent"), h("dd", {}, x.excludedByConsent ? "Opted out: excluded from this audience" : "Not excluded"),
       h("dt", {}, "Events read"), h("dd", {}, `${formatCount(x.events.read)}${x.events.truncated ? " (the newest; older events were left out)" : ""}`),
-      h("dt", {}, "Profile"), h("dd", {}, h("code", {}, x.profileId)),
+      h("dt", {}, "Identity"), h("dd", { "data-testid": "checked-identity" }, identityText({ namespace: x.entityIdNS, id: x.entityId })),
+      h("dt", {}, "segmentd profile id"), h("dd", { "data-testid": "profile-id" }, h("code", {}, x.profileId), h("span", { class: "muted" }, " (internal, for the logs and the API)")),
       h("dt", {}, "Evaluated"), h("dd", {}, formatDateTime(x.evaluatedAt))),
     note ? notice("info", note) : null,
     x.references.length > 0 ? h("section", { "aria-labelledby": "check-refs" },

@@ -15,6 +15,7 @@ import { append, h, notice } from "../dom.js";
 import { segmentsOf } from "../editor/segments.js";
 import { formatCount, formatDateTime, formatDelta } from "../format.js";
 import { METHOD_HINTS, METHOD_LABELS, methodOf } from "../methods.js";
+import { cronWords, nextRun, scheduleOf } from "../schedule-words.js";
 import { audiencePath } from "../router.js";
 import { methodBadge } from "./audiences.js";
 import { createTabs } from "../tabs.js";
@@ -55,6 +56,20 @@ export async function renderDetails(ctx: PageContext, id: string): Promise<void>
     const p = list.find((x) => x.id === def.mergePolicyId);
     if (p && !ctx.left()) policyCell.replaceChildren(`${p.name}${p.isActiveOnEdge ? " · active on edge" : ""}`);
   }, () => {});
+  // A batch audience: when the scheduled job evaluates it next (or that none will).
+  const nextCell = h("dd", { "data-testid": "next-evaluation" }, h("span", { class: "muted" }, "…"));
+  if (method === "batch") {
+    ctx.api.schedules().then((list) => {
+      if (ctx.left()) return;
+      const s = scheduleOf(def.id, list.filter((x) => x.type === "batch_segmentation"));
+      const next = s ? nextRun(s, Date.now()) : null;
+      if (!s || next === null) {
+        nextCell.replaceChildren(`Not scheduled: ${s ? "the batch schedule is off" : "no batch schedule evaluates it"}. Run a batch job below, or turn the schedule on in the `, h("a", { href: "/audiences" }, "audiences list"), ".");
+      } else {
+        nextCell.replaceChildren(next === undefined ? cronWords(s.schedule) : `${formatDateTime(next)} (${cronWords(s.schedule)})`);
+      }
+    }, (err: unknown) => nextCell.replaceChildren(h("span", { class: "muted" }, `unknown (${messageOf(err)})`)));
+  }
   const metricsBox = h("div", { class: "metrics-body", "aria-live": "polite" });
   const jobBox = h("div", { class: "job-box", "aria-live": "polite" });
   let windowChoice: MetricWindow = "24h";
@@ -161,7 +176,9 @@ export async function renderDetails(ctx: PageContext, id: string): Promise<void>
         h("h2", { id: "def-title" }, "Definition"),
         h("dl", { class: "props" },
           h("dt", {}, "Evaluation method"), h("dd", { "data-testid": "method" }, methodBadge(method), " ", h("span", { class: "muted" }, METHOD_HINTS[method])),
-          h("dt", {}, "Query type"), h("dd", {}, def.classification?.queryType ?? "not edge-eligible"),
+          // Only streaming and edge audiences have a query type; a batch one is just evaluated in batch.
+          h("dt", {}, "Query type"), h("dd", { "data-testid": "query-type" }, method === "batch" ? "Batch" : def.classification?.queryType ?? "—"),
+          method === "batch" ? h("dt", {}, "Next evaluation") : null, method === "batch" ? nextCell : null,
           h("dt", {}, "Merge policy"), policyCell,
           h("dt", {}, "Last changed"), h("dd", {}, formatDateTime(def.updateTime))),
         h("h3", {}, "Expression"),

@@ -14,7 +14,8 @@ import { detailsOf, messageOf } from "../api/errors.js";
 import type { ImpactAnswer, ImpactGroup } from "../api/types.js";
 import type { PageContext } from "../context.js";
 import { h, notice } from "../dom.js";
-import { changeText, identityText } from "../explain-words.js";
+import { changeText, checkIdentity, identityText } from "../explain-words.js";
+import { audiencePath } from "../router.js";
 import { formatCount, formatDateTime } from "../format.js";
 
 const DELAY_MS = 700;
@@ -39,17 +40,27 @@ export function impactSummary(a: ImpactAnswer): string {
   return `Saving changes the audience from ${formatCount(a.before.qualified)} to ${formatCount(a.after.qualified)} profiles: ${formatCount(a.enter.count)} enter, ${formatCount(a.leave.count)} leave, ${formatCount(a.stay.count)} stay.`;
 }
 
-function groupView(title: string, kind: "enter" | "leave" | "stay", g: ImpactGroup, empty: string): HTMLElement {
+/** A sampled profile's identities and a link that checks it against the saved audience. */
+function sampleItem(definitionId: string, p: ImpactGroup["sample"][number]): HTMLElement {
+  const who = checkIdentity(p.identities);
+  const text = p.identities.length > 0 ? p.identities.map(identityText).join(", ") : `profile ${p.profileId}`;
+  if (!who) return h("li", {}, text);
+  const href = `${audiencePath(definitionId)}?${new URLSearchParams({ tab: "check", ns: who.namespace, id: who.id }).toString()}`;
+  // A new tab: following it must not lose the edit being reviewed.
+  return h("li", {}, text, " ", h("a", { href, class: "impact-check", target: "_blank", rel: "noopener", "aria-label": `Check ${identityText(who)} (opens a new tab)` }, "Check"));
+}
+
+function groupView(definitionId: string, title: string, kind: "enter" | "leave" | "stay", g: ImpactGroup, empty: string): HTMLElement {
   const more = g.count - g.sample.length;
   return h("section", { class: `impact-group impact-${kind}`, "aria-labelledby": `impact-${kind}-title` },
     h("h3", { id: `impact-${kind}-title` }, title),
     h("p", { class: "impact-count", "data-testid": `impact-${kind}` }, formatCount(g.count)),
     g.count === 0 ? h("p", { class: "muted small" }, empty) : h("ul", { class: "plain-list impact-sample", "aria-label": `${title}: sample` },
-      ...g.sample.map((p) => h("li", {}, p.identities.length > 0 ? p.identities.map(identityText).join(", ") : `profile ${p.profileId}`)),
+      ...g.sample.map((p) => sampleItem(definitionId, p)),
       more > 0 ? h("li", { class: "muted" }, `and ${formatCount(more)} more`) : null));
 }
 
-function answerView(a: ImpactAnswer): HTMLElement {
+function answerView(definitionId: string, a: ImpactAnswer): HTMLElement {
   return h("div", { class: "impact-answer" },
     h("dl", { class: "figures impact-figures" },
       h("div", { class: "figure" }, h("dt", {}, "Qualified now"), h("dd", { "data-testid": "impact-before" }, formatCount(a.before.qualified))),
@@ -57,9 +68,9 @@ function answerView(a: ImpactAnswer): HTMLElement {
       h("div", { class: "figure" }, h("dt", {}, "After saving"), h("dd", { "data-testid": "impact-after" }, formatCount(a.after.qualified))),
       h("div", { class: "figure figure-small" }, h("dt", {}, "Change"), h("dd", {}, changeText(a.before.qualified, a.after.qualified)))),
     h("div", { class: "impact-groups" },
-      groupView("Entering", "enter", a.enter, "Nobody new qualifies."),
-      groupView("Leaving", "leave", a.leave, "Nobody leaves."),
-      groupView("Staying", "stay", a.stay, "Nobody stays.")),
+      groupView(definitionId, "Entering", "enter", a.enter, "Nobody new qualifies."),
+      groupView(definitionId, "Leaving", "leave", a.leave, "Nobody leaves."),
+      groupView(definitionId, "Staying", "stay", a.stay, "Nobody stays.")),
     h("p", { class: "muted small", "data-testid": "impact-exact" },
       a.exact
         ? `Exact: every one of the ${formatCount(a.profiles)} profiles was evaluated with both expressions on the data as of ${formatDateTime(a.evaluatedAt)} (${formatCount(a.tookMs)} ms). A batch job on this data writes these figures; new data may change them.`
@@ -103,7 +114,7 @@ export function createImpactPanel(ctx: PageContext, definitionId: string, saved:
         failedKey = undefined;
         body.setAttribute("aria-busy", "false");
         body.classList.remove("is-stale");
-        body.replaceChildren(answerView(a));
+        body.replaceChildren(answerView(definitionId, a));
         shownSummary = impactSummary(a);
         status.textContent = shownSummary;
       },

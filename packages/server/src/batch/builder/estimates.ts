@@ -83,13 +83,13 @@ export class BuilderEstimator {
     for (const [i, q] of queries.entries()) {
       if (plans[i] === null) {
         const members = await inSegmentMemberPids(this.profiles, scope, q);
-        flags[i] = budget.run(() => entryFlags(snap, q, now, members));
+        flags[i] = await entryFlags(snap, q, now, members, budget, this.snapshots.pool);
       }
     }
     const estimates: ExpressionEstimate[] = [];
     for (const [i, plan] of plans.entries()) {
       if (plan !== null) flags[i] = combine(plan.op, plan.of.map((j) => flags[j]!));
-      const r = countSample(snap, flags[i]!, fraction, 0);
+      const r = await countSample(snap, flags[i]!, fraction, 0);
       const e = estimateFrom({ totalRows: total, read: r.read, matched: r.matched });
       estimates.push({ estimatedSize: e.size, standardError: e.standardError, estimatedSizeRange: { low: e.low, high: e.high }, profilesReadSoFar: r.read, profilesMatchedSoFar: r.matched });
     }

@@ -15,6 +15,7 @@ import { createHash } from "node:crypto";
 import path from "node:path";
 import type { MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { buildSnapshot, changeFeedOf, refreshSnapshot, Snapshot, SnapshotPart, type BuildOptions, type SnapshotStore } from "./snapshot.js";
+import { EvaluationPool } from "../pool/evaluation-pool.js";
 import { openSnapshotFile, readSnapshotPart, removeStaleTemps, SnapshotFileError, writeSnapshotFile, type OpenSnapshotFile } from "./snapshot-file.js";
 
 export interface SnapshotStats {
@@ -47,6 +48,8 @@ export interface SnapshotCacheOptions {
   storeIdentity?: string;
   /** Told when a file is ignored or cannot be written (jobs go on either way). */
   onWarning?: (message: string, err?: unknown) => void;
+  /** Worker threads that evaluate over the snapshots (batch/pool/); 0 or absent: on the main thread. */
+  evaluationWorkers?: number;
 }
 
 /** Temporary files of writes older than this are leftovers of a crash. */
@@ -63,9 +66,12 @@ export class SnapshotCache {
   private readonly writing = new Map<string, Promise<void>>();
   private readonly store: string | null;
   private tempsChecked = false;
+  private evaluation: EvaluationPool | null = null;
 
   constructor(private readonly o: SnapshotCacheOptions = {}) {
     this.store = o.storeIdentity === undefined ? null : createHash("sha256").update(o.storeIdentity).digest("hex").slice(0, 32);
+    // Started now: a worker's start-up (its module graph) is not paid by the first request's deadline.
+    if ((o.evaluationWorkers ?? 0) > 0) this.evaluation = new EvaluationPool(o.evaluationWorkers!);
   }
 
   private key(scope: TenantScope, policy: MergePolicySpec): string {
@@ -75,6 +81,14 @@ export class SnapshotCache {
   private fileFor(k: string): string | null {
     // A hash: org and sandbox names may hold anything a file name cannot.
     return this.o.dir === undefined ? null : path.join(this.o.dir, `${createHash("sha256").update(k).digest("hex").slice(0, 40)}.snapshot`);
+  }
+
+  /** The pool that evaluates over these snapshots, or null: evaluate in process. */
+  get pool(): EvaluationPool | null {
+    const n = this.o.evaluationWorkers ?? 0;
+    if (n <= 0) return null;
+    this.evaluation ??= new EvaluationPool(n);
+    return this.evaluation;
   }
 
   /** The snapshot file of a key (null without a directory). */
@@ -210,5 +224,7 @@ export class SnapshotCache {
   async close(): Promise<void> {
     await this.idle();
     this.clear();
+    await this.evaluation?.close();
+    this.evaluation = null;
   }
 }

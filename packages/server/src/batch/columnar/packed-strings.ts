@@ -2,6 +2,7 @@
  * Packed string lists for the columnar tables (table.ts): the texts of a column whose values are
  * mostly distinct.
  */
+import { sharedCopy } from "./shared-arrays.js";
 
 /**
  * A list of mostly distinct strings (events' `_id`, order ids) packed as Latin-1 bytes with end
@@ -76,8 +77,9 @@ export class PackedStrings {
 
   /** Drops the spare capacity (no more pushes expected; they still work). */
   trim(): this {
-    this.bytes = this.bytes.slice(0, this.used);
-    this.ends = this.ends.slice(0, Math.max(1, this.length));
+    // On shared memory: the evaluation pool's workers read the list in place.
+    this.bytes = sharedCopy(this.bytes, this.used);
+    this.ends = sharedCopy(this.ends, Math.max(1, this.length));
     this.view = null;
     return this;
   }

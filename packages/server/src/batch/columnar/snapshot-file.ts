@@ -23,6 +23,7 @@ import { crc32 } from "node:zlib";
 import type { MergePolicySpec } from "../../profiles/types.js";
 import { SnapshotPart } from "./snapshot.js";
 import { PackedStrings, type Texts } from "./packed-strings.js";
+import { sharedCopy } from "./shared-arrays.js";
 import { StoredTable, type SparseColumn, type StoredColumn } from "./table.js";
 
 export const SNAPSHOT_FORMAT = 1;
@@ -132,7 +133,11 @@ function crcOf(bytes: Uint8Array, crc: number): number {
   return crc;
 }
 
-/** Where every array of a part goes; arrays and lists shared by identity are written once (events' derived times are eventTime). */
+/**
+ * Where every array of a part goes; arrays and lists shared by identity are listed once (events'
+ * derived times are eventTime). The file's plan places arrays in blocks to write; the shared plan
+ * (`describeSharedPart`) names the shared buffers they already live on.
+ */
 class Plan {
   readonly blocks: number[] = [0];
   readonly typed: Array<{ a: AnyTyped; ref: TypedRef }> = [];
@@ -140,14 +145,24 @@ class Plan {
   private readonly seenTyped = new Map<AnyTyped, TypedRef>();
   private readonly seenLists = new Map<readonly string[], ListRef>();
 
+  constructor(
+    private readonly place: ((a: AnyTyped) => TypedRef) | null = null,
+    /** Lists a reader does not need (left empty). */
+    private readonly omit: ReadonlySet<readonly string[]> = new Set(),
+  ) {}
+
   array(a: AnyTyped): TypedRef {
     const seen = this.seenTyped.get(a);
     if (seen !== undefined) return seen;
-    if (this.blocks.at(-1)! > 0 && this.blocks.at(-1)! + a.byteLength > BLOCK_MAX) this.blocks.push(0);
-    const b = this.blocks.length - 1;
-    const o = this.blocks[b]!;
-    this.blocks[b] = align(o + a.byteLength, 8);
-    const ref: TypedRef = { t: kindOf(a), b, o, n: a.length };
+    let ref: TypedRef;
+    if (this.place !== null) ref = this.place(a);
+    else {
+      if (this.blocks.at(-1)! > 0 && this.blocks.at(-1)! + a.byteLength > BLOCK_MAX) this.blocks.push(0);
+      const b = this.blocks.length - 1;
+      const o = this.blocks[b]!;
+      this.blocks[b] = align(o + a.byteLength, 8);
+      ref = { t: kindOf(a), b, o, n: a.length };
+    }
     this.typed.push({ a, ref });
     this.seenTyped.set(a, ref);
     return ref;
@@ -157,12 +172,13 @@ class Plan {
     return this.array(list instanceof Uint32Array ? list : Uint32Array.from(list));
   }
 
-  list(texts: readonly string[]): ListRef {
-    const seen = this.seenLists.get(texts);
+  list(given: readonly string[]): ListRef {
+    const seen = this.seenLists.get(given);
     if (seen !== undefined) return seen;
+    const texts = this.omit.has(given) ? [] : given;
     const ref: ListRef = { i: this.lists.length, n: texts.length, o: 0, s: 0, b: 0, w: 0 };
+    this.seenLists.set(given, ref);
     this.lists.push({ texts, ref });
-    this.seenLists.set(texts, ref);
     return ref;
   }
 
@@ -452,9 +468,10 @@ export async function readSnapshotPart(f: OpenSnapshotFile): Promise<SnapshotPar
   try {
     let crc = 0;
     let position = MAGIC.length;
-    const blocks: ArrayBuffer[] = [];
+    const blocks: SharedArrayBuffer[] = [];
     for (const size of header.blocks) {
-      const ab = new ArrayBuffer(size);
+      // Shared memory: the evaluation pool's workers read the loaded part in place.
+      const ab = new SharedArrayBuffer(size);
       const bytes = new Uint8Array(ab);
       await readAt(fh, bytes, position);
       crc = crcOf(bytes, crc);
@@ -523,7 +540,7 @@ class Reader {
   private readonly views = new Map<string, AnyTyped>();
 
   constructor(
-    private readonly blocks: readonly ArrayBuffer[],
+    private readonly blocks: readonly ArrayBufferLike[],
     private readonly lists: ReadonlyMap<number, string[]>,
   ) {}
 
@@ -535,7 +552,7 @@ class Reader {
       const C = TYPED[ref.t];
       const block = this.blocks[ref.b];
       if (block === undefined || !(ref.o >= 0 && ref.n >= 0) || ref.o % C.BYTES_PER_ELEMENT !== 0 || ref.o + ref.n * C.BYTES_PER_ELEMENT > block.byteLength) bad(`array bounds ${id}`);
-      v = new C(block, ref.o, ref.n);
+      v = new C(block as ArrayBuffer, ref.o, ref.n);
       this.views.set(id, v);
     }
     return v as InstanceType<(typeof TYPED)[K]>;
@@ -610,4 +627,45 @@ class Reader {
       identityText: this.list(p.identityText),
     });
   }
+}
+
+/**
+ * A part as another thread rebuilds it (the evaluation pool, batch/pool/): the file's listing of
+ * every array, each named by (buffer, byte offset, length) on the shared memory it lives on, and
+ * the string lists by value. Arrays not on shared memory yet (row lists kept as numbers, a part
+ * built before) are copied there once (`copiedBytes`). Profile ids and identity texts are left
+ * out: evaluation never reads them.
+ */
+export interface SharedPartDescriptor {
+  buffers: SharedArrayBuffer[];
+  part: PartRef;
+  lists: string[][];
+  copiedBytes: number;
+}
+
+export function describeSharedPart(p: SnapshotPart): SharedPartDescriptor {
+  const buffers: SharedArrayBuffer[] = [];
+  const index = new Map<SharedArrayBuffer, number>();
+  let copiedBytes = 0;
+  const place = (a: AnyTyped): TypedRef => {
+    if (!(a.buffer instanceof SharedArrayBuffer)) copiedBytes += a.byteLength;
+    const s = sharedCopy(a);
+    const buf = s.buffer as SharedArrayBuffer;
+    let b = index.get(buf);
+    if (b === undefined) {
+      b = buffers.length;
+      buffers.push(buf);
+      index.set(buf, b);
+    }
+    return { t: kindOf(s), b, o: s.byteOffset, n: s.length };
+  };
+  const a = p.arrays();
+  const plan = new Plan(place, new Set([a.profileIds, a.identityText]));
+  const part = plan.part(p);
+  return { buffers, part, lists: plan.lists.map((l) => l.texts as string[]), copiedBytes };
+}
+
+/** The part a descriptor describes, its arrays views on the same shared memory. */
+export function partFromDescriptor(d: Pick<SharedPartDescriptor, "buffers" | "part" | "lists">): SnapshotPart {
+  return new Reader(d.buffers, new Map(d.lists.map((l, i) => [i, l]))).part(d.part);
 }

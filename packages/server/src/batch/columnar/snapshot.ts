@@ -21,6 +21,7 @@ import type { IdentityGraph, ProfileChanges, ProfileReads, ScannedProfile } from
 import type { MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { parseTimestamp } from "@segmentd/pql";
 import type { Column, ColumnarData, ColumnarTable } from "./layout.js";
+import { sharedArray, sharedCopy } from "./shared-arrays.js";
 import { StoredTable, TableBuilder } from "./table.js";
 
 const UPS = "segmentMembership.ups";
@@ -138,19 +139,20 @@ export class PartBuilder {
     this.ordinalStart = grow(this.ordinalStart, ordinals + 1, (n) => new Uint32Array(n));
     this.ordinalStart[ordinals] = rows;
     const eventRows = this.events.length;
-    const eventTime = this.eventTime.slice(0, eventRows);
+    // On shared memory (the evaluation pool's workers read the part in place); the copies are the slices this always made.
+    const eventTime = sharedCopy(this.eventTime, eventRows);
     this.eventTime = eventTime;
     return new SnapshotPart({
       profiles: this.profiles.finish(),
       events: this.events.finish(),
-      eventStart: rows === 0 ? new Uint32Array(1) : this.eventStart.slice(0, rows + 1),
+      eventStart: rows === 0 ? sharedArray(Uint32Array, 1) : sharedCopy(this.eventStart, rows + 1),
       eventTime,
-      rowOrdinal: this.rowOrdinal.slice(0, rows),
-      ordinalStart: this.ordinalStart.slice(0, ordinals + 1),
+      rowOrdinal: sharedCopy(this.rowOrdinal, rows),
+      ordinalStart: sharedCopy(this.ordinalStart, ordinals + 1),
       profileIds: this.profileIds,
-      optedOut: this.optedOut.slice(0, rows),
-      nsStart: rows === 0 ? new Uint32Array(1) : this.nsStart.slice(0, rows + 1),
-      nsCodes: this.nsCodes.slice(0, this.nsCount),
+      optedOut: sharedCopy(this.optedOut, rows),
+      nsStart: rows === 0 ? sharedArray(Uint32Array, 1) : sharedCopy(this.nsStart, rows + 1),
+      nsCodes: sharedCopy(this.nsCodes, this.nsCount),
       namespaces: this.namespaces,
       identityText: this.identityText,
     });
@@ -351,7 +353,7 @@ export function statusOverrides(snap: Snapshot, members: ReadonlyMap<string, Uin
   const maps = parts.map(() => new Map<string, Column>());
   for (const [ref, global] of members) {
     parts.forEach(({ part, offset }, k) => {
-      const codes = new Int32Array(part.rows).fill(-1);
+      const codes = sharedArray(Int32Array, part.rows).fill(-1);
       for (let o = 0; o < part.ordinals; o++) {
         if (global[offset + o] !== 1) continue;
         for (let r = part.ordinalStart[o]!; r < part.ordinalStart[o + 1]!; r++) codes[r] = 0;

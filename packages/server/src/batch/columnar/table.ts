@@ -15,6 +15,7 @@
  */
 import type { Column, ColumnarTable } from "./layout.js";
 import { PackedStrings, textAt, type Texts } from "./packed-strings.js";
+import { sharedArray, sharedCopy } from "./shared-arrays.js";
 
 const MIN_CAPACITY = 64;
 /**
@@ -212,10 +213,11 @@ class ColumnBuilder {
     // A column that stays sparse is trimmed to its length (a copy); one made dense is read from
     // the builder's arrays as they are (views), so a large column is not copied twice over.
     const dense = n * SPARSE_BELOW >= length;
-    const cut = <T extends Uint32Array | Float64Array | Int8Array | Int32Array>(a: T): T => (dense ? a.subarray(0, n) : a.slice(0, n)) as T;
+    // A kept sparse column's arrays go to shared memory (the evaluation pool reads them in place).
+    const cut = <T extends Uint32Array | Float64Array | Int8Array | Int32Array>(a: T): T => (dense ? a.subarray(0, n) : sharedCopy(a, n)) as T;
     if (!dense) this.materializeRows();
     const implicit = this.implicitRows;
-    const rows = implicit ? new Uint32Array(0) : cut(this.rows);
+    const rows = implicit ? sharedArray(Uint32Array, 0) : cut(this.rows);
     const texts: Texts = this.packed !== null ? this.packed.trim() : this.dictList;
     this.packed = null;
     const of: SparseColumn["of"] = this.kind === "string" ? (this.raw ? "strings" : "string") : this.kind === "json" ? "json" : this.kind;
@@ -254,11 +256,11 @@ function densify(s: SparseColumn, length: number, onFirstRows = -1): Exclude<Sto
   };
   switch (s.of) {
     case "number":
-      return { kind: "number", values: place(new Float64Array(length).fill(NaN)) };
+      return { kind: "number", values: place(sharedArray(Float64Array, length).fill(NaN)) };
     case "boolean":
-      return { kind: "boolean", values: place(new Int8Array(length).fill(-1)) };
+      return { kind: "boolean", values: place(sharedArray(Int8Array, length).fill(-1)) };
     default: {
-      const codes = place(new Int32Array(length).fill(-1));
+      const codes = place(sharedArray(Int32Array, length).fill(-1));
       if (s.of === "string") return { kind: "string", codes, dict: s.texts as readonly string[] };
       if (s.of === "json") return { kind: "json", codes, texts: s.texts as readonly string[] };
       return { kind: "strings", codes, texts: s.texts };

@@ -24,6 +24,9 @@ import { usesEvents } from "./uses-events.js";
 import { DEFAULT_LIMITS } from "../../platform/config.js";
 import { ApiError } from "../../services/errors.js";
 import { EvaluationBudget } from "../../services/evaluation-budget.js";
+import type { Query } from "@segmentd/pql";
+import type { EvaluationPool } from "../pool/evaluation-pool.js";
+import { partFlags } from "../pool/part-flags.js";
 
 function policyKey(p: MergePolicySpec): string {
   return JSON.stringify([p.identityGraph.type, p.attributeMerge.type, p.attributeMerge.order ?? null]);
@@ -131,7 +134,15 @@ export async function evaluateColumnar(
     const overrides = await overridesFor(snap, d.references);
     // Per-profile budgets, no deadline (a job may be long): a definition that is too costly for a
     // profile's data fails the job at that profile instead of holding the event loop.
-    const qual = evaluationBudget(opts, d.id).run(() => qualifyOnSnapshot(snap, compiled, overrides, d.excludeOptOut));
+    let qual: Uint8Array;
+    try {
+      // In the evaluation pool when there is one (the event loop stays free while a large snapshot is evaluated).
+      qual = await qualifyOnSnapshot(cache.pool, snap, d.query, opts.now, overrides, d.excludeOptOut, new EvaluationBudget(opts.limits ?? DEFAULT_LIMITS, { deadline: false }), compiled);
+    } catch (err) {
+      // The budget's errors name the definition.
+      if (err instanceof ApiError) throw new Error(`definition '${d.id}': ${err.message}`);
+      throw err;
+    }
     if (referencedLater.has(d.id)) results.set(d.id, { snap, qual });
 
     // Previous statuses: 1 realized, 2 exited.
@@ -203,16 +214,24 @@ export async function evaluateColumnar(
 
 /**
  * One predicate over every profile of a snapshot (`overrides`: the inSegment status columns per
- * part): 1 at the global ordinal of each live profile that qualifies. Jobs and edit impact both
- * evaluate through it.
+ * part), in the evaluation pool when there is one: 1 at the global ordinal of each live profile
+ * that qualifies. Jobs and edit impact both evaluate through it.
  */
-export function qualifyOnSnapshot(snap: Snapshot, compiled: ColumnarCompiled, overrides: ReadonlyArray<Map<string, Column>>, excludeOptOut: boolean): Uint8Array {
+export async function qualifyOnSnapshot(
+  pool: EvaluationPool | null,
+  snap: Snapshot,
+  query: Query,
+  now: number,
+  overrides: ReadonlyArray<Map<string, Column>>,
+  excludeOptOut: boolean,
+  budget: EvaluationBudget,
+  compiled?: ColumnarCompiled,
+): Promise<Uint8Array> {
+  const flags = await partFlags(pool, snap, query, now, overrides, budget, compiled);
   const qual = new Uint8Array(snap.ordinals);
   snap.parts().forEach(({ part, masked, offset }, k) => {
-    if (part.rows === 0) return;
-    const out = new Uint8Array(part.rows);
-    compiled.run(part.data(overrides[k]), out);
-    entryFlagsToProfiles(part, masked, out, excludeOptOut, qual, offset);
+    const out = flags[k];
+    if (out !== null && out !== undefined) entryFlagsToProfiles(part, masked, out, excludeOptOut, qual, offset);
   });
   return qual;
 }
@@ -240,19 +259,4 @@ function entryFlagsToProfiles(part: SnapshotPart, masked: Uint8Array | null, out
       }
     }
   }
-}
-
-/** The job's budget for one definition: its errors name the definition. */
-function evaluationBudget(opts: EvaluationOptions, id: string): { run<T>(fn: () => T): T } {
-  const budget = new EvaluationBudget(opts.limits ?? DEFAULT_LIMITS, { deadline: false });
-  return {
-    run<T>(fn: () => T): T {
-      try {
-        return budget.run(fn);
-      } catch (err) {
-        if (err instanceof ApiError) throw new Error(`definition '${id}': ${err.message}`);
-        throw err;
-      }
-    },
-  };
 }

@@ -63,13 +63,14 @@ import { BatchErrorCodes } from "../errors.js";
 import type { BatchTenant, JobService } from "../jobs/job-service.js";
 import type { JobStatus, TimeMetric } from "../jobs/segment-job.js";
 import type { BatchRepository, StoredResource } from "../store/types.js";
+import { exportFileName, exportRecordId, RECORDS_PER_FILE } from "./export-files.js";
 
 /** Audience members and profiles read; a dataset destination is written through a batch of its own. */
 export type ExportStore = DatasetCatalog & IngestBatches & IdentityGraph & ProfileReads & MembershipReads;
 
 const KIND = "export-job" as const;
 /** Memberships per listMembers page, and profiles per staged chunk. */
-const PAGE = 1000;
+const PAGE = RECORDS_PER_FILE;
 /** Events per getEvents page. */
 const EVENT_PAGE = 1000;
 const MAX_IDENTITIES_PER_GRAPH = 50;
@@ -573,6 +574,7 @@ export class ExportService {
         const pids = await this.select(scope, group, plan);
         const batch = await this.profiles.createBatch(scope, job.destination.datasetId, this.clock.now());
         opened.push(batch.id);
+        let file = 0; // Each staged chunk is one file of the batch (export-files.ts: the Data Access API reads it back).
         if (perSegment) (job.destination.batches ??= []).push({ ...group[0]!, batchId: batch.id });
         else job.destination.batchId = batch.id;
         // The batch ids are stored before any record is staged (recovery aborts them); a failed
@@ -595,10 +597,10 @@ export class ExportService {
             const body: JsonObject = { ...project(profile.entity, plan.fields), identityMap: profile.entity["identityMap"] ?? {}, segmentMembership: profile.entity["segmentMembership"] ?? {} };
             if (plan.events !== null) body["eventList"] = await this.eventsOf(scope, primary, policy, plan.events);
             const json = JSON.stringify(body);
-            records.push({ index: exported + records.length, kind: "profile", body, primary, identities, timestamp: null, eventId: null, size: Buffer.byteLength(json), json });
+            records.push({ index: exported + records.length, kind: "profile", body, primary, identities, timestamp: null, eventId: exportRecordId(batch.id, file, records.length), size: Buffer.byteLength(json), json });
             for (const ns of new Set(profile.identities.map((x) => x.namespace))) byNamespace[ns] = (byNamespace[ns] ?? 0) + 1;
           }
-          if (records.length > 0) await this.profiles.stageBatchRecords(scope, batch.id, records, { read: records.length, failed: [], now: this.clock.now() });
+          if (records.length > 0) await this.profiles.stageBatchRecords(scope, batch.id, records, { read: records.length, failed: [], now: this.clock.now(), file: exportFileName(file++) });
           exported += records.length;
         }
       }

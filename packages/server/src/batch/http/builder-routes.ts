@@ -17,14 +17,16 @@ export interface BuilderRoutesOptions extends AuthDeps {
 }
 
 const tags = ["Audience builder"];
+// Enums and required fields as complete as the answers: the web client's types are generated from these schemas.
+const fieldType = { type: "string", enum: ["string", "number", "integer", "boolean", "date", "date-time", "array", "object"] } as const;
 const field = {
   type: "object",
   properties: {
     path: { type: "string" },
-    type: { type: "string", enum: ["string", "number", "integer", "boolean", "date", "date-time", "array", "object"] },
-    items: { type: "string" },
+    type: fieldType,
+    items: fieldType,
     count: { type: "integer" },
-    examples: { type: "array", items: {} },
+    examples: { type: "array", items: { anyOf: [{ type: "string" }, { type: "number" }, { type: "boolean" }] } },
   },
   required: ["path", "type", "count", "examples"],
 } as const;
@@ -48,8 +50,12 @@ const paletteSchema = {
       type: "object",
       properties: {
         namespaces: { type: "array", items: { type: "string" } },
-        descriptors: { type: "array", items: { type: "object", properties: { path: { type: "string" }, namespace: { type: "string" }, primary: { type: "boolean" } } } },
+        descriptors: {
+          type: "array",
+          items: { type: "object", properties: { path: { type: "string" }, namespace: { type: "string" }, primary: { type: "boolean" } }, required: ["path", "namespace", "primary"] },
+        },
       },
+      required: ["namespaces", "descriptors"],
     },
   },
   required: ["computedAt", "profile", "events", "identities"],
@@ -69,10 +75,11 @@ const estimateSchema = {
         properties: {
           estimatedSize: { type: "integer" },
           standardError: { type: "number" },
-          estimatedSizeRange: { type: "object", properties: { low: { type: "integer" }, high: { type: "integer" } } },
+          estimatedSizeRange: { type: "object", properties: { low: { type: "integer" }, high: { type: "integer" } }, required: ["low", "high"] },
           profilesReadSoFar: { type: "integer" },
           profilesMatchedSoFar: { type: "integer" },
         },
+        required: ["estimatedSize", "standardError", "estimatedSizeRange", "profilesReadSoFar", "profilesMatchedSoFar"],
       },
     },
     tookMs: { type: "integer" },

@@ -38,8 +38,12 @@ export interface BatchPluginOptions
   profiles: BatchProfileStore;
   /** How often the scheduler looks for due schedules (ms). Default 60 000; 0 disables the timer. */
   scheduleTickMs?: number;
+  /** Every sandbox's default daily schedule: its cron (`batch.defaultSchedule`), or false/absent for none. */
+  defaultSchedule?: string | false;
   /** Keeps snapshots on disk (`dir`, `storeIdentity`, `onWarning`): the first job after a restart loads one instead of scanning. */
   snapshotFiles?: Pick<SnapshotCacheOptions, "dir" | "storeIdentity" | "onWarning">;
+  /** Worker threads that evaluate over the snapshots (batch/pool/); 0 or absent: on the main thread. */
+  evaluationWorkers?: number;
   /** The eligibility answer (services/definitions.ts) edit impact reports for the edited expression. */
   eligibility: EligibilityOf;
   /** The sandbox's identity descriptors (Schema Registry) the builder's palette names; default none. */
@@ -59,11 +63,14 @@ export interface BatchHandles {
 async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promise<void> {
   const { metadata, profiles, repo, clock, logger, backend, chunkSize } = opts;
   // Resident columnar snapshots shared by jobs and previews (kept between jobs, refreshed from the change feed).
-  const snapshots = new SnapshotCache(opts.snapshotFiles ?? {});
+  const snapshots = new SnapshotCache({ ...opts.snapshotFiles, evaluationWorkers: opts.evaluationWorkers ?? 0 });
   const limits = (scope: TenantScope) => opts.tenants.resolve(scope.orgId, scope.sandboxName)?.limits;
   const runner = new JobRunner({ metadata, profiles, repo, clock, logger, backend, chunkSize, snapshots, limits });
   const jobs = new JobService(opts.metadata, opts.repo, runner, opts.clock);
-  const schedules = new ScheduleService(opts.repo, jobs, opts.clock, opts.logger);
+  const schedules = new ScheduleService(opts.repo, jobs, opts.clock, opts.logger, {
+    defaultCron: opts.defaultSchedule ?? false,
+    sandboxes: () => opts.tenants.all(),
+  });
   const previews = new PreviewService(opts.profiles, opts.repo, opts.clock, opts.logger, snapshots);
   const exports = new ExportService(opts.metadata, opts.profiles, opts.repo, opts.clock, opts.logger, jobs);
   const impact = new ImpactService(metadata, profiles, snapshots, clock, opts.eligibility);
@@ -80,6 +87,8 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
   app.addHook("onReady", async () => {
     await runner.recover();
     await exports.recover();
+    // Every sandbox has its daily schedule from the start (not only once someone lists schedules).
+    await schedules.ensureDefaults();
     const every = opts.scheduleTickMs ?? 60_000;
     if (every > 0) {
       timer = setInterval(() => {

@@ -26,6 +26,7 @@ const scheduleSchema = {
     type: { type: "string" },
     schedule: { type: "string" },
     state: { type: "string", enum: ["active", "inactive"] },
+    nextRunTime: { type: "string", format: "date-time", nullable: true, description: "segmentd: the next run (ISO 8601, UTC); null while inactive" },
   },
 } as const;
 
@@ -39,6 +40,7 @@ export async function scheduleRoutes(app: FastifyInstance, opts: ScheduleRoutesO
     schema: {
       tags,
       summary: "List schedules",
+      description: "Every sandbox has a default daily schedule (profile-default, all batch audiences, active; `batch.defaultSchedule` sets its time or turns it off): turn it off or move it with PATCH.",
       headers: authHeaders,
       querystring: { type: "object", properties: { start: offsetParam(), limit: limitParam() } },
       response: {
@@ -70,7 +72,7 @@ export async function scheduleRoutes(app: FastifyInstance, opts: ScheduleRoutesO
     schema: {
       tags,
       summary: "Create a schedule",
-      description: "type batch_segmentation; properties.segments lists definition ids or [\"*\"]; schedule is a Quartz cron expression in UTC (default daily at 00:00); state defaults to inactive. At most one per sandbox.",
+      description: "type batch_segmentation; properties.segments lists definition ids or [\"*\"]; schedule is a Quartz cron expression in UTC (default daily at 00:00); state defaults to inactive. At most one per sandbox: a new one replaces the sandbox's default daily schedule.",
       headers: authHeaders,
       body: { type: "object" },
       response: { 200: scheduleSchema, ...commonErrorResponses },

@@ -13,13 +13,13 @@ import type { Identity, MergePolicySpec, TenantScope } from "../../profiles/type
 import { NO_MERGE_POLICY } from "../../profiles/types.js";
 import { analyzeExpression, type ExpressionInput } from "../../services/definition-analysis.js";
 import { EvaluationBudget } from "../../services/evaluation-budget.js";
+import { DEFAULT_LIMITS } from "../../platform/config.js";
 import { evaluationInfoOf, type EvaluationInfoInput } from "../../services/definitions.js";
 import { ApiError, ErrorCodes, badRequest, notFound } from "../../services/errors.js";
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
 import type { EvaluationInfo } from "../../stores/records.js";
 import type { MetadataStore } from "../../stores/types.js";
 import type { SnapshotCache } from "../columnar/cache.js";
-import { compileDefinition } from "../columnar/predicate.js";
 import { membersOfPids, statusOverrides, type Snapshot } from "../columnar/snapshot.js";
 import { qualifyOnSnapshot } from "../engine/columnar-engine.js";
 import { evaluatedPolicy } from "../jobs/job-runner.js";
@@ -202,8 +202,8 @@ async function evaluateSide(profiles: ImpactStore, snapshots: SnapshotCache, sco
   const snap = await snapshots.get(profiles, scope, s.policy, { events: s.policy.identityGraph.type !== "pdg" || usesEvents(s.query) });
   const members = new Map<string, Uint8Array>();
   for (const [ref, pids] of await inSegmentMemberPids(profiles, scope, s.query)) members.set(ref, membersOfPids(snap, pids));
-  const qualify = () => qualifyOnSnapshot(snap, compileDefinition(s.query, now), statusOverrides(snap, members), s.excludeOptOut);
-  return { snap, qual: budget === undefined ? qualify() : budget.run(qualify) };
+  const qual = await qualifyOnSnapshot(snapshots.pool, snap, s.query, now, statusOverrides(snap, members), s.excludeOptOut, budget ?? new EvaluationBudget(DEFAULT_LIMITS, { deadline: false }));
+  return { snap, qual };
 }
 
 /** `r`'s flags over another snapshot's ordinals (the same profile id). */

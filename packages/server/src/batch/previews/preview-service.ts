@@ -26,8 +26,7 @@ import type { Logger } from "../../platform/logger.js";
 import type { MembershipReads } from "../../profiles/store.js";
 import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope } from "../../profiles/types.js";
 import type { SnapshotCache } from "../columnar/cache.js";
-import { compileDefinition } from "../columnar/predicate.js";
-import { membersOfPids, statusOverrides, type Snapshot, type SnapshotStore } from "../columnar/snapshot.js";
+import { membersOfPids, statusOverrides, type Snapshot, type SnapshotPart, type SnapshotStore } from "../columnar/snapshot.js";
 import { ApiError, badRequest, ErrorCodes, notFound } from "../../services/errors.js";
 import { scopeOf } from "../../services/tenancy.js";
 import { DEFAULT_LIMITS, type SandboxLimits } from "../../platform/config.js";
@@ -36,6 +35,8 @@ import { usesEvents } from "../engine/uses-events.js";
 import { BatchErrorCodes } from "../errors.js";
 import type { BatchTenant } from "../jobs/job-service.js";
 import type { BatchRepository } from "../store/types.js";
+import type { EvaluationPool } from "../pool/evaluation-pool.js";
+import { partFlags } from "../pool/part-flags.js";
 
 const KIND = "preview" as const;
 export const FULL_DATA_LIMIT = 1_000_000;
@@ -117,55 +118,76 @@ export interface SampleCount {
 }
 
 /**
- * On the resident snapshot: one columnar predicate over every profile, then the sample (a stable
- * hash of the profile id) is counted. The whole snapshot is evaluated: that is cheaper than
- * gathering the sample's rows. Previews and the builder's live estimates count through it.
+ * On the resident snapshot: one columnar predicate over every profile (in the evaluation pool
+ * when there is one), then the sample (a stable hash of the profile id) is counted. The whole
+ * snapshot is evaluated: that is cheaper than gathering the sample's rows. Previews and the
+ * builder's live estimates count through it.
  */
-export function sampleOnSnapshot(snap: Snapshot, query: Query, fraction: number, now: number, inSegment: ReadonlyMap<string, Float64Array>, keepMembers: number): SampleCount {
-  return countSample(snap, entryFlags(snap, query, now, inSegment), fraction, keepMembers);
+export async function sampleOnSnapshot(snap: Snapshot, query: Query, fraction: number, now: number, inSegment: ReadonlyMap<string, Float64Array>, keepMembers: number, budget: EvaluationBudget, pool: EvaluationPool | null): Promise<SampleCount> {
+  return countSample(snap, await entryFlags(snap, query, now, inSegment, budget, pool), fraction, keepMembers);
 }
 
 /** The predicate's flag of every entry row, per part of the snapshot (null for an empty part). */
-export function entryFlags(snap: Snapshot, query: Query, now: number, inSegment: ReadonlyMap<string, Float64Array>): Array<Uint8Array | null> {
-  const compiled = compileDefinition(query, now);
+export function entryFlags(snap: Snapshot, query: Query, now: number, inSegment: ReadonlyMap<string, Float64Array>, budget: EvaluationBudget, pool: EvaluationPool | null): Promise<Array<Uint8Array | null>> {
   const members = new Map<string, Uint8Array>();
   for (const [id, list] of inSegment) members.set(id, membersOfPids(snap, list));
-  const overrides = statusOverrides(snap, members);
-  return snap.parts().map(({ part }, k) => {
-    if (part.rows === 0) return null;
-    const out = new Uint8Array(part.rows);
-    compiled.run(part.data(overrides[k]), out);
-    return out;
-  });
+  return partFlags(pool, snap, query, now, statusOverrides(snap, members), budget);
 }
 
-/** The sample's profiles (a stable hash of the id) counted from entry flags: a profile matches through an entry that has not opted out. */
-export function countSample(snap: Snapshot, flags: ReadonlyArray<Uint8Array | null>, fraction: number, keepMembers: number): SampleCount {
+/** Ordinals counted between yields to the event loop (a few ms each at most). */
+const COUNT_SLICE = 65_536;
+
+/**
+ * The sample's profiles (a stable hash of the id) counted from entry flags: a profile matches through
+ * an entry that has not opted out. On the main thread (it reads the profile ids), in slices with a
+ * yield between them, so a million profiles never hold the event loop at once.
+ */
+export async function countSample(snap: Snapshot, flags: ReadonlyArray<Uint8Array | null>, fraction: number, keepMembers: number): Promise<SampleCount> {
   const r: SampleCount = { read: 0, matched: 0, byNamespace: {}, members: [] };
-  snap.parts().forEach(({ part, masked }, k) => {
+  for (const [k, { part, masked }] of snap.parts().entries()) {
     const out = flags[k];
-    if (out === null || out === undefined) return;
+    if (out === null || out === undefined) continue;
+    const inSample = fraction < 1 ? sampleMask(part, fraction) : null;
+    // A row's namespace codes are distinct (PartBuilder), so the matching row's codes count once each.
+    const byCode = new Float64Array(part.namespaces.length);
+    const { ordinalStart, optedOut, nsStart, nsCodes } = part;
     for (let o = 0; o < part.ordinals; o++) {
+      if (o % COUNT_SLICE === COUNT_SLICE - 1) await new Promise((res) => setImmediate(res));
       if (masked !== null && masked[o] === 1) continue;
-      const pid = part.profileIds[o]!;
-      if (fraction < 1 && unit(pid) >= fraction) continue;
+      if (inSample !== null && inSample[o] === 0) continue;
       r.read++;
       let matchRow = -1;
-      for (let x = part.ordinalStart[o]!; x < part.ordinalStart[o + 1]!; x++) {
-        if (out[x] === 1 && part.optedOut[x] === 0) {
+      for (let x = ordinalStart[o]!; x < ordinalStart[o + 1]!; x++) {
+        if (out[x] === 1 && optedOut[x] === 0) {
           matchRow = x;
           break;
         }
       }
       if (matchRow < 0) continue;
       r.matched++;
-      const namespaces = new Set<string>();
-      for (let x = part.nsStart[matchRow]!; x < part.nsStart[matchRow + 1]!; x++) namespaces.add(part.namespaces[part.nsCodes[x]!]!);
-      for (const ns of namespaces) r.byNamespace[ns] = (r.byNamespace[ns] ?? 0) + 1;
-      if (r.members.length < keepMembers) r.members.push({ profileId: pid, identities: part.identitiesOf(matchRow) });
+      for (let x = nsStart[matchRow]!; x < nsStart[matchRow + 1]!; x++) byCode[nsCodes[x]!]!++;
+      if (r.members.length < keepMembers) r.members.push({ profileId: part.profileIds[o]!, identities: part.identitiesOf(matchRow) });
     }
-  });
+    part.namespaces.forEach((ns, code) => {
+      if (byCode[code]! > 0) r.byNamespace[ns] = (r.byNamespace[ns] ?? 0) + byCode[code]!;
+    });
+  }
   return r;
+}
+
+/**
+ * The sample's profiles of a part (1: in it), kept with the part: hashing a million ids costs
+ * ~50 ms of the main thread, and every later preview of the same data reads the same sample.
+ */
+const samples = new WeakMap<SnapshotPart, { fraction: number; mask: Uint8Array }>();
+
+function sampleMask(part: SnapshotPart, fraction: number): Uint8Array {
+  const kept = samples.get(part);
+  if (kept !== undefined && kept.fraction === fraction) return kept.mask;
+  const mask = new Uint8Array(part.ordinals);
+  for (let o = 0; o < part.ordinals; o++) mask[o] = unit(part.profileIds[o]!) < fraction ? 1 : 0;
+  samples.set(part, { fraction, mask });
+  return mask;
 }
 
 /** Stored members of the definitions the expression names with inSegment (the snapshot keeps no statuses). */
@@ -266,7 +288,7 @@ export class PreviewService {
       if (this.snapshots !== undefined) {
         const snap = await this.snapshotFor(scope, policy, query);
         const members = await inSegmentMemberPids(this.profiles, scope, query);
-        budget.run(() => this.evaluateOnSnapshot(p, query, snap, fraction, now, members));
+        await this.evaluateOnSnapshot(p, query, snap, fraction, now, members, budget);
       } else await this.evaluateByScan(p, query, scope, policy, fraction, now, budget);
       p.state = "RESULT_READY";
     } catch (e) {
@@ -280,8 +302,8 @@ export class PreviewService {
     return this.snapshots!.get(this.profiles, scope, policy, { events: policy.identityGraph.type !== "pdg" || usesEvents(query) });
   }
 
-  private evaluateOnSnapshot(p: StoredPreview, query: Query, snap: Snapshot, fraction: number, now: number, inSegment: Map<string, Float64Array>): void {
-    const r = sampleOnSnapshot(snap, query, fraction, now, inSegment, MAX_KEPT_MEMBERS);
+  private async evaluateOnSnapshot(p: StoredPreview, query: Query, snap: Snapshot, fraction: number, now: number, inSegment: Map<string, Float64Array>, budget: EvaluationBudget): Promise<void> {
+    const r = await sampleOnSnapshot(snap, query, fraction, now, inSegment, MAX_KEPT_MEMBERS, budget, this.snapshots!.pool);
     p.profilesReadSoFar += r.read;
     p.profilesMatchedSoFar += r.matched;
     for (const [ns, n] of Object.entries(r.byNamespace)) p.byNamespace[ns] = (p.byNamespace[ns] ?? 0) + n;

@@ -6,27 +6,20 @@
  * months JAN–DEC, weekdays SUN–SAT (1 = Sunday … 7 = Saturday), names
  * case-insensitive. As in Quartz, exactly one of day-of-month and day-of-week
  * must be `?`.
+ *
+ * croner computes the firing times (Quartz weekday numbering, seconds and year
+ * fields, L/W/#). What stays here is Quartz's grammar, checked field by field
+ * so that a refused schedule names the field and the allowed range (croner is
+ * more lenient: `?` anywhere, weekday 0, lists mixing `L` with plain days), and
+ * `L-n`, which croner lacks: it runs as `L` shifted back n days.
  */
+import { Cron } from "croner";
 
 export class CronError extends Error {}
 
-interface DaySpec {
-  /** Plain day-of-month or weekday values (empty when only specials are used). */
-  values: Set<number>;
-  any: boolean;
-  /** Day-of-month: `L` / `L-n` (offset n from the last day). */
-  lastOffset?: number;
-  /** Day-of-month: nearest weekday to day n (`nW`), or `LW`. */
-  nearestWeekday?: number | "L";
-  /** Day-of-week: `nL`. */
-  lastWeekday?: number;
-  /** Day-of-week: `n#k`. */
-  nth?: { weekday: number; k: number };
-}
-
 export interface CronSchedule {
   readonly text: string;
-  /** The first firing instant strictly after `after` (epoch ms), or null if none within 10 years. */
+  /** The first firing instant strictly after `after` (epoch ms), or null if it never fires again. */
   next(after: number): number | null;
 }
 
@@ -41,117 +34,87 @@ function value(token: string, min: number, max: number, names: readonly string[]
   return n;
 }
 
-/** `*`, `a`, `a-b`, `*\/s`, `a/s`, `a-b/s`, comma lists. */
-function parseSet(text: string, min: number, max: number, names: readonly string[] | null, field: string): Set<number> {
-  const out = new Set<number>();
-  for (const part of text.split(",")) {
-    if (part === "") throw new CronError(`Empty item in ${field} "${text}"`);
-    const [range, stepText] = part.split("/") as [string, string | undefined];
-    const step = stepText === undefined ? 1 : value(stepText, 1, max, null, `${field} step`);
-    let lo: number, hi: number;
-    if (range === "*") {
-      lo = min;
-      hi = max;
-    } else if (range.includes("-")) {
-      const [a, b] = range.split("-") as [string, string];
-      lo = value(a, min, max, names, field);
-      hi = value(b, min, max, names, field);
-      if (hi < lo) throw new CronError(`Invalid ${field} range "${range}"`);
-    } else {
-      lo = value(range, min, max, names, field);
-      hi = stepText === undefined ? lo : max;
-    }
-    for (let v = lo; v <= hi; v += step) out.add(v);
-  }
-  return out;
+/** Checks `*`, `a`, `a-b`, `*\/s`, `a/s`, `a-b/s` and comma lists; returns the field with names as numbers. */
+function checkSet(text: string, min: number, max: number, names: readonly string[] | null, field: string): string {
+  return text
+    .split(",")
+    .map((part) => {
+      if (part === "") throw new CronError(`Empty item in ${field} "${text}"`);
+      const [range, stepText] = part.split("/") as [string, string | undefined];
+      const step = stepText === undefined ? "" : `/${value(stepText, 1, max, null, `${field} step`)}`;
+      if (range === "*") return `*${step}`;
+      if (range.includes("-")) {
+        const [a, b] = range.split("-") as [string, string];
+        const lo = value(a, min, max, names, field);
+        const hi = value(b, min, max, names, field);
+        if (hi < lo) throw new CronError(`Invalid ${field} range "${range}"`);
+        return `${lo}-${hi}${step}`;
+      }
+      const lo = value(range, min, max, names, field);
+      // Quartz's `a/s` runs from a to the field's end; croner reads it so with sloppyRanges.
+      return `${lo}${step}`;
+    })
+    .join(",");
 }
 
-function parseDayOfMonth(text: string): DaySpec {
+/** The day-of-month field in croner's syntax, and the `L-n` offset (0 otherwise). */
+function checkDayOfMonth(text: string): { field: string; lastOffset: number } {
   const u = text.toUpperCase();
-  if (u === "?") return { values: new Set(), any: true };
-  if (u === "L") return { values: new Set(), any: false, lastOffset: 0 };
+  if (u === "?" || u === "L" || u === "LW") return { field: u, lastOffset: 0 };
   const lm = /^L-(\d+)$/.exec(u);
-  if (lm) return { values: new Set(), any: false, lastOffset: value(lm[1]!, 0, 30, null, "day-of-month offset") };
-  if (u === "LW") return { values: new Set(), any: false, nearestWeekday: "L" };
+  if (lm) return { field: "L", lastOffset: value(lm[1]!, 0, 30, null, "day-of-month offset") };
   const wm = /^(\d+)W$/.exec(u);
-  if (wm) return { values: new Set(), any: false, nearestWeekday: value(wm[1]!, 1, 31, null, "day-of-month") };
-  return { values: parseSet(u, 1, 31, null, "day-of-month"), any: u === "*" };
+  if (wm) return { field: `${value(wm[1]!, 1, 31, null, "day-of-month")}W`, lastOffset: 0 };
+  return { field: checkSet(u, 1, 31, null, "day-of-month"), lastOffset: 0 };
 }
 
-function parseDayOfWeek(text: string): DaySpec {
+function checkDayOfWeek(text: string): string {
   const u = text.toUpperCase();
-  if (u === "?") return { values: new Set(), any: true };
+  if (u === "?") return u;
+  // A lone `L` is Saturday, the week's last day.
+  if (u === "L") return "7";
   const lm = /^([A-Z0-9]+)L$/.exec(u);
-  if (lm && u !== "L") return { values: new Set(), any: false, lastWeekday: value(lm[1]!, 1, 7, DAYS, "day-of-week") };
-  if (u === "L") return { values: new Set([7]), any: false };
+  if (lm) return `${value(lm[1]!, 1, 7, DAYS, "day-of-week")}#L`;
   const nm = /^([A-Z0-9]+)#(\d)$/.exec(u);
-  if (nm) return { values: new Set(), any: false, nth: { weekday: value(nm[1]!, 1, 7, DAYS, "day-of-week"), k: value(nm[2]!, 1, 5, null, "day-of-week occurrence") } };
-  return { values: parseSet(u, 1, 7, DAYS, "day-of-week"), any: u === "*" };
+  if (nm) return `${value(nm[1]!, 1, 7, DAYS, "day-of-week")}#${value(nm[2]!, 1, 5, null, "day-of-week occurrence")}`;
+  return checkSet(u, 1, 7, DAYS, "day-of-week");
 }
 
-function daysIn(y: number, m0: number): number {
-  return new Date(Date.UTC(y, m0 + 1, 0)).getUTCDate();
-}
-
-function dayMatches(y: number, m0: number, d: number, dom: DaySpec, dow: DaySpec): boolean {
-  const last = daysIn(y, m0);
-  const weekday = new Date(Date.UTC(y, m0, d)).getUTCDay() + 1; // 1 = Sunday
-  if (!dom.any) {
-    if (dom.lastOffset !== undefined) return d === last - dom.lastOffset;
-    if (dom.nearestWeekday !== undefined) {
-      const target = dom.nearestWeekday === "L" ? last : Math.min(dom.nearestWeekday, last);
-      const tw = new Date(Date.UTC(y, m0, target)).getUTCDay();
-      // Nearest weekday, never crossing into another month (Quartz rule).
-      let day = target;
-      if (tw === 6) day = target === 1 ? 3 : target - 1;
-      else if (tw === 0) day = target === last ? target - 2 : target + 1;
-      return d === day;
-    }
-    return dom.values.has(d);
-  }
-  if (dow.any) return true;
-  if (dow.lastWeekday !== undefined) return weekday === dow.lastWeekday && d + 7 > last;
-  if (dow.nth !== undefined) return weekday === dow.nth.weekday && Math.ceil(d / 7) === dow.nth.k;
-  return dow.values.has(weekday);
-}
+const DAY_MS = 86_400_000;
 
 export function parseCron(text: string): CronSchedule {
   const fields = text.trim().split(/\s+/);
   if (fields.length < 6 || fields.length > 7) throw new CronError(`A Quartz cron expression has 6 or 7 fields (seconds minutes hours day-of-month month day-of-week [year]); got ${fields.length}`);
   const [s, mi, h, domText, mo, dowText, yearText] = fields as [string, string, string, string, string, string, string | undefined];
-  const seconds = parseSet(s, 0, 59, null, "seconds");
-  const minutes = parseSet(mi, 0, 59, null, "minutes");
-  const hours = parseSet(h, 0, 23, null, "hours");
-  const months = parseSet(mo, 1, 12, MONTHS, "month");
-  const dom = parseDayOfMonth(domText);
-  const dow = parseDayOfWeek(dowText);
+  const parts = [checkSet(s, 0, 59, null, "seconds"), checkSet(mi, 0, 59, null, "minutes"), checkSet(h, 0, 23, null, "hours")];
+  const months = checkSet(mo, 1, 12, MONTHS, "month");
+  const dom = checkDayOfMonth(domText);
+  const dow = checkDayOfWeek(dowText);
   if ((domText === "?") === (dowText === "?")) throw new CronError("Exactly one of day-of-month and day-of-week must be '?'");
-  const years = yearText === undefined || yearText === "*" ? null : parseSet(yearText, 1970, 2099, null, "year");
-  const secs = [...seconds].sort((a, b) => a - b);
-  const mins = [...minutes].sort((a, b) => a - b);
-  const hrs = [...hours].sort((a, b) => a - b);
+  parts.push(dom.field, months, dow);
+  if (yearText !== undefined && yearText !== "*") parts.push(checkSet(yearText, 1970, 2099, null, "year"));
+  let cron: Cron;
+  try {
+    cron = new Cron(parts.join(" "), {
+      timezone: "UTC",
+      mode: "6-or-7-parts",
+      alternativeWeekdays: true,
+      sloppyRanges: true,
+      // One of the two is `?` (any), so AND is Quartz's meaning.
+      domAndDow: true,
+      dayOffset: -dom.lastOffset,
+    });
+  } catch (err) {
+    throw new CronError((err as Error).message.replace(/^CronPattern: /, ""));
+  }
+  const inItsMonth = (at: Date) => dom.lastOffset === 0 || new Date(at.getTime() + dom.lastOffset * DAY_MS).getUTCMonth() === at.getUTCMonth();
   return {
     text,
     next(after: number): number | null {
-      const DAY = 86_400_000;
-      const startDay = Math.floor(after / DAY) * DAY;
-      // Ten years of days at most: enough for any expression that ever fires again.
-      for (let day = startDay, i = 0; i < 3660; day += DAY, i++) {
-        const dt = new Date(day);
-        const y = dt.getUTCFullYear(), m0 = dt.getUTCMonth(), d = dt.getUTCDate();
-        if (years !== null && !years.has(y)) continue;
-        if (!months.has(m0 + 1) || !dayMatches(y, m0, d, dom, dow)) continue;
-        for (const hh of hrs) {
-          if (day + (hh + 1) * 3_600_000 <= after) continue;
-          for (const mm of mins) {
-            for (const ss of secs) {
-              const t = day + ((hh * 60 + mm) * 60 + ss) * 1000;
-              if (t > after) return t;
-            }
-          }
-        }
-      }
-      return null;
+      let at = cron.nextRun(new Date(after));
+      // `L-n` shifted out of its month (n ≥ that month's length) is no day of it, as in Quartz: the next month's, at most a year on.
+      for (let i = 0; at !== null && !inItsMonth(at); i++) at = i < 12 ? cron.nextRun(at) : null;
+      return at === null ? null : at.getTime();
     },
   };
 }

@@ -338,14 +338,21 @@ export async function definitionRoutes(app: FastifyInstance, opts: DefinitionRou
                   code: { type: "string" }, message: { type: "string" }, line: { type: "integer" }, column: { type: "integer" },
                   endLine: { type: "integer" }, endColumn: { type: "integer" },
                 },
+                required: ["code", "message"],
               },
             },
             classification: { ...classificationSchema, nullable: true },
-            mergePolicy: { type: "object", nullable: true, properties: { id: { type: "string" }, isActiveOnEdge: { type: "boolean" } } },
-            eligible: { type: "object", properties: { batch: { type: "boolean" }, continuous: { type: "boolean" }, synchronous: { type: "boolean" } } },
+            // Every field required that the server always sends: the web client's types are generated from this schema.
+            mergePolicy: { type: "object", nullable: true, properties: { id: { type: "string" }, isActiveOnEdge: { type: "boolean" } }, required: ["id", "isActiveOnEdge"] },
+            eligible: {
+              type: "object",
+              properties: { batch: { type: "boolean" }, continuous: { type: "boolean" }, synchronous: { type: "boolean" } },
+              required: ["batch", "continuous", "synchronous"],
+            },
             reasons: {
               type: "object",
               properties: { continuous: { type: "array", items: { type: "string" } }, synchronous: { type: "array", items: { type: "string" } } },
+              required: ["continuous", "synchronous"],
             },
           },
           required: ["valid", "diagnostics", "classification", "mergePolicy", "eligible", "reasons"],

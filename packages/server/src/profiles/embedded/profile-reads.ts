@@ -4,7 +4,7 @@
 import type Database from "better-sqlite3";
 import { assembleGraph, decodeCursor, encodeCursor, listedPids, lookupProfile, lookupProfileWithFragments, type GraphRows } from "../scan-assembly.js";
 import { fragmentRecordId } from "../quarantine.js";
-import { type EventPage, type EventQuery, type LakeRecord, type ProfileDataTimes, type ProfileWithFragments, type ScanOptions, type ScannedProfile } from "../store.js";
+import { type EventPage, type EventQuery, type LakeQuery, type LakeRecord, type ProfileDataTimes, type ProfileWithFragments, type ScanOptions, type ScannedProfile } from "../store.js";
 import type { Identity, MergedProfile, MergePolicySpec, TenantScope } from "../types.js";
 import { identityKey } from "../validate.js";
 import { type FragmentRow, type EventRow, type StoredMembershipRow, SELECT_EVENTS_BY_PID, SELECT_MEMBERSHIPS, membershipOf, type StoreCtx } from "./store-context.js";
@@ -184,9 +184,13 @@ export async function profileDataTimes(s: StoreCtx, scope: TenantScope, profileI
   });
 }
 
-export async function listLakeRecords(s: StoreCtx, scope: TenantScope, datasetId: string, opts: { afterSeq?: number; limit?: number } = {}): Promise<LakeRecord[]> {
-  const rows = s.stmt("SELECT seq, eid, ns, idv, body FROM lake_records WHERE tid = ? AND ds = ? AND seq > ? ORDER BY seq LIMIT ?")
-    .all(s.tid(scope, false), datasetId, opts.afterSeq ?? 0, opts.limit ?? 1000) as Array<{ seq: number; eid: string | null; ns: string; idv: string; body: string }>;
+export async function listLakeRecords(s: StoreCtx, scope: TenantScope, datasetId: string, opts: LakeQuery = {}): Promise<LakeRecord[]> {
+  const args = [s.tid(scope, false), datasetId, opts.afterSeq ?? 0, opts.limit ?? 1000];
+  // By record id: one lookup per id in the (tid, ds, eid) index.
+  const rows = (opts.eids === undefined
+    ? s.stmt("SELECT seq, eid, ns, idv, body FROM lake_records WHERE tid = ? AND ds = ? AND seq > ? ORDER BY seq LIMIT ?").all(...args)
+    : s.stmt("SELECT seq, eid, ns, idv, body FROM lake_records WHERE tid = ? AND ds = ? AND eid IN (SELECT value FROM json_each(?)) AND seq > ? ORDER BY seq LIMIT ?")
+      .all(args[0], args[1], JSON.stringify(opts.eids), args[2], args[3])) as Array<{ seq: number; eid: string | null; ns: string; idv: string; body: string }>;
   const out: LakeRecord[] = [];
   for (const r of rows) {
     const body = s.servable(scope, "lake", datasetId, r.eid ?? `seq:${r.seq}`, { namespace: r.ns, id: r.idv }, null, r.body);

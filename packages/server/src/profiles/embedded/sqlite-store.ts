@@ -23,7 +23,7 @@ import { DEFAULT_IDENTITY_CACHE_ENTRIES, IdentityPidCache } from "./identity-cac
 import { mergeTouched, touchProfiles, type FeedHistory } from "../change-feed.js";
 import { SqliteChangeLog } from "./change-log.js";
 import { clampQuarantineLimit, parseStoredBody, QuarantineLog, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineKind, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
-import { type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ProfileWithFragments, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery, type DecidedChanges, type DecidedAppendResult } from "../store.js";
+import { type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeQuery, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ProfileWithFragments, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery, type DecidedChanges, type DecidedAppendResult, type LoggedTransition } from "../store.js";
 import type { Dataset, DatasetInput, Identity, JsonObject, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, StoredEvent, TenantScope, ValidRecord } from "../types.js";
 import { SQLITE_SCHEMA } from "./schema.js";
 import { EventIndexMerger, MERGE_AT, MERGE_STEP, MERGE_STEP_MIN, migrateEventIndex } from "./event-index.js";
@@ -36,6 +36,7 @@ import { createDataset, getDataset, listDatasets, deleteDataset, deleteByIdentit
 import { append, appendDecided, createBatch, getBatch, listBatches, setBatchStatus, stageBatchRecords, completeBatch, abortBatch } from "./append-batches.js";
 import { findProfileId, findProfileIds, graphIdentities, getProfile, getProfileWithFragments, getEvents, eventsStoredThrough, scanProfiles, countProfiles, listProfileIds, profileDataTimes, listLakeRecords } from "./profile-reads.js";
 import { applyMembershipChanges, writeMembershipChanges, applyMembershipSets, getMemberships, listMembers, listMemberIds, listMemberPids, countMembers, listTransitions } from "./membership-store.js";
+import * as transitionLog from "./transition-log.js";
 
 export interface EmbeddedStoreOptions {
   /** Database file; ":memory:" for throw-away stores. */
@@ -617,7 +618,7 @@ export class EmbeddedProfileStore implements ProfileStore {
   profileDataTimes(scope: TenantScope, profileIds: readonly string[]): Promise<ProfileDataTimes[]> {
     return profileDataTimes(this.ctx, scope, profileIds);
   }
-  listLakeRecords(scope: TenantScope, datasetId: string, opts: { afterSeq?: number; limit?: number } = {}): Promise<LakeRecord[]> {
+  listLakeRecords(scope: TenantScope, datasetId: string, opts: LakeQuery = {}): Promise<LakeRecord[]> {
     return listLakeRecords(this.ctx, scope, datasetId, opts);
   }
   applyMembershipChanges(scope: TenantScope, changes: readonly MembershipChange[]): Promise<MembershipTransition[]> {
@@ -646,6 +647,24 @@ export class EmbeddedProfileStore implements ProfileStore {
   }
   listTransitions(scope: TenantScope, q: TransitionQuery = {}): Promise<MembershipTransition[]> {
     return listTransitions(this.ctx, scope, q);
+  }
+
+  // ---- the transition log as the delivery outbox (transition-log.ts) ----------
+
+  transitionLogSeqs(afterSeq: number, limit: number): Promise<{ seqs: number[]; max: number; snapshot: null }> {
+    return transitionLog.transitionLogSeqs(this.ctx, afterSeq, limit);
+  }
+
+  async transactionsInProgress(): Promise<string[]> {
+    return [];
+  }
+
+  readTransitionLog(scope: TenantScope, q: { afterSeq: number; throughSeq: number; definitionIds: readonly string[]; limit: number }): Promise<LoggedTransition[]> {
+    return transitionLog.readTransitionLog(this.ctx, this.tid(scope, false), scope, q);
+  }
+
+  graphIdentitiesOf(scope: TenantScope, profileIds: readonly string[]): Promise<Identity[][]> {
+    return transitionLog.graphIdentitiesOf(this.ctx, this.tid(scope, false), profileIds);
   }
   deleteByIdentities(scope: TenantScope, identities: readonly Identity[], datasets: readonly string[] | "ALL"): Promise<DeleteCounts> {
     return deleteByIdentities(this.ctx, scope, identities, datasets);

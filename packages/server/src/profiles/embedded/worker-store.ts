@@ -27,7 +27,7 @@ import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import type { FeedHistory } from "../change-feed.js";
 import { FeedMirror, type FeedDelta } from "./feed-mirror.js";
-import { StoreError, StoreUnavailableError, type AppendOptions, type AppendResult, type DecidedAppendResult, type DecidedChanges, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ProfileWithFragments, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery } from "../store.js";
+import { StoreError, StoreUnavailableError, type AppendOptions, type AppendResult, type DecidedAppendResult, type DecidedChanges, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeQuery, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ProfileWithFragments, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery, type LoggedTransition } from "../store.js";
 import type { Dataset, DatasetInput, Identity, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, TenantScope, ValidRecord } from "../types.js";
 import type { EmbeddedStoreOptions } from "./sqlite-store.js";
 import { withLazyBody } from "../lazy-body.js";
@@ -546,7 +546,7 @@ export class WorkerProfileStore implements ProfileStore {
   profileDataTimes(scope: TenantScope, profileIds: readonly string[]): Promise<ProfileDataTimes[]> {
     return this.call("profileDataTimes", [scope, profileIds]);
   }
-  listLakeRecords(scope: TenantScope, datasetId: string, opts?: { afterSeq?: number; limit?: number }): Promise<LakeRecord[]> {
+  listLakeRecords(scope: TenantScope, datasetId: string, opts?: LakeQuery): Promise<LakeRecord[]> {
     return this.call("listLakeRecords", [scope, datasetId, opts]);
   }
 
@@ -631,6 +631,18 @@ export class WorkerProfileStore implements ProfileStore {
   }
   listMemberPids(scope: TenantScope, definitionId: string, status: MembershipStatus): Promise<Float64Array> {
     return this.call("listMemberPids", [scope, definitionId, status]);
+  }
+  transitionLogSeqs(afterSeq: number, limit: number): Promise<{ seqs: number[]; max: number; snapshot: null }> {
+    return this.call("transitionLogSeqs", [afterSeq, limit]);
+  }
+  async transactionsInProgress(): Promise<string[]> {
+    return [];
+  }
+  readTransitionLog(scope: TenantScope, q: { afterSeq: number; throughSeq: number; definitionIds: readonly string[]; limit: number }): Promise<LoggedTransition[]> {
+    return this.call("readTransitionLog", [scope, q]);
+  }
+  graphIdentitiesOf(scope: TenantScope, profileIds: readonly string[]): Promise<Identity[][]> {
+    return this.call("graphIdentitiesOf", [scope, profileIds]);
   }
 
   // ---- change feed --------------------------------------------------------------

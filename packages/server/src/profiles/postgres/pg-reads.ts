@@ -2,7 +2,7 @@
 // lake records (pure reads; unservable bodies are skipped via ctx.servable).
 import { fragmentRecordId } from "../quarantine.js";
 import { assembleGraph, decodeCursor, encodeCursor, listedPids, lookupProfile, lookupProfileWithFragments, toMembership, type GraphRows, type MembershipRow } from "../scan-assembly.js";
-import type { EventPage, EventQuery, LakeRecord, ProfileDataTimes, ProfileWithFragments, ScanOptions, ScannedProfile } from "../store.js";
+import type { EventPage, EventQuery, LakeQuery, LakeRecord, ProfileDataTimes, ProfileWithFragments, ScanOptions, ScannedProfile } from "../store.js";
 import type { Identity, JsonObject, MergedProfile, MergePolicySpec, StoredEvent, TenantScope } from "../types.js";
 import { identityKey } from "../validate.js";
 import { IDENTITY_CHUNK, NO_TENANT, queryRows, type EventRow, type PgStoreContext, type Q } from "./pg-context.js";
@@ -193,9 +193,12 @@ export async function profileDataTimes(ctx: PgStoreContext, scope: TenantScope, 
   return out;
 }
 
-export async function listLakeRecords(ctx: PgStoreContext, scope: TenantScope, datasetId: string, opts: { afterSeq?: number; limit?: number } = {}): Promise<LakeRecord[]> {
-  const rows = await queryRows<{ seq: number; eid: string | null; ns: string; idv: string; body: unknown }>(ctx.pool, "SELECT seq, eid, ns, idv, body FROM lake_records WHERE tid = $1 AND ds = $2 AND seq > $3 ORDER BY seq LIMIT $4",
-    [await ctx.tid(ctx.pool, scope, false), datasetId, opts.afterSeq ?? 0, opts.limit ?? 1000]);
+export async function listLakeRecords(ctx: PgStoreContext, scope: TenantScope, datasetId: string, opts: LakeQuery = {}): Promise<LakeRecord[]> {
+  const args: unknown[] = [await ctx.tid(ctx.pool, scope, false), datasetId, opts.afterSeq ?? 0, opts.limit ?? 1000];
+  // By record id: one lookup per id in the (tid, ds, eid) index.
+  const byId = opts.eids === undefined ? "" : " AND eid = ANY($5::text[])";
+  if (opts.eids !== undefined) args.push([...opts.eids]);
+  const rows = await queryRows<{ seq: number; eid: string | null; ns: string; idv: string; body: unknown }>(ctx.pool, `SELECT seq, eid, ns, idv, body FROM lake_records WHERE tid = $1 AND ds = $2 AND seq > $3${byId} ORDER BY seq LIMIT $4`, args);
   const out: LakeRecord[] = [];
   for (const r of rows) {
     const body = ctx.servable(scope, "lake", datasetId, r.eid ?? `seq:${r.seq}`, { namespace: r.ns, id: r.idv }, null, r.body);

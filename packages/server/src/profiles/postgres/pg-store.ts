@@ -24,6 +24,7 @@ import {
   type FieldUpdate,
   type IngestBatch,
   type IngestBatchStatus,
+  type LakeQuery,
   type LakeRecord,
   type MembershipChange,
   type MembershipSet,
@@ -42,6 +43,7 @@ import {
   type TransitionQuery,
   type DecidedChanges,
   type DecidedAppendResult,
+  type LoggedTransition,
   landedAsDecided,
 } from "../store.js";
 import type {
@@ -66,6 +68,7 @@ import * as reads from "./pg-reads.js";
 import * as memberships from "./pg-memberships.js";
 import * as partitions from "./pg-partitions.js";
 import * as lifecycle from "./pg-lifecycle.js";
+import * as transitionLog from "./pg-transition-log.js";
 import { sandboxNameKey } from "../../platform/tenant.js";
 
 export interface PostgresStoreOptions {
@@ -577,7 +580,7 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
     return reads.profileDataTimes(this.ctx, scope, profileIds);
   }
 
-  listLakeRecords(scope: TenantScope, datasetId: string, opts: { afterSeq?: number; limit?: number } = {}): Promise<LakeRecord[]> {
+  listLakeRecords(scope: TenantScope, datasetId: string, opts: LakeQuery = {}): Promise<LakeRecord[]> {
     return reads.listLakeRecords(this.ctx, scope, datasetId, opts);
   }
 
@@ -632,6 +635,24 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
 
   listTransitions(scope: TenantScope, q: TransitionQuery = {}): Promise<MembershipTransition[]> {
     return memberships.listTransitions(this.ctx, scope, q);
+  }
+
+  // ---- the transition log as the delivery outbox (pg-transition-log.ts) -------
+
+  transitionLogSeqs(afterSeq: number, limit: number): Promise<{ seqs: number[]; max: number; snapshot: { xmax: string; xip: string[] } }> {
+    return transitionLog.transitionLogSeqs(this.ctx, afterSeq, limit);
+  }
+
+  transactionsInProgress(xids: readonly string[]): Promise<string[]> {
+    return transitionLog.transactionsInProgress(this.ctx, xids);
+  }
+
+  readTransitionLog(scope: TenantScope, q: { afterSeq: number; throughSeq: number; definitionIds: readonly string[]; limit: number }): Promise<LoggedTransition[]> {
+    return transitionLog.readTransitionLog(this.ctx, scope, q);
+  }
+
+  graphIdentitiesOf(scope: TenantScope, profileIds: readonly string[]): Promise<Identity[][]> {
+    return transitionLog.graphIdentitiesOf(this.ctx, scope, profileIds);
   }
 
   // ---- data lifecycle (pg-lifecycle.ts) ---------------------------------------

@@ -39,21 +39,28 @@ export class Authenticator {
     this.operatorTokens = [...config.operatorTokens];
     // Adobe's clients send their OAuth client id as x-api-key.
     this.apiKeys = new Set([...config.apiKeys, ...(config.clients ?? []).map((c) => c.clientId)].map(digest));
-    this.jwt = new JwtVerifier({ hs256Secret: config.jwtHs256Secret, rs256PublicKey: config.jwtRs256PublicKey });
+    this.jwt = new JwtVerifier({
+      hs256Secret: config.jwtHs256Secret,
+      rs256PublicKey: config.jwtRs256PublicKey,
+      jwks: config.jwtJwks,
+      jwksUrl: config.jwtJwksUrl,
+      issuer: config.jwtIssuer,
+      audience: config.jwtAudience,
+    });
   }
 
   isRegisteredApiKey(key: string): boolean {
     return this.apiKeys.has(digest(key));
   }
 
-  verifyToken(token: string): TokenVerdict {
+  async verifyToken(token: string): Promise<TokenVerdict> {
     if (token.length === 0 || token.length > 16_384) return { ok: false, reason: "empty or oversized token" };
     if (this.operatorTokens.some((t) => safeEqual(t, token))) return { ok: true, principal: { kind: "operator", subject: "operator" } };
     const orgs = this.staticTokens.get(digest(token));
     if (orgs) return { ok: true, principal: { kind: "org", orgs, subject: "static-token" } };
     if (!this.jwt.enabled) return { ok: false, reason: "unknown token" };
     try {
-      const claims = this.jwt.verify(token, this.clock.now());
+      const claims = await this.jwt.verify(token, this.clock.now());
       const raw = claims[this.config.jwtOrgClaim];
       const list = typeof raw === "string" ? [raw] : Array.isArray(raw) ? raw.filter((x): x is string => typeof x === "string") : [];
       if (list.length === 0) return { ok: false, reason: `token has no "${this.config.jwtOrgClaim}" claim` };

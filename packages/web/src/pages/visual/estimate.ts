@@ -9,7 +9,7 @@ import { messageOf } from "../../api/errors.js";
 import type { BuilderEstimates, ExpressionEstimate } from "../../api/types.js";
 import type { PageContext } from "../../context.js";
 import { h } from "../../dom.js";
-import { formatCount, formatDateTime } from "../../format.js";
+import { formatCount, formatDateTime, profilesText } from "../../format.js";
 import type { VisualModel } from "../../visual/index.js";
 import type { EstimatePlan } from "./estimate-plan.js";
 import { planEstimate, planKey } from "./estimate-plan.js";
@@ -22,8 +22,11 @@ export type RuleCount = { estimate: ExpressionEstimate; stale: boolean } | { sta
 
 export interface EstimateView {
   element: HTMLElement;
-  /** The expression (and, when rules are shown, the model) changed. `valid` is false while the PQL has errors. */
-  update(whole: string, valid: boolean, model: VisualModel | undefined, graphType: "none" | "pdg"): void;
+  /**
+   * The expression (and, when rules are shown, the model) changed. `valid` is false while the PQL has errors;
+   * `incomplete` says which rule on screen is not written as PQL yet (its figures would be the old text's).
+   */
+  update(whole: string, valid: boolean, model: VisualModel | undefined, graphType: "none" | "pdg", incomplete?: string): void;
   /** The last counts of the top-level rules, by rule id. */
   counts(): Map<string, RuleCount>;
 }
@@ -43,6 +46,7 @@ export function createEstimateView(ctx: PageContext, onCounts: (counts: Map<stri
   const byKey = new Map<string, { job: Job; at: BuilderEstimates }>();
   let latest: { job: Job; at: BuilderEstimates } | undefined;
   let counts = new Map<string, RuleCount>();
+  let incomplete: string | undefined;
 
   const paint = () => {
     const plan = current?.plan;
@@ -54,12 +58,12 @@ export function createEstimateView(ctx: PageContext, onCounts: (counts: Map<stri
     const e = whole === undefined ? undefined : answers.get(whole);
     box.classList.toggle("is-stale", !exact);
     if (!e || !shown) {
-      size.textContent = whole === undefined ? "—" : "…";
+      size.textContent = incomplete !== undefined ? "Incomplete" : whole === undefined ? "—" : "…";
       for (const k of ["size", "low", "high"]) delete size.dataset[k];
       range.textContent = "";
       meta.textContent = "";
     } else {
-      size.textContent = `≈ ${formatCount(e.estimatedSize)} profiles`;
+      size.textContent = profilesText(e.estimatedSize, "≈ ");
       size.dataset.size = String(e.estimatedSize);
       size.dataset.low = String(e.estimatedSizeRange.low);
       size.dataset.high = String(e.estimatedSizeRange.high);
@@ -79,7 +83,7 @@ export function createEstimateView(ctx: PageContext, onCounts: (counts: Map<stri
 
   const announce = (at: BuilderEstimates) => {
     status.textContent = "";
-    said.textContent = `Estimated size: about ${formatCount(at.estimates[0]!.estimatedSize)} profiles.`;
+    said.textContent = `Estimated size: ${profilesText(at.estimates[0]!.estimatedSize, "about ")}.`;
   };
 
   const runner = latestOnly<Job, BuilderEstimates>({
@@ -107,11 +111,15 @@ export function createEstimateView(ctx: PageContext, onCounts: (counts: Map<stri
       box,
       status,
       said),
-    update(whole, valid, model, graphType) {
-      if (!valid || whole.trim() === "") {
+    update(whole, valid, model, graphType, why) {
+      incomplete = why;
+      if (why !== undefined || !valid || whole.trim() === "") {
+        // No figures for text that is not what the rules say: the last complete text's counts would mislead.
         runner.cancel();
         current = undefined;
-        status.textContent = whole.trim() === "" ? "Add a rule to see how many profiles match." : "Fix the expression to see an estimate.";
+        status.textContent = why !== undefined
+          ? `A rule is incomplete, so there is no estimate: ${why} Complete or remove it.`
+          : whole.trim() === "" ? "Add a rule to see how many profiles match." : "Fix the expression to see an estimate.";
         paint();
         return;
       }

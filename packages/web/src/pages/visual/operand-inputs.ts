@@ -153,7 +153,7 @@ function scalarInput(s: Scalar, set: (o: Operand) => void, id: string, name: str
       return;
     }
     const n = parseNumber(input.value);
-    report(n ? undefined : "Enter a number, such as 3 or 2.5");
+    report(n ? undefined : "Enter a number, such as 3 or 2.5.");
     if (n) {
       set(n);
       o.env.changed();
@@ -236,7 +236,7 @@ function timeRefInput(r: TimeRefOperand, set: (o: Operand) => void, id: string, 
   });
   date.addEventListener("change", () => {
     const v = fromDate();
-    env.inputProblem(dateId, v ? undefined : "Choose a date");
+    env.inputProblem(dateId, v ? undefined : "Choose a date.");
     if (v) {
       set(v);
       env.changed();
@@ -257,7 +257,7 @@ export function wholeNumberInput(id: string, label: string, value: number, min: 
   const input = h("input", { id, type: "text", inputmode: "numeric", value: String(value), autocomplete: "off", class: "v-number" });
   const report = withProblem(input, id, env);
   const err = report(undefined);
-  const message = min === 0 ? "Enter a whole number" : `Enter a whole number from ${min}`;
+  const message = min === 0 ? "Enter a whole number." : `Enter a whole number from ${min}.`;
   input.addEventListener("input", () => {
     const t = input.value.trim();
     const n = /^\d+$/.test(t) ? Number(t) : NaN;

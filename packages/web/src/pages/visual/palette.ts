@@ -7,7 +7,7 @@
  * group. An event type's fields open under it.
  */
 import type { BuilderField, BuilderPalette } from "../../api/types.js";
-import { h } from "../../dom.js";
+import { fieldPath, h } from "../../dom.js";
 import { formatCount } from "../../format.js";
 import { dragSource } from "./drag.js";
 import type { AudienceRef } from "./env.js";
@@ -40,7 +40,8 @@ export function createPalette(pick: (item: PaletteItem) => void, refresh: () => 
 
   const itemButton = (item: PaletteItem, name: string, meta: string): HTMLElement => {
     const b = h("button", { type: "button", class: "v-pal-item", "aria-label": `Add ${itemLabel(item)}`, "aria-describedby": "v-palette-target", title: `Add ${itemLabel(item)} (or drag it onto a group)` },
-      h("span", { class: "v-pal-name" }, name),
+      // Field paths wrap at their dots, never mid-word.
+      h("span", { class: "v-pal-name" }, item.kind === "attribute" || item.kind === "eventField" ? fieldPath(name, "span") : name),
       meta === "" ? null : h("span", { class: "v-pal-meta", "aria-hidden": "true" }, meta));
     b.addEventListener("click", () => pick(item));
     dragSource(b, () => ({ kind: "palette", item }), itemLabel(item));

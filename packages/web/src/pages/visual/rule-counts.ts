@@ -3,7 +3,7 @@
  * profiles the rule alone matches, with its interval for screen readers and
  * as a tooltip. Painted into the `[data-count-for]` slots the canvas draws.
  */
-import { formatCount } from "../../format.js";
+import { formatCount, profilesText } from "../../format.js";
 import type { RuleCount } from "./estimate.js";
 
 const WHY: Record<"pending" | "empty" | "limit" | "invalid", [string, string]> = {
@@ -21,7 +21,7 @@ export function countText(c: RuleCount | undefined): { text: string; label: stri
   const high = formatCount(e.estimatedSizeRange.high);
   return {
     text: `≈ ${formatCount(e.estimatedSize)}`,
-    label: `About ${formatCount(e.estimatedSize)} profiles match this rule alone (95% interval ${low} to ${high})`,
+    label: `${profilesText(e.estimatedSize, "About ")} ${e.estimatedSize === 1 ? "matches" : "match"} this rule alone (95% interval ${low} to ${high})`,
   };
 }
 

@@ -11,6 +11,7 @@ import { messageOf } from "../../api/errors.js";
 import type { BuilderPalette } from "../../api/types.js";
 import type { PageContext } from "../../context.js";
 import { h, notice } from "../../dom.js";
+import { sentence } from "../../format.js";
 import type { VisualModel } from "../../visual/index.js";
 import { pqlToRules, tryRulesToPql, validateModel } from "../../visual/index.js";
 import { createCanvas } from "./canvas.js";
@@ -94,9 +95,12 @@ export function createVisualBuilder(ctx: PageContext, options: VisualBuilderOpti
       ctx.announce(`The palette adds to ${groupName(model!, id)}.`);
     },
     inputProblem: (inputId, message) => {
+      const before = inputProblems.get(inputId);
       if (message === undefined) inputProblems.delete(inputId);
       else inputProblems.set(inputId, message);
       paintProblems();
+      // A rule turning incomplete (or complete again) changes what the estimate may show.
+      if (before !== message) options.changed();
     },
   };
 
@@ -115,6 +119,13 @@ export function createVisualBuilder(ctx: PageContext, options: VisualBuilderOpti
     // A new group is where the next palette items are wanted.
     if (added.rule.kind === "group") targetId = added.rule.id;
     render(firstControlId(added.rule));
+    // A new condition wants its value first (its operator already fits the field's type); "exists" has none.
+    if (added.rule.kind === "condition") {
+      const value = document.getElementById(`${added.rule.id}-card`)?.querySelector<HTMLElement>(".v-operands input:not([hidden]), .v-operands select");
+      value?.focus();
+      // Typing replaces the placeholder value (a new number condition starts at 0).
+      if (value instanceof HTMLInputElement) value.select();
+    }
     commit();
     ctx.announce(`Added ${itemLabel(item)} to ${groupName(model, added.groupId)}.`);
   };
@@ -201,7 +212,7 @@ export function createVisualBuilder(ctx: PageContext, options: VisualBuilderOpti
       }
     }
     const problem = currentProblem();
-    summary.replaceChildren(...(problem ? [h("p", {}, `These rules are not saved as PQL yet: ${problem}`)] : []));
+    summary.replaceChildren(...(problem ? [h("p", {}, `These rules are not saved as PQL yet: ${sentence(problem)}`)] : []));
     summary.hidden = !problem;
   };
 
@@ -227,6 +238,10 @@ export function createVisualBuilder(ctx: PageContext, options: VisualBuilderOpti
       const r = pqlToRules(pql, model ? { previous: model } : {});
       if (!r.ok) {
         model = undefined;
+        // Problems of the rules shown before belong to rules no longer shown: one banner, the current one.
+        inputProblems.clear();
+        writeProblem = undefined;
+        paintProblems();
         banner.replaceChildren(notice("error", "The PQL cannot be shown as rules.", `Line ${r.error.line}, column ${r.error.column}: ${r.error.message} Fix it in the PQL tab.`));
         render();
         return;
@@ -251,6 +266,7 @@ export function createVisualBuilder(ctx: PageContext, options: VisualBuilderOpti
       written = undefined;
       inputProblems.clear();
       writeProblem = undefined;
+      paintProblems();
     },
     paintCounts(counts) {
       lastCounts = counts;
