@@ -31,6 +31,7 @@ import {
   type Client,
   type Harness,
 } from "../helpers/server-harness.js";
+import { p99, probeLatency } from "../helpers/latency-probe.js";
 
 const THREE = 'exists X from xEvent, Y from xEvent, Z from xEvent : X.timestamp < Y.timestamp and Y.timestamp < Z.timestamp and Z.eventType = "zz"';
 const NESTED = 'exists X from xEvent : exists Y from xEvent : exists Z from xEvent : X.timestamp < Y.timestamp and Y.timestamp < Z.timestamp and Z.eventType = "zz"';
@@ -59,35 +60,9 @@ function assertRefused(r: { status: number; json: unknown; text: string }, title
   assert.deepEqual(items.map((i) => [i.code, i.message, i.line, i.column]), [[item.code, item.message, 1, 1]], r.text);
 }
 
-/** Latency probes of /healthz and another organization's definition list, until stopped. */
 function probe(url: string) {
   const b = client(url, { token: TOKEN_B, org: ORG_B });
-  const health: number[] = [];
-  const other: number[] = [];
-  let running = true;
-  const loop = async (samples: number[], call: () => Promise<{ status: number }>) => {
-    while (running) {
-      // Timed from the start of the 5-ms pause: a stall while the probe waits for its timer counts.
-      const t = performance.now();
-      await new Promise((res) => setTimeout(res, 5));
-      const r = await call();
-      samples.push(performance.now() - t - 5);
-      assert.equal(r.status, 200);
-    }
-  };
-  const done = Promise.all([loop(health, () => fetch(`${url}/healthz`).then(async (r) => ({ status: r.status, body: await r.text() }))), loop(other, () => b.get(`${DEFS}?limit=10`))]);
-  return {
-    async stop(): Promise<{ health: number[]; other: number[] }> {
-      running = false;
-      await done;
-      return { health, other };
-    },
-  };
-}
-
-function p99(xs: number[]): number {
-  const s = [...xs].sort((x, y) => x - y);
-  return s[Math.min(s.length - 1, Math.ceil(s.length * 0.99) - 1)]!;
+  return probeLatency(url, () => b.get(`${DEFS}?limit=10`));
 }
 
 /**

@@ -19,6 +19,7 @@ import type { JsonObject } from "../../src/profiles/types.js";
 import { createLogger, startServer } from "../../src/index.js";
 import { createTestStore, type TestStoreHandle } from "../helpers/test-store.js";
 import { DEFS, ORG_A, ORG_B, TOKEN_B, client, definitionBody, obj, runSegmentJob, testConfig, type Client } from "../helpers/server-harness.js";
+import { p99, probeLatency } from "../helpers/latency-probe.js";
 
 const PROFILES = Number(process.env.SEGMENTD_TEST_POOL_PROFILES ?? 150_000);
 const NOW = Date.UTC(2026, 10, 1);
@@ -33,32 +34,7 @@ const EXPRESSIONS = [
 
 function probe(url: string) {
   const b = client(url, { token: TOKEN_B, org: ORG_B });
-  const health: number[] = [];
-  const other: number[] = [];
-  let running = true;
-  const loop = async (samples: number[], call: () => Promise<{ status: number }>) => {
-    while (running) {
-      // Timed from the start of the 5-ms pause: a stall while the probe waits for its timer counts.
-      const t = performance.now();
-      await new Promise((res) => setTimeout(res, 5));
-      const r = await call();
-      samples.push(performance.now() - t - 5);
-      assert.equal(r.status, 200);
-    }
-  };
-  const done = Promise.all([loop(health, () => fetch(`${url}/healthz`).then(async (r) => ({ status: r.status, body: await r.text() }))), loop(other, () => b.get(`${DEFS}?limit=10`))]);
-  return {
-    async stop(): Promise<{ health: number[]; other: number[] }> {
-      running = false;
-      await done;
-      return { health, other };
-    },
-  };
-}
-
-function p99(xs: number[]): number {
-  const s = [...xs].sort((x, y) => x - y);
-  return s[Math.min(s.length - 1, Math.ceil(s.length * 0.99) - 1)]!;
+  return probeLatency(url, () => b.get(`${DEFS}?limit=10`));
 }
 
 const show = (xs: number[]) => `p99 ${p99(xs).toFixed(1)} ms over ${xs.length} samples (max ${Math.max(...xs).toFixed(1)})`;
