@@ -7,10 +7,9 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import pg from "pg";
 import { killAll, spawnTs, waitFor } from "../helpers/spawn.js";
 import { openTestStore, STORE_KIND, TEST_STORE, DATABASE_URL, type TestStore } from "../profiles/test-store.js";
-import { newSecret, received, seqsOf, startReceiver, until, webhookFlow, type Receiver } from "./delivery-harness.js";
+import { dropDeliverySchema, newSecret, received, seqsOf, startReceiver, until, webhookFlow, type Receiver } from "./delivery-harness.js";
 
 const CHILD = "packages/server/test/helpers/delivery-child.ts";
 const scope = { orgId: "org-crash", sandboxName: "prod" };
@@ -34,14 +33,7 @@ describe("kill -9 during delivery", { timeout: 300_000 }, () => {
 
   after(async () => {
     killAll();
-    if (STORE_KIND === "postgres") {
-      const u = new URL(DATABASE_URL);
-      if (u.username === "") u.username = process.env["PGUSER"] || process.env["USER"] || os.userInfo().username;
-      const c = new pg.Client({ connectionString: u.toString() });
-      await c.connect();
-      await c.query(`DROP SCHEMA IF EXISTS "${ts.location}_delivery" CASCADE`);
-      await c.end();
-    }
+    await dropDeliverySchema(ts);
     await ts.cleanup().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   });

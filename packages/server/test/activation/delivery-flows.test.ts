@@ -7,12 +7,11 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import pg from "pg";
 import { startDeliverer, type Deliverer } from "../../src/activation/delivery/deliverer.js";
 import { assertPublicTarget } from "../../src/activation/url-safety.js";
 import { killAll } from "../helpers/spawn.js";
 import { openTestStore, STORE_KIND, DATABASE_URL, type TestStore } from "../profiles/test-store.js";
-import { newSecret, received, startReceiver, TestDirectory, until, webhookFlow, type Receiver } from "./delivery-harness.js";
+import { dropDeliverySchema, newSecret, received, startReceiver, TestDirectory, until, webhookFlow, type Receiver } from "./delivery-harness.js";
 
 const scope = { orgId: "org-flows", sandboxName: "prod" };
 
@@ -41,14 +40,7 @@ describe("dataflow delivery semantics", { timeout: 120_000 }, () => {
   after(async () => {
     for (const d of deliverers) await d.stop();
     killAll();
-    if (STORE_KIND === "postgres") {
-      const u = new URL(DATABASE_URL);
-      if (u.username === "") u.username = process.env["PGUSER"] || process.env["USER"] || os.userInfo().username;
-      const c = new pg.Client({ connectionString: u.toString() });
-      await c.connect();
-      await c.query(`DROP SCHEMA IF EXISTS "${ts.location}_delivery" CASCADE`);
-      await c.end();
-    }
+    await dropDeliverySchema(ts);
     await ts.cleanup();
     rmSync(dir, { recursive: true, force: true });
   });

@@ -7,6 +7,9 @@ import type { Dataflow, DataflowDirectory, DeliveryPolicy } from "../../src/acti
 import type { TenantScope } from "../../src/profiles/types.js";
 import { verify } from "../../src/activation/delivery/signing.js";
 import { spawnTs, waitFor, type Spawned } from "../helpers/spawn.js";
+import os from "node:os";
+import pg from "pg";
+import { DATABASE_URL, STORE_KIND, type TestStore } from "../profiles/test-store.js";
 
 const RECEIVER = "packages/server/test/helpers/webhook-receiver.ts";
 
@@ -119,4 +122,15 @@ export async function until(cond: () => boolean | Promise<boolean>, what: string
     if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** Drops the deliverer's state schema beside a PostgreSQL test store (`<schema>_delivery`). */
+export async function dropDeliverySchema(ts: TestStore): Promise<void> {
+  if (STORE_KIND !== "postgres") return;
+  const u = new URL(DATABASE_URL);
+  if (u.username === "") u.username = process.env["PGUSER"] || process.env["USER"] || os.userInfo().username;
+  const c = new pg.Client({ connectionString: u.toString() });
+  await c.connect();
+  await c.query(`DROP SCHEMA IF EXISTS "${ts.location}_delivery" CASCADE`);
+  await c.end();
 }

@@ -13,8 +13,7 @@ import type { LoggedTransition, MembershipChange } from "../../src/profiles/stor
 import type { MembershipStatus } from "../../src/profiles/types.js";
 import { killAll } from "../helpers/spawn.js";
 import { openTestStore, STORE_KIND, DATABASE_URL, type TestStore } from "../profiles/test-store.js";
-import { freePort, newSecret, received, seqsOf, startReceiver, TestDirectory, until, webhookFlow, type Receiver } from "./delivery-harness.js";
-import pg from "pg";
+import { dropDeliverySchema, freePort, newSecret, received, seqsOf, startReceiver, TestDirectory, until, webhookFlow, type Receiver } from "./delivery-harness.js";
 
 const scope = { orgId: "org-delivery", sandboxName: "prod" };
 const AUDIENCES = Array.from({ length: 10 }, (_, i) => `aud-${i}`);
@@ -27,16 +26,6 @@ function deliveryStorage(ts: TestStore, dir: string): { dataDir: string; databas
   const u = new URL(DATABASE_URL);
   u.searchParams.set("options", `-c search_path=${ts.location}`);
   return { dataDir: dir, databaseUrl: u.toString() };
-}
-
-async function dropDeliverySchema(ts: TestStore): Promise<void> {
-  if (STORE_KIND !== "postgres") return;
-  const u = new URL(DATABASE_URL);
-  if (u.username === "") u.username = process.env["PGUSER"] || process.env["USER"] || os.userInfo().username;
-  const c = new pg.Client({ connectionString: u.toString() });
-  await c.connect();
-  await c.query(`DROP SCHEMA IF EXISTS "${ts.location}_delivery" CASCADE`);
-  await c.end();
 }
 
 async function wholeLog(ts: TestStore, afterSeq = 0): Promise<LoggedTransition[]> {
