@@ -21,22 +21,10 @@ import type { MembershipChange, ScannedProfile } from "../../src/profiles/store.
 import { NO_MERGE_POLICY, type JsonObject, type MergePolicySpec } from "../../src/profiles/types.js";
 import { openTestStore, type TestStore } from "../profiles/test-store.js";
 import { NOW, eventArb, profileArb } from "./pql-gen.js";
-import { PDG, SCOPE, definition, populate, referenceMembers, type Population } from "./fixtures.js";
+import { PDG, SCOPE, definition, scannedEntry, populate, referenceMembers, type Population } from "./fixtures.js";
 import { columnValues, dumpSnapshot } from "../helpers/snapshot-dump.js";
 
-function entry(profileId: string, entity: JsonObject, events: JsonObject[] = [], extra: Partial<ScannedProfile> = {}): ScannedProfile {
-  return {
-    profileId,
-    identities: [{ namespace: "ecid", id: `E${profileId}` }],
-    entity,
-    sources: [],
-    lastModifiedAt: null,
-    optedOut: false,
-    events: events.map((body, k) => ({ datasetId: "ds", eventId: `${profileId}-${k}`, primary: { namespace: "ecid", id: `E${profileId}` }, timestamp: 0, body })),
-    identity: null,
-    ...extra,
-  };
-}
+const entry = scannedEntry;
 
 const values = (col: Column | undefined, length: number): unknown[] => columnValues(col, length, (v) => plain(v ?? null));
 

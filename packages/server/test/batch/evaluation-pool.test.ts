@@ -18,24 +18,13 @@ import { PartBuilder, Snapshot, SnapshotPart, statusOverrides } from "../../src/
 import { EvaluationPool } from "../../src/batch/pool/evaluation-pool.js";
 import { partFlags } from "../../src/batch/pool/part-flags.js";
 import { DEFAULT_LIMITS, type SandboxLimits } from "../../src/platform/config.js";
-import type { ScannedProfile } from "../../src/profiles/store.js";
 import { NO_MERGE_POLICY, type JsonObject } from "../../src/profiles/types.js";
 import { ApiError } from "../../src/services/errors.js";
 import { EvaluationBudget } from "../../src/services/evaluation-budget.js";
 import { NOW, coveredQuery, profileWithEvents } from "./pql-gen.js";
+import { scannedEntry } from "./fixtures.js";
 
-function entry(profileId: string, entity: JsonObject, events: JsonObject[]): ScannedProfile {
-  return {
-    profileId,
-    identities: [{ namespace: "ecid", id: `E${profileId}` }],
-    entity,
-    sources: [],
-    lastModifiedAt: null,
-    optedOut: false,
-    events: events.map((body, k) => ({ datasetId: "ds", eventId: `${profileId}-${k}`, primary: { namespace: "ecid", id: `E${profileId}` }, timestamp: 0, body })),
-    identity: null,
-  };
-}
+const entry = scannedEntry;
 
 function part(rows: ReadonlyArray<{ profile: JsonObject; events: JsonObject[] }>, first: number): SnapshotPart {
   const b = new PartBuilder();

@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { evaluate, parse, type Query, toBoolean } from "@segmentd/pql";
 import { ingestRecords } from "../../src/profiles/ingest.js";
-import type { ProfileStore } from "../../src/profiles/store.js";
+import type { ProfileStore, ScannedProfile } from "../../src/profiles/store.js";
 import type { JsonObject, MergePolicySpec, TenantScope } from "../../src/profiles/types.js";
 import type { JobDefinition } from "../../src/batch/engine/evaluate-job.js";
 import { NOW, eventArb, profileArb } from "./pql-gen.js";
@@ -82,4 +82,19 @@ export async function referenceMembers(
     }
   }
   return out;
+}
+
+/** One scanned entry (as a store's scan yields it) with its events, for building snapshot parts by hand. */
+export function scannedEntry(profileId: string, entity: JsonObject, events: JsonObject[] = [], extra: Partial<ScannedProfile> = {}): ScannedProfile {
+  return {
+    profileId,
+    identities: [{ namespace: "ecid", id: `E${profileId}` }],
+    entity,
+    sources: [],
+    lastModifiedAt: null,
+    optedOut: false,
+    events: events.map((body, k) => ({ datasetId: "ds", eventId: `${profileId}-${k}`, primary: { namespace: "ecid", id: `E${profileId}` }, timestamp: 0, body })),
+    identity: null,
+    ...extra,
+  };
 }
