@@ -9,6 +9,7 @@
 //     [--url postgres://127.0.0.1:5432/test] [--lookups 20000] [--http-lookups 5000] [--scan] [--reuse] \
 //     [--mode direct|staged] [--chunk 50000] [--depth 2] [--batch-records 200000] [--cache 1024]
 //     [--checkpoints background|inline] [--checkpoint-interval ms] [--wal-limit-mib 64]
+//     [--hubs 3 [--hub-rate 500] [--hub-seconds 15] [--hub-rounds 3]]   (#43: bench/lib/ingest-hubs.ts)
 //
 // --mode direct (default) validates and appends each chunk of --chunk records in
 // one durable transaction, pipelined (ingest-pipeline.ts): up to --depth chunks are
@@ -67,6 +68,11 @@ const { values: args } = parseArgs({
     reuse: { type: "boolean", default: false },
     /** The embedded store on the main thread instead of its worker thread (the server's default). */
     "direct-store": { type: "boolean", default: false },
+    /** Issue #43: streaming ingestion over this many hub processes (bench/lib/ingest-hubs.ts) instead of the store benchmark. */
+    hubs: { type: "string" },
+    "hub-rate": { type: "string", default: "500" },
+    "hub-seconds": { type: "string", default: "15" },
+    "hub-rounds": { type: "string", default: "3" },
   },
 });
 
@@ -290,6 +296,12 @@ async function scan(store: ProfileStore): Promise<{ seconds: number; profiles: n
     for (const p of chunk) events += p.events.length;
   }
   return { seconds: Math.round((performance.now() - started) / 100) / 10, profiles, events };
+}
+
+if (args.hubs !== undefined) {
+  const { runIngestHubsBench } = await import("./lib/ingest-hubs.js");
+  await runIngestHubsBench({ hubs: Number(args.hubs), eventsPerSecondPerHub: Number(args["hub-rate"]), seconds: Number(args["hub-seconds"]), rounds: Number(args["hub-rounds"]), databaseUrl: args.url! });
+  process.exit(0);
 }
 
 const store = openStore();

@@ -19,6 +19,8 @@
  *   bench/lib/streaming-workers.ts: --workers-events 100000 --workers-profiles 20000
  *   --workers-offered 10000 --workers-definitions 500; #26's worker targets printed as
  *   `target … met|MISSED`); --workers-only: just that
+ *   --computed: #41's cost of 25 computed attributes beside the definitions, instead of the phases
+ *   (bench/lib/computed-cost.ts: --rounds 3, --seconds 3 a round, --paced 500, --profiles 20000 unless given)
  *   --writes-in-flight 4 (membership writes committing at once; 1 = one at a time, for A/B runs)
  *   (--in-process: no HTTP and no client process, the same load driven from this process;
  *    --cpu-profile FILE: a CPU profile of this process during the measured phase only;
@@ -108,6 +110,11 @@ const { values: args } = parseArgs({
     "workers-profiles": { type: "string", default: "20000" },
     "workers-offered": { type: "string", default: "10000" },
     "workers-definitions": { type: "string", default: "500" },
+    // #41: the CPU per event 25 computed attributes add (bench/lib/computed-cost.ts), instead of the phases above;
+    // with --profiles (default 20,000 in this mode), --seconds per round (default 3 here), --rounds, --connections,
+    // --batch, --paced (events/s offered, default 500 here: below what the shared machine sustains in every world).
+    computed: { type: "boolean", default: false },
+    rounds: { type: "string", default: "3" },
   },
 });
 
@@ -433,7 +440,15 @@ async function runBench(): Promise<void> {
 }
 
 if (args.client) await runClient();
-else {
+else if (args.computed) {
+  const { runComputedCost } = await import("./lib/computed-cost.js");
+  const given = (flag: string) => process.argv.includes(`--${flag}`);
+  await runComputedCost({
+    profiles: given("profiles") ? PROFILES : 20_000, batch: BATCH, connections: given("connections") ? Number(args.connections) : 4,
+    seconds: given("seconds") ? Number(args.seconds) : 3, rounds: Number(args.rounds), workload: workloadDefinitions(Number(args.definitions)),
+    rate: given("paced") ? Number(args.paced) : 500,
+  });
+} else {
   if (!args["workers-only"]) await runBench();
   if (args.workers || args["workers-only"]) {
     await runWorkersBench({ profiles: Number(args["workers-profiles"]), events: Number(args["workers-events"]), definitions: Number(args["workers-definitions"]), offeredEventsPerSecond: Number(args["workers-offered"]) });

@@ -38,6 +38,7 @@ import {
 import { prepareQuery, resolveNow, type EvalContext } from "./runtime/prepare.js";
 import { OperatorCompiler, readPath, step, type BoolFn, type Fn, type Scope, type State } from "./compile-operators.js";
 import { generate, type StateFn } from "./runtime/codegen.js";
+import { hoistedConditions } from "./hoist.js";
 import {
   boundsFromSpans,
   dateValue,
@@ -520,12 +521,14 @@ class Compiler extends OperatorCompiler {
   ): BoolFn {
     let scope = sc;
     const compiled: { source: Fn; cond: BoolFn | null; slot: number }[] = [];
-    for (const b of bindings) {
+    const conds = hoistedConditions(bindings);
+    for (let k = 0; k < bindings.length; k++) {
+      const b = bindings[k]!;
       const source = this.expr(b.source, scope);
       const d = this.declare(scope, b.variable);
       scope = d.scope;
       slots.push(d.slot);
-      compiled.push({ source, cond: b.condition ? this.bool(b.condition, scope) : null, slot: d.slot });
+      compiled.push({ source, cond: allOf(conds[k]!.map((c) => this.bool(c, d.scope))), slot: d.slot });
     }
     withInner?.(scope);
     const go = (s: State, k: number): boolean => {
@@ -564,6 +567,20 @@ class Compiler extends OperatorCompiler {
       return true;
     };
   }
+}
+
+/** The conjunction of conditions (null: none). */
+function allOf(fs: BoolFn[]): BoolFn | null {
+  if (fs.length === 0) return null;
+  if (fs.length === 1) return fs[0]!;
+  if (fs.length === 2) {
+    const [a, b] = fs as [BoolFn, BoolFn];
+    return (s) => a(s) && b(s);
+  }
+  return (s) => {
+    for (const f of fs) if (!f(s)) return false;
+    return true;
+  };
 }
 
 export { DateInterval };

@@ -134,11 +134,20 @@ export function keywordText(id: number): string {
 
 /** Length of the longest word in WORDS: longer identifiers are not looked up. */
 const MAX_WORD = Math.max(...WORDS.map((w) => w.length));
-const HASH_SLOTS = 512;
+/** Sparse (about 5% full), so that most names that are not words find their home slot empty. */
+const HASH_SLOTS = 2048;
 /** Open-addressing table: slot → keyword id (0 = empty). */
 const HASH_IDS = new Uint8Array(HASH_SLOTS);
 /** The full hash of the keyword in each slot. */
 const HASH_FULL = new Int32Array(HASH_SLOTS);
+/** Every word's characters, one after another: word id's are WORD_CHARS[WORD_AT[id] … WORD_AT[id + 1]). */
+const WORD_AT = new Int32Array(WORDS.length + 2);
+const WORD_CHARS = new Uint8Array(WORDS.reduce((n, w) => n + w.length, 0));
+for (let id = 1; id <= WORDS.length; id++) {
+  const w = WORDS[id - 1]!;
+  for (let k = 0; k < w.length; k++) WORD_CHARS[WORD_AT[id]! + k] = w.charCodeAt(k);
+  WORD_AT[id + 1] = WORD_AT[id]! + w.length;
+}
 
 /** The hash `scan` computes over an identifier's characters, folded to lower case (`| 32`). */
 function wordHash(word: string): number {
@@ -147,9 +156,13 @@ function wordHash(word: string): number {
   return h;
 }
 
+function homeSlot(h: number): number {
+  return (h ^ (h >>> 11)) & (HASH_SLOTS - 1);
+}
+
 for (let id = 1; id <= WORDS.length; id++) {
   const h = wordHash(WORDS[id - 1]!);
-  let slot = (h ^ (h >>> 9)) & (HASH_SLOTS - 1);
+  let slot = homeSlot(h);
   while (HASH_IDS[slot] !== 0) slot = (slot + 1) & (HASH_SLOTS - 1);
   HASH_IDS[slot] = id;
   HASH_FULL[slot] = h;
@@ -157,17 +170,18 @@ for (let id = 1; id <= WORDS.length; id++) {
 
 /** The keyword id of text[start, end) with hash h, matched case-insensitively; 0 if none. */
 function lookupWord(text: string, start: number, end: number, h: number): number {
-  let slot = (h ^ (h >>> 9)) & (HASH_SLOTS - 1);
+  let slot = homeSlot(h);
   let id: number;
   while ((id = HASH_IDS[slot]!) !== 0) {
     if (HASH_FULL[slot] === h) {
-      const w = WORDS[id - 1]!;
-      if (w.length === end - start) {
+      const at = WORD_AT[id]!;
+      const len = WORD_AT[id + 1]! - at;
+      if (len === end - start) {
         let k = 0;
         // Identifier characters are ASCII letters, digits and `_`; `| 32` lower-cases letters
         // and never turns a digit or `_` into a letter.
-        while (k < w.length && (text.charCodeAt(start + k) | 32) === w.charCodeAt(k)) k++;
-        if (k === w.length) return id;
+        while (k < len && (text.charCodeAt(start + k) | 32) === WORD_CHARS[at + k]) k++;
+        if (k === len) return id;
       }
     }
     slot = (slot + 1) & (HASH_SLOTS - 1);
@@ -314,9 +328,39 @@ function showChar(ch: string): string {
   return ch;
 }
 
+// Character classes, for scan()'s first look at a character (ASCII; 0 for anything else: scanOther()).
+const C_SPACE = 1;
+const C_IDENT = 2;
+/** Punctuation that never starts a longer token or a number: `( ) [ ] { } , : + * % ^`. */
+const C_PUNCT = 3;
+const C_DIGIT = 4;
+const C_QUOTE = 5;
+/** `.`: member access, or a number such as `.5`. */
+const C_DOT = 6;
+/** `=`, `<`, `>`, `!`: alone, or the first character of `<=`, `>=`, `!=`, `=>` (`==` is refused). */
+const C_CMP = 7;
+// Both tables cover every UTF-16 code unit (64 KB each, of which scanning touches the ASCII part):
+// charCodeAt() is always in range, so the scan loops need no `< 128` test before the look-up.
+const CLASS = new Uint8Array(65_536);
+/** 1 for the characters an identifier continues with: ASCII letters, digits, `_`. */
+const IDENT_PART = new Uint8Array(65_536);
+for (let c = 0; c < 128; c++) {
+  if (isIdentStart(c)) CLASS[c] = C_IDENT;
+  if (isDigit(c)) CLASS[c] = C_DIGIT;
+  if (isIdentPart(c)) IDENT_PART[c] = 1;
+}
+CLASS[32] = C_SPACE;
+CLASS[34] = C_QUOTE;
+for (const p of "()[]{},:+*%^") CLASS[p.charCodeAt(0)] = C_PUNCT;
+CLASS[46] = C_DOT;
+for (const p of "=<>!") CLASS[p.charCodeAt(0)] = C_CMP;
+
 /**
  * Lexes `text` into `TOKENS` (see there) and returns the token count,
  * including the final T_EOF. Throws PqlError at the first lexical error.
+ * The common characters (comparison operators and `.` included) are settled
+ * here after one class look-up; the rest (other whitespace, `-`, `/`, `$n`,
+ * refused characters) by scanOther().
  */
 export function scan(text: string): number {
   const n = text.length;
@@ -326,74 +370,119 @@ export function scan(text: string): number {
   const kw = TOKENS.kw;
   const starts = TOKENS.start;
   const ends = TOKENS.end;
-  const num = TOKENS.num;
   let count = 0;
   let i = 0;
   strings = 0;
 
   while (i < n) {
     const c = text.charCodeAt(i);
-    if (c === 32) {
-      i++;
-      continue;
-    }
-    const start = i;
-    if ((c >= 97 && c <= 122) || (c >= 65 && c <= 90) || c === 95) {
+    const cls = CLASS[c]!;
+    if (cls === C_IDENT) {
+      const start = i;
       let h = c | 32;
       i++;
-      let d: number;
-      while (i < n && isIdentPart((d = text.charCodeAt(i)))) {
+      while (i < n) {
+        const d = text.charCodeAt(i);
+        if (IDENT_PART[d] === 0) break;
         h = (Math.imul(h, 31) + (d | 32)) | 0;
         i++;
       }
       kind[count] = T_IDENT;
       // Most names are not words: an empty home slot settles it without a call.
-      kw[count] =
-        i - start <= MAX_WORD && HASH_IDS[(h ^ (h >>> 9)) & (HASH_SLOTS - 1)] !== 0 ? lookupWord(text, start, i, h) : 0;
+      kw[count] = i - start <= MAX_WORD && HASH_IDS[homeSlot(h)] !== 0 ? lookupWord(text, start, i, h) : 0;
       starts[count] = start;
       ends[count++] = i;
-      continue;
-    }
-    // Other whitespace: tabs, newlines, and other Unicode blanks an editor may paste.
-    if (c === 9 || c === 10 || c === 13 || c === 0xa0 || c === 0xfeff || c === 0x2028 || c === 0x2029) {
+    } else if (cls === C_SPACE) {
       i++;
-      continue;
-    }
-    const c2 = i + 1 < n ? text.charCodeAt(i + 1) : -1;
-    if (isDigit(c) || (c === 46 && isDigit(c2) && !endsOperand(count))) {
-      i = lexNumber(text, start, count++);
-      continue;
-    }
-    if (c === 34) {
-      i = lexString(text, start, count++);
-      continue;
-    }
-    if (c === 39) {
-      throw new PqlError("PQL_SINGLE_QUOTE", "Single-quoted strings are not PQL; use double quotes", text, start);
-    }
-    if (c === 36) {
-      // `$n`: positional parameter, 1-based.
-      i++;
-      while (i < n && isDigit(text.charCodeAt(i))) i++;
-      if (i === start + 1) {
-        throw new PqlError("PQL_BAD_PARAMETER", "Expected a parameter number after '$' (e.g. $1)", text, start);
-      }
-      const digits = text.slice(start + 1, i);
-      const index = Number(digits);
-      if (index < 1) {
-        throw new PqlError("PQL_BAD_PARAMETER", `Parameters are numbered from $1; found '$${digits}'`, text, start, i);
-      }
-      if (!Number.isSafeInteger(index)) {
-        throw new PqlError("PQL_BAD_PARAMETER", `Parameter number '$${digits}' is too large`, text, start, i);
-      }
-      kind[count] = T_PARAM;
+    } else if (cls === C_PUNCT) {
+      kind[count] = c;
       kw[count] = 0;
-      num[count] = index;
-      starts[count] = start;
+      starts[count] = i;
+      ends[count++] = ++i;
+    } else if (cls === C_DIGIT) {
+      i = lexNumber(text, i, count++);
+    } else if (cls === C_QUOTE) {
+      i = lexString(text, i, count++);
+    } else if (cls === C_DOT) {
+      const d = i + 1 < n ? text.charCodeAt(i + 1) : -1;
+      if (d >= 48 && d <= 57 && !endsOperand(count)) {
+        i = lexNumber(text, i, count++);
+      } else {
+        kind[count] = c;
+        kw[count] = 0;
+        starts[count] = i;
+        ends[count++] = ++i;
+      }
+    } else if (cls === C_CMP) {
+      const d = i + 1 < n ? text.charCodeAt(i + 1) : -1;
+      // scanOther() refuses `==` (it throws).
+      if (c === 61 && d === 61) scanOther(text, i, c, count);
+      kw[count] = 0;
+      starts[count] = i;
+      if (d === 61) {
+        kind[count] = c === 33 ? T_NE : c === 60 ? T_LE : T_GE;
+        i += 2;
+      } else if (c === 61 && d === 62) {
+        kind[count] = T_ARROW;
+        i += 2;
+      } else {
+        kind[count] = c;
+        i++;
+      }
       ends[count++] = i;
-      continue;
+    } else {
+      const next = scanOther(text, i, c, count);
+      // A negative result is whitespace skipped: no token.
+      if (next < 0) {
+        i = -next;
+      } else {
+        i = next;
+        count++;
+      }
     }
-    // Operators by character code: this loop runs for every token of a 1 MB query.
+  }
+  kind[count] = T_EOF;
+  kw[count] = 0;
+  starts[count] = n;
+  ends[count++] = n;
+  TOKENS.count = count;
+  return count;
+}
+
+/**
+ * The characters of no class in scan(): other whitespace (returns minus the next index), `.`
+ * (a number such as `.5`, or member access), operators that may be two characters long, `$n`,
+ * and the characters PQL refuses. Writes token `index`; returns the end.
+ */
+function scanOther(text: string, start: number, c: number, index: number): number {
+  const n = text.length;
+  let i = start;
+  // Other whitespace: tabs, newlines, and other Unicode blanks an editor may paste.
+  if (c === 9 || c === 10 || c === 13 || c === 0xa0 || c === 0xfeff || c === 0x2028 || c === 0x2029) return -(i + 1);
+  const c2 = i + 1 < n ? text.charCodeAt(i + 1) : -1;
+  if (c === 46 && isDigit(c2) && !endsOperand(index)) return lexNumber(text, start, index);
+  if (c === 39) {
+    throw new PqlError("PQL_SINGLE_QUOTE", "Single-quoted strings are not PQL; use double quotes", text, start);
+  }
+  let k: number;
+  if (c === 36) {
+    // `$n`: positional parameter, 1-based.
+    i++;
+    while (i < n && isDigit(text.charCodeAt(i))) i++;
+    if (i === start + 1) {
+      throw new PqlError("PQL_BAD_PARAMETER", "Expected a parameter number after '$' (e.g. $1)", text, start);
+    }
+    const digits = text.slice(start + 1, i);
+    const value = Number(digits);
+    if (value < 1) {
+      throw new PqlError("PQL_BAD_PARAMETER", `Parameters are numbered from $1; found '$${digits}'`, text, start, i);
+    }
+    if (!Number.isSafeInteger(value)) {
+      throw new PqlError("PQL_BAD_PARAMETER", `Parameter number '$${digits}' is too large`, text, start, i);
+    }
+    k = T_PARAM;
+    TOKENS.num[index] = value;
+  } else {
     if (c === 61 && c2 === 61) {
       throw new PqlError("PQL_DOUBLE_EQUALS", "'==' is not PQL; use '=' for equality", text, start, start + 2);
     }
@@ -412,36 +501,25 @@ export function scan(text: string): number {
     }
     // `!=`, `<=`, `>=`, `=>`: longest match first.
     if (c2 === 61 && (c === 33 || c === 60 || c === 62)) {
-      kind[count] = c === 33 ? T_NE : c === 60 ? T_LE : T_GE;
-      kw[count] = 0;
-      starts[count] = start;
-      ends[count++] = i += 2;
-      continue;
+      k = c === 33 ? T_NE : c === 60 ? T_LE : T_GE;
+      i += 2;
+    } else if (c === 61 && c2 === 62) {
+      k = T_ARROW;
+      i += 2;
+    } else if (c < 128 && PUNCT1[c] !== undefined) {
+      k = c;
+      i++;
+    } else {
+      const cp = text.codePointAt(i) ?? c;
+      const full = String.fromCodePoint(cp);
+      throw new PqlError("PQL_UNEXPECTED_CHARACTER", `Unexpected character '${showChar(full)}'`, text, start, start + full.length);
     }
-    if (c === 61 && c2 === 62) {
-      kind[count] = T_ARROW;
-      kw[count] = 0;
-      starts[count] = start;
-      ends[count++] = i += 2;
-      continue;
-    }
-    if (c < 128 && PUNCT1[c] !== undefined) {
-      kind[count] = c;
-      kw[count] = 0;
-      starts[count] = start;
-      ends[count++] = ++i;
-      continue;
-    }
-    const cp = text.codePointAt(i) ?? c;
-    const full = String.fromCodePoint(cp);
-    throw new PqlError("PQL_UNEXPECTED_CHARACTER", `Unexpected character '${showChar(full)}'`, text, start, start + full.length);
   }
-  kind[count] = T_EOF;
-  kw[count] = 0;
-  starts[count] = n;
-  ends[count++] = n;
-  TOKENS.count = count;
-  return count;
+  TOKENS.kind[index] = k;
+  TOKENS.kw[index] = 0;
+  TOKENS.start[index] = start;
+  TOKENS.end[index] = i;
+  return i;
 }
 
 /** Lexes `text` into token objects (the same tokens `scan` produces, in object form). */

@@ -9,20 +9,14 @@
 import type { Field, Var } from "./ast.js";
 import { BUILTINS, canonicalName, lookupBuiltin } from "./catalog.js";
 import { PqlError, positionAt } from "./errors.js";
-import {
-  T_ARROW,
-  T_EOF,
-  T_GE,
-  T_IDENT,
-  T_LE,
-  T_NE,
-  T_PARAM,
-  TOKENS,
-  keywordCount,
-  keywordId,
-  keywordText,
-  scan,
-} from "./lexer.js";
+import * as lexer from "./lexer.js";
+
+// Local copies of the shared constants and helpers: V8 folds a module's own consts into the code
+// it optimizes, but reads an imported binding through its module cell at every use (#42: the
+// split parser was slower than the one-file parser by this alone).
+const {
+  T_ARROW, T_EOF, T_GE, T_IDENT, T_LE, T_NE, T_PARAM, TOKENS, keywordCount, keywordId, keywordText, scan,
+} = lexer;
 
 
 /** The most nesting levels (brackets, prefix operators, postfix steps, binders) a query may have. */
@@ -145,28 +139,45 @@ export const CLAUSE_EXPR = 0;
 export const CLAUSE_TAIL = 1;
 export const CLAUSE_COUNT = 2;
 
+/** Above this many names in scope, look-ups use a count map (see ParserCore.inScope). */
+const SCOPE_SCAN = 16;
+
+function countNames(names: string[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const name of names) counts.set(name, (counts.get(name) ?? 0) + 1);
+  return counts;
+}
+
 export abstract class ParserCore {
-  protected readonly text: string;
-  protected readonly kind: Uint8Array;
-  protected readonly kw: Uint8Array;
-  protected readonly starts: Int32Array;
-  protected readonly ends: Int32Array;
-  protected readonly num: Float64Array;
-  protected readonly str: string[];
+  // The state of the current parse: parse() keeps one parser and resets it (begin()) for each
+  // query, so that a parse allocates its AST and little else.
+  protected text = "";
+  protected kind: Uint8Array = TOKENS.kind;
+  protected kw: Uint8Array = TOKENS.kw;
+  protected starts: Int32Array = TOKENS.start;
+  protected ends: Int32Array = TOKENS.end;
+  protected num: Float64Array = TOKENS.num;
+  protected str: string[] = TOKENS.str;
   /** Index of the EOF token. */
-  protected readonly last: number;
+  protected last = 0;
   /** The current token. */
   protected pos = 0;
   protected depth = 0;
-  /** Variables in scope, innermost last, and how many times each name is in scope. */
+  /** Variables in scope, innermost last. */
   protected readonly scope: string[] = [];
-  protected inScope: Map<string, number> | undefined;
+  /**
+   * How many times each name is in scope, kept only while the scope holds more than SCOPE_SCAN
+   * names (a hostile query's thousand bindings): a short scope is searched directly, which costs
+   * less than keeping a Map (#42: set/delete on one long-lived Map made popScope ~18 % of a parse).
+   */
+  protected inScope: Map<string, number> | undefined = undefined;
   /** The end offset of the last parseArgs() call's closing parenthesis. */
   protected argsEnd = 0;
 
-  constructor(text: string) {
-    this.text = text;
+  /** Lexes `text` and makes it the parser's input (the lexer's buffers may have been replaced). */
+  protected begin(text: string): void {
     const count = scan(text);
+    this.text = text;
     this.kind = TOKENS.kind;
     this.kw = TOKENS.kw;
     this.starts = TOKENS.start;
@@ -174,6 +185,19 @@ export abstract class ParserCore {
     this.num = TOKENS.num;
     this.str = TOKENS.str;
     this.last = count - 1;
+    this.pos = 0;
+    this.depth = 0;
+    this.argsEnd = 0;
+    if (this.scope.length !== 0) {
+      // A parse that threw left its variables behind.
+      this.scope.length = 0;
+      this.inScope = undefined;
+    }
+  }
+
+  /** Drops the reference to the last query's text (a large query is not kept alive). */
+  end(): void {
+    this.text = "";
   }
 
   // ---------------------------------------------------------------- helpers
@@ -255,26 +279,45 @@ export abstract class ParserCore {
   }
 
   protected pushScope(name: string): void {
-    this.scope.push(name);
-    const inScope = (this.inScope ??= new Map());
-    inScope.set(name, (inScope.get(name) ?? 0) + 1);
+    const scope = this.scope;
+    scope.push(name);
+    const inScope = this.inScope;
+    if (inScope !== undefined) inScope.set(name, (inScope.get(name) ?? 0) + 1);
+    else if (scope.length > SCOPE_SCAN) this.inScope = countNames(scope);
   }
 
   protected popScope(mark: number): void {
     const scope = this.scope;
-    if (scope.length <= mark) return;
-    const inScope = this.inScope!;
+    const inScope = this.inScope;
+    if (inScope === undefined) {
+      while (scope.length > mark) scope.pop();
+      return;
+    }
     while (scope.length > mark) {
       const name = scope.pop()!;
       const n = inScope.get(name)! - 1;
       if (n === 0) inScope.delete(name);
       else inScope.set(name, n);
     }
+    if (scope.length <= SCOPE_SCAN) this.inScope = undefined;
   }
 
   protected lookup(name: string, start: number, end: number): Field | Var {
-    return this.scope.length !== 0 && this.inScope!.has(name)
-      ? { type: "Var", name, start, end }
-      : { type: "Field", name, start, end };
+    const scope = this.scope;
+    let bound = false;
+    if (scope.length !== 0) {
+      const inScope = this.inScope;
+      if (inScope !== undefined) {
+        bound = inScope.has(name);
+      } else {
+        for (let i = scope.length - 1; i >= 0; i--) {
+          if (scope[i] === name) {
+            bound = true;
+            break;
+          }
+        }
+      }
+    }
+    return bound ? { type: "Var", name, start, end } : { type: "Field", name, start, end };
   }
 }

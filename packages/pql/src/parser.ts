@@ -26,10 +26,14 @@
  * Speed: tokens are indexes into the lexer's typed arrays (`TOKENS`), tested
  * by integer kind and keyword id (no per-token objects, no lower-casing);
  * source text is sliced only for names the AST keeps and for messages;
- * canonical built-in names are found by keyword id; scope look-ups use a
- * count map. The
- * AST, positions and errors are exactly those of the object-token parser
- * this replaced (pinned by the tests).
+ * canonical built-in names are found by keyword id; a scope look-up
+ * searches the few names in scope (a count map only past 16). One parser
+ * object is reset for every query (no per-parse parser or scope array), and
+ * each layer keeps local copies of the constants it tests (an imported
+ * binding is read through its module cell at every use). The AST,
+ * positions and errors are exactly those of the object-token parser this
+ * replaced and of the one-file parser before the split
+ * (test/parse-snapshots.test.ts pins them).
  *
  * Split by concern over one parser state, each layer extending the last:
  * parser-core.ts (tokens, scope, errors) ← parser-events.ts (occurs tails,
@@ -40,68 +44,62 @@
 import type { Binding, CmpOp, Expr, Node, Query } from "./ast.js";
 import { walk } from "./ast.js";
 import { PqlError, positionAt } from "./errors.js";
-import { T_ARROW, T_DOUBLE, T_EOF, T_IDENT, T_INT, keywordText } from "./lexer.js";
-import {
-  P_LPAREN,
-  P_RPAREN,
-  P_LBRACKET,
-  P_RBRACKET,
-  P_LBRACE,
-  P_COMMA,
-  P_COLON,
-  P_DOT,
-  P_EQ,
-  P_PLUS,
-  P_MINUS,
-  P_STAR,
-  P_SLASH,
-  P_PERCENT,
-  P_BANG,
-  P_CARET,
-  SYMBOL,
-  isPunctKind,
-  isCloser,
-  isCmp,
-  KW_AND,
-  KW_OR,
-  KW_NOT,
-  KW_IN,
-  KW_NOTIN,
-  KW_LIKE,
-  KW_MATCHES,
-  KW_OCCURS,
-  KW_WHERE,
-  KW_FROM,
-  KW_OVER,
-  KW_SELECT,
-  KW_EXISTS,
-  KW_FORALL,
-  KW_LET,
-  F_OPERATOR,
-  F_BINDER,
-  F_AGGREGATE,
-  FLAGS,
-  METHOD_NAMES,
-} from "./parser-core.js";
+import * as lexer from "./lexer.js";
+import * as core from "./parser-core.js";
 import { PrimaryParser } from "./parser-primary.js";
+
+// Local copies of the shared constants and helpers: V8 folds a module's own consts into the code
+// it optimizes, but reads an imported binding through its module cell at every use (#42: the
+// split parser was slower than the one-file parser by this alone).
+const { T_ARROW, T_DOUBLE, T_EOF, T_IDENT, T_INT, keywordText } = lexer;
+const {
+  P_LPAREN, P_RPAREN, P_LBRACKET, P_RBRACKET, P_LBRACE, P_COMMA, P_COLON, P_DOT, P_EQ, P_PLUS, P_MINUS,
+  P_STAR, P_SLASH, P_PERCENT, P_BANG, P_CARET, SYMBOL, isPunctKind, isCloser, isCmp, KW_AND, KW_OR, KW_NOT,
+  KW_IN, KW_NOTIN, KW_LIKE, KW_MATCHES, KW_OCCURS, KW_WHERE, KW_FROM, KW_OVER, KW_SELECT, KW_EXISTS,
+  KW_FORALL, KW_LET, F_OPERATOR, F_BINDER, F_AGGREGATE, FLAGS, METHOD_NAMES,
+} = core;
 
 export { MAX_NESTING } from "./parser-core.js";
 
 /** Variables of an `AggregateOver`'s bindings, for rebinding its value (see parseAggregateOver). */
-let rebound: Set<string> = new Set();
+const NO_NAMES: ReadonlySet<string> = new Set();
+let rebound: ReadonlySet<string> = NO_NAMES;
 function rebind(n: Node): void {
   if (n.type === "Field" && rebound.has(n.name)) (n as { type: string }).type = "Var";
 }
 
+/** The one parser parse() resets for each query (parsing never re-enters parse()). */
+let parser: Parser | undefined;
+
 /** Parse pql/text into a Query. Throws PqlError at the first syntax error. */
 export function parse(text: string): Query {
-  return new Parser(text).parseQuery();
+  const p = (parser ??= new Parser());
+  try {
+    return p.parseQuery(text);
+  } finally {
+    p.end();
+  }
 }
 
 class Parser extends PrimaryParser {
+  /**
+   * Inside the value of `sum VALUE over V from …` the aggregate's variables are not known yet
+   * (they are declared to the right), so a nested binder's forward-use check waits until the
+   * outermost such aggregate has rebound them (an outer variable is not a forward use).
+   */
+  private deferDepth = 0;
+  private deferred: Binding[][] = [];
+
+  override end(): void {
+    this.deferDepth = 0;
+    if (this.deferred.length !== 0) this.deferred = [];
+    super.end();
+  }
+
   // ------------------------------------------------------------------ query
 
-  parseQuery(): Query {
+  parseQuery(text: string): Query {
+    this.begin(text);
     const params = this.tryLambdaHead();
     if (params) for (const p of params) this.pushScope(p);
     const body = this.parseExpr();
@@ -148,11 +146,8 @@ class Parser extends PrimaryParser {
 
   // ------------------------------------------------------- boolean levels
 
+  /** An expression: the `or` level, the loosest. */
   protected parseExpr(): Expr {
-    return this.parseOr();
-  }
-
-  protected parseOr(): Expr {
     let left = this.parseAnd();
     while (this.kw[this.pos] === KW_OR) {
       this.next();
@@ -181,7 +176,8 @@ class Parser extends PrimaryParser {
       this.depth--;
       return { type: "Not", operand, start: this.starts[t], end: operand.end };
     }
-    if (this.isBinderStart()) return this.parseBinder();
+    // Most operands start with no keyword of a binder's class: one table look-up settles it.
+    if ((FLAGS[this.kw[t]!]! & (F_BINDER | F_AGGREGATE)) !== 0 && this.isBinderStart()) return this.parseBinder();
     return this.parseRel();
   }
 
@@ -251,7 +247,7 @@ class Parser extends PrimaryParser {
         );
       }
       this.next();
-      const source = this.parseOr();
+      const source = this.parseExpr();
       // The variable is visible in its own condition and in every binding to its right.
       this.pushScope(variable);
       const sep = this.pos;
@@ -265,7 +261,10 @@ class Parser extends PrimaryParser {
       }
       bindings.push(binding);
       if (this.kind[this.pos] !== P_COMMA) {
-        if (bindings.length > 1) this.refuseForwardUse(bindings);
+        if (bindings.length > 1) {
+          if (this.deferDepth > 0) this.deferred.push(bindings);
+          else this.refuseForwardUse(bindings);
+        }
         return bindings;
       }
       this.next();
@@ -333,7 +332,9 @@ class Parser extends PrimaryParser {
       const bindings = this.parseBindings(fn);
       return { type: "AggregateOver", fn, bindings, start: this.starts[t], end: bindings[bindings.length - 1]!.end };
     }
-    const value = this.parseOr();
+    this.deferDepth++;
+    const value = this.parseExpr();
+    this.deferDepth--;
     const over = this.pos;
     if (this.kw[over] !== KW_OVER) {
       this.fail("PQL_EXPECTED_OVER", `Expected 'over' after the value of '${fn}' but found ${this.describe(over)}`, over);
@@ -346,7 +347,12 @@ class Parser extends PrimaryParser {
     for (const b of bindings) bound.add(b.variable);
     rebound = bound;
     walk(value, rebind);
-    rebound = new Set();
+    rebound = NO_NAMES;
+    if (this.deferDepth === 0 && this.deferred.length > 0) {
+      const pending = this.deferred;
+      this.deferred = [];
+      for (const b of pending) this.refuseForwardUse(b);
+    }
     return { type: "AggregateOver", fn, value, bindings, start: this.starts[t], end: bindings[bindings.length - 1]!.end };
   }
 
@@ -403,12 +409,13 @@ class Parser extends PrimaryParser {
   }
 
   protected parseMul(): Expr {
-    let left = this.parseUnary();
+    // parseUnary() only for a `-`: one call less per operand.
+    let left = this.kind[this.pos] === P_MINUS ? this.parseUnary() : this.parsePostfix();
     while (true) {
       const k = this.kind[this.pos]!;
       if (k !== P_STAR && k !== P_SLASH && k !== P_PERCENT) return left;
       this.next();
-      const right = this.parseUnary();
+      const right = this.kind[this.pos] === P_MINUS ? this.parseUnary() : this.parsePostfix();
       left = { type: "Binary", op: k === P_STAR ? "*" : k === P_SLASH ? "/" : "%", left, right, start: left.start, end: right.end };
     }
   }

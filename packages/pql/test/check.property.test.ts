@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { check } from "../src/check.js";
+import { PqlError } from "../src/errors.js";
 import { format } from "../src/format.js";
 import { queryArbitrary } from "./support/ast-arbitrary.js";
 
@@ -53,7 +54,16 @@ describe("check: properties", () => {
       fc.property(queryArbitrary({ maxDepth: 4 }), (q) => {
         const text = format(q);
         assertWellFormed(text);
-        const again = format(text);
+        // A random tree may print as text PQL refuses (a binding reading a variable declared to its
+        // right): formatting that text then throws the error check reports, and nothing else.
+        let again: string;
+        try {
+          again = format(text);
+        } catch (err) {
+          assert.ok(err instanceof PqlError, String(err));
+          assert.ok(check(text).some((d) => d.severity === "error" && d.code === err.code), `${err.code} is among check's errors for ${text}`);
+          return;
+        }
         assert.deepEqual(
           check(again).map((d) => d.code).sort(),
           check(text).map((d) => d.code).sort(),

@@ -76,16 +76,40 @@ test("check refuses a query over the bound with PQL_TOO_COSTLY at the construct,
 test("a budget stops the interpreter, the trace and the compiled closures; without one nothing changes", () => {
   const data = { profile: {}, events: events(60), now: 1_700_000_100_000 };
   const q = parse(THREE);
-  for (const run of [() => evaluate(q, data), () => traceEvaluation(q, data).value, () => compile(q)(data)]) {
+  const runs = [["interpreter", () => evaluate(q, data)], ["trace", () => traceEvaluation(q, data).value], ["closures", () => compile(q)(data)]] as const;
+  for (const [name, run] of runs) {
     assert.equal(run(), false);
     const b = new WorkBudget({ unitsPerEvaluation: 5000 });
     assert.throws(() => b.run(run), (e: unknown) => e instanceof BudgetExceededError && e.limit === 5000 && e.spent > 5000 && e.spent <= 5000 + 60);
     assert.ok(b.spent <= 5060);
     assert.equal(b.evaluations, 1);
-    // Enough units: the same answer, the units are what the model says at E = 60 (exists with no match runs everything).
+    // Enough units: the same answer. The interpreter spends what the model says at E = 60 (exists with
+    // no match runs everything); the closures test `X.timestamp < Y.timestamp` before Z's loop
+    // (hoist.ts), so only the 1,770 ordered pairs of 60 events enter it: 60 + 60² + 1,770 × 60.
     const enough = new WorkBudget({ unitsPerEvaluation: 1e9 });
     assert.equal(enough.run(run), false);
-    assert.equal(enough.spent, estimateCost(q, { eventsPerProfile: 60, itemsPerArray: 1 }).units);
+    const model = estimateCost(q, { eventsPerProfile: 60, itemsPerArray: 1 }).units;
+    assert.equal(model, 60 + 60 * 60 + 60 * 60 * 60);
+    assert.equal(enough.spent, name === "closures" ? 60 + 60 * 60 + 1770 * 60 : model, name);
+  }
+});
+
+test("the closures test a conjunct at the shallowest binding it reads: independent bindings cost E + E², not E³", () => {
+  // Only "b" (the latest event) passes Y's test, no event passes X's: X's loop alone decides.
+  const two = compile(`exists X from xEvent, Y from xEvent : Y.eventType = "b" and X.eventType = "zz"`);
+  const b = new WorkBudget({ unitsPerEvaluation: 1e9 });
+  assert.equal(b.run(() => two({ profile: {}, events: events(300), now: 0 })), false);
+  assert.equal(b.spent, 300);
+  // A conjunct that reads the implicit item, or one of a name bound twice, stays where it was written.
+  const implicit = compile(`exists X from xEvent, Y from xEvent : Y.eventType = "b" and eventType = "zz"`);
+  const c = new WorkBudget({ unitsPerEvaluation: 1e9 });
+  assert.equal(c.run(() => implicit({ profile: {}, events: events(30), now: 0 })), false);
+  assert.equal(c.spent, 30 + 30 * 30);
+  // The answers are the interpreter's (runtime.property.test.ts checks random trees).
+  for (const text of [`exists X from xEvent, Y from xEvent : Y.eventType = "b" and X.eventType = "a"`, `select X from xEvent, Y from xEvent : X.timestamp > Y.timestamp and Y.eventType = "b"`,
+    `sum X.timestamp over X from xEvent, Y from xEvent where Y.eventType = "b" and X.eventType = "a" and X.timestamp < 1700000002000`]) {
+    const data = { profile: {}, events: events(5), now: 0 };
+    assert.deepEqual(compile(text)(data), evaluate(parse(text), data), text);
   }
 });
 

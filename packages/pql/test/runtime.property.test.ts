@@ -201,3 +201,10 @@ test("occurs windows beyond the Date range: evaluate and compile agree", () => {
     }
   }
 });
+
+// Found by the traced-evaluation property (seed 2135983414, run 481): a number past the Date
+// range read as a date (`getMonth` of -8640000000000001) gave NaN to the trace and null to the
+// compiled engine; every engine answers null. Replayed here at that seed and run.
+test("date parts of an instant beyond the Date range: the trace agrees with the engines (replay)", () => {
+  fc.assert(fc.property(queryArbitrary({ maxDepth: 4 }), dataArb, (q, data) => traceAgrees(q, data)), { numRuns: 1000, seed: 2135983414, path: "481" });
+});

@@ -23,7 +23,8 @@ import { Authenticator } from "./services/auth/authenticator.js";
 import { TokenIssuer } from "./services/auth/token-issuer.js";
 import { DefinitionService } from "./services/definitions.js";
 import { AudienceService } from "./services/audiences.js";
-import { MergePolicyService } from "./services/merge-policies.js";
+import { MergePolicyService, PROFILE_SCHEMA_CLASS } from "./services/merge-policies.js";
+import { NO_MERGE_POLICY } from "./profiles/types.js";
 import { SchemaRegistryService } from "./services/schema-registry.js";
 import { TenantDirectory, scopeOf } from "./services/tenancy.js";
 import { installBodyParsing } from "./http/body-parsing.js";
@@ -48,8 +49,16 @@ import { batchPlugin, type BatchHandles } from "./batch/http/plugin.js";
 import { DATA_ACCESS_PREFIX, dataAccessRoutes } from "./batch/http/data-access-routes.js";
 import { clusterHubPlugin } from "./cluster/hub-plugin.js";
 import { partitionFeedPlugin } from "./cluster/partition-feed-plugin.js";
+import { hubInvalidationPlugin } from "./cluster/hub-invalidation.js";
+import { hubLeasesPlugin } from "./cluster/hub-leases.js";
 import { openBatchRepository } from "./batch/store/open.js";
 import { activationPlugin } from "./activation/http/plugin.js";
+import { computedAttributesPlugin } from "./computed/http/routes.js";
+import { definitionExpander } from "./computed/expand.js";
+import { profileValues } from "./computed/profile-values.js";
+import { definitionsReading } from "./computed/dependents.js";
+import { residentEvaluator, storedProfileEvents } from "./computed/processing.js";
+import { explainComputed } from "./computed/explain-values.js";
 
 export const SERVICE_VERSION = "0.1.0";
 
@@ -79,7 +88,8 @@ export interface Services {
 }
 
 export function createServices(deps: AppDeps): Services {
-  const definitions = new DefinitionService(deps.store, deps.clock, deps.bus);
+  // Definitions may read computed attributes: their references become the attributes' aggregates.
+  const definitions = new DefinitionService(deps.store, deps.clock, deps.bus, definitionExpander(deps.store.computedAttributes));
   const profiles = deps.profiles;
   return {
     tenants: new TenantDirectory(deps.config),
@@ -139,6 +149,16 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
   await app.register(audienceRoutes, { prefix: "/data/core/ups", ...auth, audiences: services.audiences });
   await app.register(searchRoutes, { prefix: "/data/core/ups", ...auth, audiences: services.audiences });
   await app.register(schemaRegistryRoutes, { prefix: SCHEMA_REGISTRY_PREFIX, ...auth, schemas: services.schemaRegistry });
+  // Computed attributes (AEP's /data/core/ca/attributes); decorates the app with `computed`.
+  await app.register(computedAttributesPlugin, {
+    ...auth,
+    repo: deps.store.computedAttributes,
+    clock: deps.clock,
+    logger: deps.logger,
+    dependents: definitionsReading(deps.store.definitions),
+    // A published attribute's first evaluation runs over the batch area's resident snapshot (registered below).
+    ...(deps.profiles ? { profiles: residentEvaluator(() => batchHandles?.counts, storedProfileEvents(deps.profiles, deps.store.mergePolicies)) } : {}),
+  });
   await app.register(adminRoutes, {
     prefix: "/admin",
     ...auth,
@@ -152,6 +172,10 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
     const onError = (err: unknown) => deps.logger.error({ err }, "streaming/edge evaluation failed");
     // The hub's NATS (docs/deployment.md), when it has one.
     const nats = deps.config.natsUrl === undefined ? undefined : { natsUrl: deps.config.natsUrl, ...(deps.config.natsHubDomain !== undefined ? { hubDomain: deps.config.natsHubDomain } : {}) };
+    // Several hubs on one database: once-per-deployment work runs on the holder of its lease (issue #43).
+    if (nats !== undefined && deps.config.databaseUrl !== undefined) {
+      await app.register(hubLeasesPlugin, { natsUrl: nats.natsUrl, metrics: metrics.registry, onError: (err) => deps.logger.error({ err }, "hub leases failed") });
+    }
     const workers = deps.config.streamingWorkers;
     if (workers !== undefined && nats !== undefined) {
       // Streaming evaluation by `segmentd worker` processes: the stored changes go to their
@@ -191,7 +215,7 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
       onError,
     });
     // "Profiles over time" of an audience, from the transitions streaming and edge record.
-    await app.register(audienceMetricsPlugin, { prefix: "/data/core/ups", ...auth, meta: deps.store, hub: deps.profiles, clock: deps.clock });
+    await app.register(audienceMetricsPlugin, { prefix: "/data/core/ups", ...auth, meta: deps.store, hub: deps.profiles, clock: deps.clock, computed: explainComputed(deps.store.computedAttributes) });
     // Batch segmentation: jobs, schedules, previews/estimates, exports (closes its store with the app).
     await app.register(batchPlugin, {
       prefix: "/data/core/ups",
@@ -199,6 +223,7 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
       metadata: deps.store,
       profiles: deps.profiles,
       eligibility: (ctx, expr, mergePolicyId, schemaName) => services.definitions.eligibility(ctx, expr, mergePolicyId, schemaName),
+      expand: definitionExpander(deps.store.computedAttributes),
       descriptors: (ctx) => services.schemaRegistry.listDescriptors(ctx),
       repo: openBatchRepository(deps.config),
       clock: deps.clock,
@@ -206,6 +231,9 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
       ...snapshotFiles(deps.config, deps.logger),
       evaluationWorkers: evaluationWorkers(deps.config),
       defaultSchedule: defaultBatchSchedule(deps.config),
+      ...(deps.config.batch?.scheduleTickMs === undefined ? {} : { scheduleTickMs: deps.config.batch.scheduleTickMs }),
+      metrics: metrics.registry,
+      bus: deps.bus,
       expose: (handles) => {
         batchHandles = handles;
       },
@@ -221,6 +249,8 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
       schemas: services.schemaRegistry,
       // Batch files are received into the data directory before they are staged (never held in memory).
       uploadSpoolDir: path.join(deps.config.dataDir, "uploads"),
+      // The entities API shows computed attributes' values under the tenant's field group.
+      computedValues: profileValues(deps.store.computedAttributes),
     });
     if (deps.hygiene) {
       // Deleted or updated records change continuous memberships at once (a vanished profile
@@ -258,6 +288,12 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
       profiles: deps.profiles,
       metrics: metrics.registry,
       ...(nats === undefined ? {} : { natsUrl: nats.natsUrl }),
+      // Payload attributes are merged with the sandbox's default merge policy, as AEP's exports are.
+      mergePolicy: async (scope) => {
+        const ctx = services.tenants.resolve(scope.orgId, scope.sandboxName);
+        const p = ctx === null || ctx === undefined ? undefined : (await deps.store.mergePolicies.getDefault(scopeOf(ctx), PROFILE_SCHEMA_CLASS))?.policy;
+        return p === undefined ? NO_MERGE_POLICY : { id: p.id, identityGraph: p.identityGraph, attributeMerge: p.attributeMerge };
+      },
       onError: (err, what) => deps.logger.error({ err }, `activation: ${what} failed`),
     });
     // The hub of edge nodes over NATS JetStream (docs/deployment.md); closed before the edge.
@@ -271,6 +307,10 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
         metrics: metrics.registry,
         onError: (err) => deps.logger.error({ err }, "edge sites: hub link failed"),
       });
+      // Several hubs on one database: each one's cached configuration follows the others' changes (issue #43).
+      if (deps.config.databaseUrl !== undefined) {
+        await app.register(hubInvalidationPlugin, { natsUrl: nats.natsUrl, bus: deps.bus, tenants: services.tenants, metrics: metrics.registry, onError: (err) => deps.logger.error({ err }, "hub invalidation failed") });
+      }
     }
   }
   // The audience tool (packages/web, built into packages/server/static) at `/`.

@@ -33,7 +33,8 @@ const MODULE_ARROWS: Record<string, readonly string[]> = {
   web: ["platform", "services"],
   activation: ["platform", "storage-kit", "services", "profiles", "http"],
   cluster: ["platform", "storage-kit", "services", "stores", "profiles", "http", "streaming", "edge"],
-  root: ["platform", "services", "stores", "http", "profiles", "hygiene", "batch", "streaming", "edge", "metrics", "web", "cluster", "activation"],
+  computed: ["platform", "services", "stores", "http", "profiles", "pql"],
+  root: ["platform", "services", "stores", "http", "profiles", "hygiene", "batch", "streaming", "edge", "metrics", "web", "cluster", "activation", "computed"],
   cli: ["platform", "services", "stores", "profiles", "batch", "root", "pql", "cluster"],
 };
 
@@ -60,7 +61,7 @@ const isHttpPackage = (spec: string): boolean => spec === "fastify" || spec === 
  * The Fastify plugins and the composition root: the only files that may import HTTP. A module's
  * index.ts counts when it exports the module's plugin (registerHygiene, registerProfileRoutes).
  */
-const PLUGIN_FILES = ["cluster/hub-plugin.ts", "cluster/partition-feed-plugin.ts", "cluster/edge-node.ts", "streaming/plugin.ts", "edge/plugin.ts", "edge/register.ts", "edge/routes.ts", "metrics/routes.ts", "web/routes.ts", "hygiene/index.ts", "profiles/index.ts", "app.ts", "server.ts"];
+const PLUGIN_FILES = ["cluster/hub-plugin.ts", "cluster/partition-feed-plugin.ts", "cluster/hub-invalidation.ts", "cluster/hub-leases.ts", "cluster/edge-node.ts", "streaming/plugin.ts", "edge/plugin.ts", "edge/register.ts", "edge/routes.ts", "metrics/routes.ts", "web/routes.ts", "hygiene/index.ts", "profiles/index.ts", "app.ts", "server.ts"];
 const isPluginFile = (f: string): boolean => isHttpFile(f) || PLUGIN_FILES.includes(f);
 
 /** Circles tolerated in @segmentd/pql, type-only ones only (none now); one fixed but still listed fails. */

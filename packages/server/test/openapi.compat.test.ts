@@ -256,6 +256,36 @@ test("segment job, schedule, preview and estimate endpoints match segmentation.y
   checkEmpty("seg", "/config/schedules/{SCHEDULE_ID}", "delete", await a.delete(`/data/core/ups/config/schedules/${scheduleId}`), 204);
 });
 
+test("computed attribute endpoints match profile.yaml", async () => {
+  const CA = "/data/core/ca/attributes";
+  const attr = {
+    name: "compatSpend", displayName: "Compat spend", description: "d",
+    expression: { type: "PQL", format: "pql/text", value: 'xEvent[eventType = "commerce.purchases"].sum(commerce.order.priceTotal)' },
+    duration: { count: 7, unit: "DAYS" }, status: "DRAFT",
+  };
+  ajv.validate("prof#/components/schemas/createComputedAttribute", attr);
+  assert.deepEqual(ajv.errors ?? null, null, "the request body is AEP's");
+  const created = await a.post(CA, attr);
+  assert.equal(created.status, 200, created.text);
+  check(responseSchema("prof", "/ca/attributes", "post", 200), created.json, "create");
+  const id = obj(created.json).id as string;
+  const got = await a.get(`${CA}/${id}`);
+  check(responseSchema("prof", "/ca/attributes/{ATTRIBUTE_ID}", "get", 200), got.json, "get");
+  const list = await a.get(`${CA}?limit=1`);
+  assert.equal(list.status, 200);
+  check(responseSchema("prof", "/ca/attributes", "get", 200), list.json, "list");
+  const patch = { status: "NEW" };
+  ajv.validate("prof#/components/schemas/updateComputedAttribute", patch);
+  assert.deepEqual(ajv.errors ?? null, null, "the PATCH body is AEP's");
+  const patched = await a.patch(`${CA}/${id}`, patch);
+  assert.equal(patched.status, 200, patched.text);
+  check(responseSchema("prof", "/ca/attributes/{ATTRIBUTE_ID}", "patch", 200), patched.json, "patch");
+  const draft = await a.post(CA, { ...attr, name: "compatDraft" });
+  const del = await a.delete(`${CA}/${obj(draft.json).id as string}`);
+  assert.equal(del.status, 202, del.text);
+  check(responseSchema("prof", "/ca/attributes/{ATTRIBUTE_ID}", "delete", 202), del.json, "delete");
+});
+
 test("profile access endpoints match profile.yaml", async () => {
   const PROFILE = "https://ns.adobe.com/xdm/context/profile";
   const ds = await a.post("/data/foundation/catalog/dataSets", { name: "compat access", schemaRef: { id: PROFILE, contentType: "application/vnd.adobe.xed+json;version=1" }, tags: { unifiedProfile: ["enabled:true"] } });

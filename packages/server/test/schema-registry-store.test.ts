@@ -194,7 +194,8 @@ async function migrateOnly(h: TestStoreHandle, keep: (version: number) => boolea
 
 test("migration 5 on a database of the previous version; a version missing below an applied one is applied too", async () => {
   const versions = coreMigrations("sqlite").map((m) => m.version);
-  assert.equal(versions.at(-1), 5);
+  // Later migrations (6, computed attributes) may follow; 4 and 5 are the ones this test leaves out.
+  assert.ok(versions.includes(4) && versions.includes(5));
   // [everything before 5], then [everything but 4] (the runner applies what is missing, gaps included).
   for (const missing of [5, 4]) {
     const h = await createTestStore(`schemasold${missing}`);

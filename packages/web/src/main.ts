@@ -9,6 +9,9 @@ import type { PageContext } from "./context.js";
 import { h, notice } from "./dom.js";
 import { renderAudiences } from "./pages/audiences.js";
 import { renderBuilder } from "./pages/builder.js";
+import { renderDestinations } from "./pages/destinations.js";
+import { renderDestinationCreate } from "./pages/destinations-create.js";
+import { renderDestinationDetail } from "./pages/destinations-detail.js";
 import { renderDetails } from "./pages/details.js";
 import { renderLifecycle } from "./pages/lifecycle.js";
 import { renderSignIn } from "./pages/signin.js";
@@ -60,7 +63,7 @@ async function render(): Promise<void> {
   }
   const s = shell;
   s.main.replaceChildren();
-  s.setActive(route.page === "lifecycle" ? "lifecycle" : route.page === "notFound" ? null : "audiences");
+  s.setActive(route.page === "lifecycle" ? "lifecycle" : route.page.startsWith("destination") ? "destinations" : route.page === "notFound" ? null : "audiences");
   const cleanups: Array<() => void> = [];
   let gone = false;
   leaveCurrent = () => {
@@ -87,6 +90,9 @@ async function render(): Promise<void> {
       case "edit": await renderBuilder(ctx, route.id); break;
       case "details": await renderDetails(ctx, route.id); break;
       case "lifecycle": await renderLifecycle(ctx); break;
+      case "destinations": await renderDestinations(ctx); break;
+      case "destinationNew": await renderDestinationCreate(ctx); break;
+      case "destination": await renderDestinationDetail(ctx, route.id); break;
       case "notFound":
         ctx.title("Page not found");
         s.main.append(notice("error", "There is no page at this address.", route.path, h("a", { href: "/audiences", class: "button" }, "Go to audiences")));

@@ -11,6 +11,9 @@ export type Route =
   | { page: "edit"; id: string }
   | { page: "details"; id: string }
   | { page: "lifecycle" }
+  | { page: "destinations" }
+  | { page: "destinationNew" }
+  | { page: "destination"; id: string }
   | { page: "notFound"; path: string };
 
 export function parseRoute(pathname: string, search: string): Route {
@@ -19,6 +22,11 @@ export function parseRoute(pathname: string, search: string): Route {
   const [a, b, c] = parts;
   if (a === "signin" && parts.length === 1) return { page: "signin" };
   if (a === "lifecycle" && parts.length === 1) return { page: "lifecycle" };
+  if (a === "destinations") {
+    if (parts.length === 1) return { page: "destinations" };
+    if (b === "new" && parts.length === 2) return { page: "destinationNew" };
+    if (b !== undefined && parts.length === 2) return { page: "destination", id: b };
+  }
   if (a === "audiences") {
     if (parts.length === 1) return { page: "audiences", query: new URLSearchParams(search) };
     if (b === "new" && parts.length === 2) return { page: "new" };
@@ -30,6 +38,10 @@ export function parseRoute(pathname: string, search: string): Route {
 
 export function audiencePath(id: string, edit = false): string {
   return `/audiences/${encodeURIComponent(id)}${edit ? "/edit" : ""}`;
+}
+
+export function destinationPath(id: string): string {
+  return `/destinations/${encodeURIComponent(id)}`;
 }
 
 type Listener = () => void;

@@ -9,7 +9,7 @@ import { knownSandboxes, type Session } from "./session.js";
 export interface ShellHandles {
   main: HTMLElement;
   live: HTMLElement;
-  setActive(section: "audiences" | "lifecycle" | null): void;
+  setActive(section: "audiences" | "destinations" | "lifecycle" | null): void;
 }
 
 export interface ShellActions {
@@ -34,14 +34,16 @@ export function renderShell(root: HTMLElement, session: Session, actions: ShellA
     if (org !== "" && sb !== "") actions.onSwitch(org, sb);
   });
   const navAudiences = h("a", { href: "/audiences" }, "Audiences");
-  const navLifecycle = h("a", { href: "/lifecycle" }, "Data lifecycle");
+  const navDestinations = h("a", { href: "/destinations" }, "Destinations");
+  // "Data " is not drawn on a phone (the three links and sign-out share one row there); it stays in the link's name.
+  const navLifecycle = h("a", { href: "/lifecycle", class: "nav-lifecycle" }, h("span", { class: "nav-extra" }, "Data "), "lifecycle");
   const main = h("main", { id: "main", tabindex: "-1" });
   const live = h("div", { class: "visually-hidden", "aria-live": "polite", role: "status" });
   root.replaceChildren(
     h("a", { class: "skip-link", href: "#main" }, "Skip to content"),
     h("header", { class: "topbar" },
       h("a", { class: "brand", href: "/audiences", "aria-label": "segmentd audiences" }, h("span", { class: "brand-mark", "aria-hidden": "true" }, "◆"), "segmentd"),
-      h("nav", { "aria-label": "Main" }, navAudiences, navLifecycle),
+      h("nav", { "aria-label": "Main" }, navAudiences, navDestinations, navLifecycle),
       switcher,
       h("button", { type: "button", class: "button-ghost", onclick: () => actions.onSignOut() }, "Sign out")),
     main,
@@ -51,7 +53,7 @@ export function renderShell(root: HTMLElement, session: Session, actions: ShellA
     main,
     live,
     setActive(section) {
-      for (const [a, s] of [[navAudiences, "audiences"], [navLifecycle, "lifecycle"]] as const) {
+      for (const [a, s] of [[navAudiences, "audiences"], [navDestinations, "destinations"], [navLifecycle, "lifecycle"]] as const) {
         if (s === section) a.setAttribute("aria-current", "page");
         else a.removeAttribute("aria-current");
       }

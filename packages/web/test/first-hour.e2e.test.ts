@@ -315,7 +315,8 @@ describe("issue #39: the audience tool's first hour, in a real browser", { timeo
     }
     await page.goto(`${server.url}/audiences/${streamingId}`);
     await page.locator("label[for=window-7d]").click();
-    await page.locator(".chart-axis").waitFor({ timeout: TIMEOUT });
+    // The 24-hour chart is on the page before the click; wait for the daily one to replace it.
+    await page.locator("svg.chart[aria-label^='New audience updated per day']").waitFor({ timeout: TIMEOUT });
     const labels = await page.locator(".chart-axis span").allInnerTexts();
     assert.equal(labels[labels.length - 1], "Today");
     const yTicks = await page.getByTestId("chart-yaxis").locator(".chart-ytick").allInnerTexts();

@@ -385,7 +385,10 @@ function subsetOf(a: unknown[], b: unknown[]): boolean {
 /** The calendar fields of a time value, in UTC. */
 function utcParts(v: unknown): Date | null {
   const t = toInstant(v);
-  return t === null ? null : new Date(t);
+  if (t === null) return null;
+  const d = new Date(t);
+  // Past ±8.64e15 ms a number is no date: null, as every engine answers (not NaN).
+  return Number.isNaN(d.getTime()) ? null : d;
 }
 
 /**

@@ -79,13 +79,23 @@ export function connectionSpecs(): Record<string, unknown>[] {
     {
       id: CONNECTION_SPEC_IDS.nats,
       name: "NATS JetStream subject",
-      description: "Publishes every membership transition to a subject of the deployment's NATS JetStream, for internal consumers",
+      description: "Publishes every membership transition as one JetStream message (its Nats-Msg-Id the idempotency key) to a subject of a NATS server, for internal consumers",
       ...common,
       authSpec: [noAuth],
       targetSpec: {
         name: "Subject",
         type: "StreamingDestination",
-        spec: { type: "object", properties: { subject: { type: "string", maxLength: 200, pattern: "^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$" } }, required: ["subject"] },
+        spec: {
+          type: "object",
+          properties: {
+            subject: { type: "string", maxLength: 200, pattern: "^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$", description: "where each transition is published; one JetStream stream per dataflow (SEGMENTD_FLOW_<flow id>) captures it. Not segmentd.* or _INBOX.*" },
+            serverUrl: {
+              type: "string", format: "uri", maxLength: 2048,
+              description: "nats://host:port or tls://host:port; default: the server's own natsUrl. Loopback, private, link-local and metadata addresses are refused unless activation.allowPrivateNetworks is set",
+            },
+          },
+          required: ["subject"],
+        },
       },
     },
     {

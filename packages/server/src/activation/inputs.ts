@@ -8,7 +8,7 @@
 import { ApiError } from "../services/errors.js";
 import { FILE_EXPORT_MODES, FILE_FREQUENCIES } from "./connection-specs.js";
 import type { DeliveryPolicy, DestinationKind, FileTarget, WebhookAuth } from "./types.js";
-import { checkTargetUrl } from "./url-safety.js";
+import { checkTargetUrl, DestinationAddressError, hostOf, parseUrlOf, URL_CODES } from "./url-safety.js";
 
 export const DESTINATION_CODE = "SEGMENTD-DESTINATION-400";
 export const HEADER_CODE = "SEGMENTD-DESTINATION-HEADER-400";
@@ -119,10 +119,35 @@ export function parseHeaders(v: unknown): Record<string, string> {
 
 export type TargetParams =
   | { kind: "webhook"; url: string; headers: Record<string, string> }
-  | { kind: "nats"; subject: string }
+  | { kind: "nats"; subject: string; serverUrl?: string }
   | Omit<FileTarget, "kind"> & { kind: "file" };
 
 const SUBJECT = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
+/** First subject tokens that are not a destination's: segmentd's own streams (cluster mode) and NATS reply inboxes. */
+const RESERVED_SUBJECT_ROOTS = new Set(["segmentd", "_inbox"]);
+
+/**
+ * A NATS server URL's form, without DNS: `nats://` or `tls://` (TLS required), a host, an optional
+ * port, nothing else (no credentials, path, query). Returns the same host and port as an http URL,
+ * which is what the address checks (`assertPublicTarget`) read: the WHATWG parser normalizes
+ * IPv4 spellings (`127.1`, `0x7f.1`) only for special schemes such as http.
+ */
+export function checkNatsUrl(raw: string, what = "params.serverUrl"): { url: URL; tls: boolean; hostPort: string; addressUrl: string } {
+  const u = parseUrlOf(raw, what, ["nats", "tls"]);
+  if (u.username !== "" || u.password !== "") throw new DestinationAddressError(URL_CODES.url, `${what} must not contain credentials (user:password@)`, "");
+  if ((u.pathname !== "" && u.pathname !== "/") || u.search !== "" || u.hash !== "") throw new DestinationAddressError(URL_CODES.url, `${what} must be only a scheme, a host and a port (nats://host:4222)`, "");
+  let addressUrl: URL;
+  try {
+    addressUrl = new URL(`http://${u.host}/`);
+  } catch {
+    throw new DestinationAddressError(URL_CODES.url, `${what} is not a valid absolute URL`, "");
+  }
+  const host = hostOf(addressUrl);
+  if (host === "") throw new DestinationAddressError(URL_CODES.url, `${what} has no host`, "");
+  const port = u.port === "" ? "4222" : u.port;
+  const hostPort = host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+  return { url: u, tls: u.protocol === "tls:", hostPort, addressUrl: addressUrl.toString() };
+}
 
 function oneOf<T extends string>(o: Obj, key: string, allowed: readonly T[], dflt: T): T {
   const v = o[key];
@@ -134,7 +159,7 @@ function oneOf<T extends string>(o: Obj, key: string, allowed: readonly T[], dfl
 export function parseTargetParams(kind: DestinationKind, params: unknown): TargetParams {
   if (params === undefined || params === null) params = {};
   if (!isObj(params)) throw invalid("params must be an object");
-  const allowed: Record<DestinationKind, string[]> = { webhook: ["httpEndpoint", "headers"], nats: ["subject"], file: ["format", "compression", "exportMode", "frequency"] };
+  const allowed: Record<DestinationKind, string[]> = { webhook: ["httpEndpoint", "headers"], nats: ["subject", "serverUrl"], file: ["format", "compression", "exportMode", "frequency"] };
   for (const k of Object.keys(params)) if (!allowed[kind].includes(k)) throw invalid(`params.${k.slice(0, 64)} is not a parameter of this connection spec (allowed: ${allowed[kind].join(", ")})`);
   switch (kind) {
     case "webhook": {
@@ -145,7 +170,12 @@ export function parseTargetParams(kind: DestinationKind, params: unknown): Targe
     case "nats": {
       const subject = str(params, "subject", "params", 200)!;
       if (!SUBJECT.test(subject)) throw invalid("params.subject must be dot-separated tokens of letters, digits, _ and - (no wildcards or spaces)");
-      return { kind, subject };
+      const root = subject.split(".")[0]!.toLowerCase();
+      if (RESERVED_SUBJECT_ROOTS.has(root)) throw invalid(`params.subject must not start with "${subject.split(".")[0]!}." (reserved for segmentd's own streams and NATS inboxes)`);
+      const serverUrl = str(params, "serverUrl", "params", 100_000, false);
+      if (serverUrl === undefined) return { kind, subject };
+      checkNatsUrl(serverUrl);
+      return { kind, subject, serverUrl };
     }
     case "file":
       return {

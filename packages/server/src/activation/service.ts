@@ -12,7 +12,7 @@ import { ApiError, ErrorCodes } from "../services/errors.js";
 import { applyPatch, JsonPatchError, type JsonValue, type PatchOperation } from "../services/json-patch.js";
 import { CONNECTION_SPEC_IDS, kindOfSpec, PROFILE_FLOW_SPEC_ID } from "./connection-specs.js";
 import {
-  authView, DEFAULT_DELIVERY, invalid, LIMITS, parseAuth, parseDelivery, parseTargetParams, parseTransformations, renderTransformations,
+  authView, DEFAULT_DELIVERY, invalid, LIMITS, parseAuth, parseDelivery, parseTargetParams, parseTransformations, renderTransformations, checkNatsUrl,
   type FlowTransformations, type StoredSegmentSelector, type TargetParams,
 } from "./inputs.js";
 import { newSigningSecret, type SecretBox } from "./secrets.js";
@@ -27,7 +27,7 @@ export const IN_USE_CODE = "SEGMENTD-DESTINATION-IN-USE-409";
 export const PRECONDITION_REQUIRED_CODE = "SEGMENTD-PRECONDITION-428";
 export const PRECONDITION_FAILED_CODE = "SEGMENTD-PRECONDITION-412";
 
-const WHAT: Record<ResourceKind, string> = { connection: "Connection", target: "Target connection", flow: "Flow" };
+const WHAT: Record<ResourceKind, string> = { connection: "Connection", target: "Target connection", flow: "Flow", source: "Source connection" };
 
 export function notFoundError(kind: ResourceKind, id: string): ApiError {
   return new ApiError(404, NOT_FOUND_CODE, `${WHAT[kind]} with id '${id.slice(0, 256)}' was not found`);
@@ -50,6 +50,10 @@ export interface ActivationServiceDeps {
   /** Unit tests only. */
   resolve?: Resolver;
   onError?: (err: unknown, what: string) => void;
+  /** A flow's sourceConnectionIds must name source connections of the sandbox (source-connections.ts). */
+  checkSources?: (tenant: TenantRef, ids: string[]) => Promise<void>;
+  /** The server's own NATS (config `natsUrl`): where NATS flows without `params.serverUrl` publish. */
+  natsUrl?: string;
 }
 
 const quote = (etag: string) => `"${etag}"`;
@@ -61,6 +65,7 @@ export function unquoteEtag(v: string): string {
 
 export class ActivationService implements DataflowDirectory {
   private readonly listeners = new Set<(scope: TenantScope, flowId: string) => void>();
+  private readonly localListeners = new Set<(scope: TenantScope, flowId: string) => void>();
 
   constructor(private readonly deps: ActivationServiceDeps) {}
 
@@ -71,8 +76,22 @@ export class ActivationService implements DataflowDirectory {
     return () => this.listeners.delete(listener);
   }
 
+  /** Changes made through this service only (not another hub's): what the hubs' invalidation tells the others. */
+  onLocalChange(listener: (scope: TenantScope, flowId: string) => void): () => void {
+    this.localListeners.add(listener);
+    return () => this.localListeners.delete(listener);
+  }
+
+  /** Another hub changed this flow in the shared store: the deliverer looks at it again now. */
+  changedElsewhere(scope: TenantScope, flowId: string): void {
+    for (const l of this.listeners) l({ orgId: scope.orgId, sandboxName: scope.sandboxName }, flowId);
+  }
+
   private changed(scope: TenantScope, flowIds: string[]): void {
-    for (const id of flowIds) for (const l of this.listeners) l({ orgId: scope.orgId, sandboxName: scope.sandboxName }, id);
+    for (const id of flowIds) {
+      for (const l of this.listeners) l({ orgId: scope.orgId, sandboxName: scope.sandboxName }, id);
+      for (const l of this.localListeners) l({ orgId: scope.orgId, sandboxName: scope.sandboxName }, id);
+    }
   }
 
   async listEnabled(): Promise<Dataflow[]> {
@@ -111,7 +130,10 @@ export class ActivationService implements DataflowDirectory {
       const signingSecret = f.secret === null ? "" : this.deps.box.open<string>(f.secret, bind(f));
       target = { kind: "webhook", url: String(p.httpEndpoint), auth, headers, signingSecret };
     } else if (tdoc.destKind === "nats") {
-      target = { kind: "nats", subject: String(p.subject) };
+      target = {
+        kind: "nats", subject: String(p.subject),
+        ...(typeof p.serverUrl === "string" ? { serverUrl: p.serverUrl } : this.deps.natsUrl === undefined ? {} : { fallbackUrl: this.deps.natsUrl }),
+      };
     } else {
       const fp = parseTargetParams("file", p);
       if (fp.kind !== "file") return null;
@@ -309,6 +331,7 @@ export class ActivationService implements DataflowDirectory {
     }
     const params = parseTargetParams(doc.destKind, given);
     if (params.kind === "webhook") await this.checkReachable(params.url);
+    if (params.kind === "nats" && params.serverUrl !== undefined) await this.checkReachable(checkNatsUrl(params.serverUrl).addressUrl);
     const headers = params.kind === "webhook" ? params.headers : {};
     const next: TargetDoc = { ...doc, name, description, params: publicParams(params), ...(actor === undefined ? {} : { updatedBy: actor }) };
     return this.commit(r, next as unknown as Obj, Object.keys(headers).length === 0 ? null : this.seal(t, "target", r.id, headers), () => this.deps.store.referrers("flow", r.scope, r.id));
@@ -328,6 +351,7 @@ export class ActivationService implements DataflowDirectory {
     if (!base) throw invalid(`baseConnectionId '${baseConnectionId.slice(0, 256)}' does not name a connection of this sandbox`);
     if ((base.doc as unknown as ConnectionDoc).specId !== specId) throw invalid(`baseConnectionId '${baseConnectionId}' is a connection of another connection spec`);
     if (params.kind === "webhook") await this.checkReachable(params.url);
+    if (params.kind === "nats" && params.serverUrl !== undefined) await this.checkReachable(checkNatsUrl(params.serverUrl).addressUrl);
     const doc: TargetDoc = { name, description, specId, destKind, baseConnectionId, params: publicParams(params), ...(actor === undefined ? {} : { createdBy: actor, updatedBy: actor }) };
     const headers = params.kind === "webhook" ? params.headers : {};
     const r = this.resource("target", t, { ref: baseConnectionId, doc: doc as unknown as Obj, secret: (id) => (Object.keys(headers).length === 0 ? null : this.seal(t, "target", id, headers)) });
@@ -366,6 +390,7 @@ export class ActivationService implements DataflowDirectory {
     if (previous !== null && previous.targetConnectionId !== targetConnectionId) throw new ApiError(400, ErrorCodes.immutable, "targetConnectionIds cannot change; create another flow");
     const sources = body.sourceConnectionIds ?? [];
     if (!Array.isArray(sources) || sources.length > 10 || sources.some((s) => typeof s !== "string" || s.length > 256)) throw invalid("sourceConnectionIds must be an array of at most 10 ids");
+    await this.deps.checkSources?.(t, sources as string[]);
     const flowSpec = body.flowSpec ?? { id: PROFILE_FLOW_SPEC_ID, version: "1.0" };
     if (typeof flowSpec !== "object" || flowSpec === null || typeof (flowSpec as Obj).id !== "string") throw invalid("flowSpec must be an object {id, version}");
     const now = this.deps.clock.now();
@@ -374,6 +399,10 @@ export class ActivationService implements DataflowDirectory {
     const target = await this.deps.store.get("target", this.scope(t), targetConnectionId);
     if (!target) throw invalid(`targetConnectionIds[0] '${targetConnectionId.slice(0, 256)}' does not name a target connection of this sandbox`);
     await this.checkAudiences(t, transformations.segmentSelectors);
+    const tdoc = target.doc as unknown as TargetDoc;
+    if (tdoc.destKind === "nats" && typeof tdoc.params.serverUrl !== "string" && this.deps.natsUrl === undefined) {
+      throw invalid(`targetConnectionIds[0] '${targetConnectionId}' names no NATS server (params.serverUrl) and this server has no natsUrl configured; give the target connection a serverUrl`);
+    }
     return {
       name, description, flowSpec: { id: (flowSpec as Obj).id, version: String((flowSpec as Obj).version ?? "1.0") },
       sourceConnectionIds: sources as string[], targetConnectionId, destKind: (target.doc as unknown as TargetDoc).destKind, transformations, delivery,
@@ -500,7 +529,7 @@ function publicParams(p: TargetParams): Obj {
     case "webhook":
       return { httpEndpoint: p.url, headers: Object.fromEntries(Object.keys(p.headers).map((k) => [k, "***"])) };
     case "nats":
-      return { subject: p.subject };
+      return { subject: p.subject, ...(p.serverUrl === undefined ? {} : { serverUrl: p.serverUrl }) };
     case "file":
       return { format: p.format, compression: p.gzip ? "GZIP" : "NONE", exportMode: p.mode === "full" ? "DAILY_FULL_EXPORT" : "FIRST_FULL_THEN_INCREMENTAL", frequency: p.frequency };
   }

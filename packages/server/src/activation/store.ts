@@ -15,7 +15,7 @@ import { createPool, withTransaction } from "../storage-kit/postgres.js";
 import { openSqlite } from "../storage-kit/sqlite.js";
 import type { TenantScope } from "./types.js";
 
-export type ResourceKind = "connection" | "target" | "flow";
+export type ResourceKind = "connection" | "target" | "flow" | "source";
 
 export interface StoredResource {
   kind: ResourceKind;

@@ -2,7 +2,7 @@
 // engine (activation/delivery/*). Kept free of storage and HTTP concerns so both
 // sides, and both stores, can import it without cycles.
 
-import type { TenantScope } from "../profiles/types.js";
+import type { MergePolicySpec, TenantScope } from "../profiles/types.js";
 import type { Clock } from "../platform/clock.js";
 import type { ProfileStore } from "../profiles/store.js";
 import type { Registry } from "prom-client";
@@ -28,6 +28,10 @@ export interface WebhookTarget {
 export interface NatsTarget {
   kind: "nats";
   subject: string;
+  /** The target connection's `params.serverUrl` (nats:// or tls://): checked like a webhook URL, when saved and at send time. */
+  serverUrl?: string;
+  /** Without one: the server's own `natsUrl` (the operator's, not checked). */
+  fallbackUrl?: string;
 }
 
 export type FileFrequency = "DAILY" | "EVERY_3_HOURS" | "EVERY_6_HOURS" | "EVERY_8_HOURS" | "EVERY_12_HOURS";
@@ -117,6 +121,22 @@ export interface DeliveryReports {
   run?(scope: TenantScope, runId: string): Promise<unknown | null>;
   /** AEP "Activate now": send every selected audience's current members again. */
   resend(scope: TenantScope, flowId: string, audienceIds?: string[]): Promise<{ runId: string }>;
+  /** Deliveries that ran out of retries, oldest first. */
+  deadLetters(scope: TenantScope, flowId: string): Promise<DeadLetter[]>;
+  /** Resolves once this server delivers the flow from a fixed log position (false: it does not deliver it). */
+  delivering?(scope: TenantScope, flowId: string): Promise<boolean>;
+  /** Dead letters back to the flow's queue (all, or these unit ids); how many went back. */
+  replayDead(scope: TenantScope, flowId: string, unitIds?: string[]): Promise<number>;
+}
+
+export interface DeadLetter {
+  unitId: string;
+  /** The Standard Webhooks message id every attempt carried. */
+  webhookId: string;
+  /** Transitions in the delivery. */
+  items: number;
+  attempts: number;
+  lastError: unknown;
 }
 
 /** What the activation plugin gives the deliverer it starts. */
@@ -130,6 +150,10 @@ export interface DelivererDeps {
   profiles?: ProfileStore;
   metrics?: Registry;
   natsUrl?: string;
+  /** The sandbox's default profile merge policy: how a payload's attributes and identities are merged (AEP exports with it). */
+  mergePolicy?: (scope: TenantScope) => Promise<MergePolicySpec>;
+  /** How often the running flows are compared with the stored ones (ms; default 5000). */
+  reconcileMs?: number;
   onError: (err: unknown, what: string) => void;
 }
 

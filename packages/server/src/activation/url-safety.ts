@@ -158,11 +158,8 @@ export function hostOf(u: URL): string {
   return h;
 }
 
-/**
- * The URL's form, without DNS: absolute http(s), no user:password@, at most 2048
- * characters. Returns the parsed URL. `what` names the field in messages.
- */
-export function checkTargetUrl(raw: string, what = "Destination URL"): URL {
+/** An absolute URL of one of `schemes`, at most MAX_URL_LENGTH characters (the checks every destination URL shares). */
+export function parseUrlOf(raw: string, what: string, schemes: readonly string[]): URL {
   if (raw.length > MAX_URL_LENGTH) throw new DestinationAddressError(URL_CODES.url, `${what} is longer than ${MAX_URL_LENGTH} characters`, "");
   let u: URL;
   try {
@@ -170,9 +167,18 @@ export function checkTargetUrl(raw: string, what = "Destination URL"): URL {
   } catch {
     throw new DestinationAddressError(URL_CODES.url, `${what} is not a valid absolute URL`, "");
   }
-  if (u.protocol !== "http:" && u.protocol !== "https:") {
-    throw new DestinationAddressError(URL_CODES.url, `${what} must use http or https, not "${u.protocol.slice(0, 20)}"`, "");
+  if (!schemes.includes(u.protocol.slice(0, -1))) {
+    throw new DestinationAddressError(URL_CODES.url, `${what} must use ${schemes.join(" or ")}, not "${u.protocol.slice(0, 20)}"`, "");
   }
+  return u;
+}
+
+/**
+ * The URL's form, without DNS: absolute http(s), no user:password@, at most 2048
+ * characters. Returns the parsed URL. `what` names the field in messages.
+ */
+export function checkTargetUrl(raw: string, what = "Destination URL"): URL {
+  const u = parseUrlOf(raw, what, ["http", "https"]);
   if (u.username !== "" || u.password !== "") {
     throw new DestinationAddressError(URL_CODES.url, `${what} must not contain credentials (user:password@); use the connection's auth instead`, hostOf(u));
   }

@@ -88,6 +88,13 @@ export function registerServeCommand(program: Command): void {
       stopped: () => out("segmentd stopped."),
     });
     const c = server.devCredentials;
+    // The demo's requests to this server, counted until the banner (their logs must come before it).
+    let demoRequests = 0;
+    const countRequest = (_req: unknown, res: NodeJS.EventEmitter) => {
+      demoRequests += 1;
+      res.once("close", () => (demoRequests -= 1));
+    };
+    server.app.server.on("request", countRequest);
     let demo: { loaded: DemoLoadResult | null; setup: DemoSetup | null } | null = null;
     // A first-time user gets data, a datastream and audiences at once; an existing sandbox is never changed.
     if (c && o.demo !== false && process.env.SEGMENTD_DEMO !== "0") {
@@ -102,7 +109,25 @@ export function registerServeCommand(program: Command): void {
         server.app.log.error({ err }, "loading the demo failed; the service keeps running");
       }
     }
-    // The banner comes last, after the start-up logs, so that it is what the terminal shows.
+    // The banner comes last, after the start-up logs, so that it is what the terminal shows: the
+    // demo's last requests log their completion after answering, and pino writes asynchronously.
+    for (const until = Date.now() + 2000; demoRequests > 0 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 5));
+    server.app.server.off("request", countRequest);
+    await new Promise((r) => setTimeout(r, 10));
+    await new Promise<void>((r) => {
+      const log = server.app.log as unknown as { flush?: (cb?: (err?: Error) => void) => void };
+      const done = setTimeout(r, 1000);
+      const settle = () => {
+        clearTimeout(done);
+        r();
+      };
+      try {
+        if (typeof log.flush === "function") log.flush(settle);
+        else settle();
+      } catch {
+        settle();
+      }
+    });
     out(`segmentd listening on ${server.url} (store: ${server.store.kind}${server.store.kind === "embedded" ? `, data dir ${config.dataDir}` : ""})`);
     out(`OpenAPI: ${server.url}/openapi.json  docs: ${server.url}/docs  audience tool: ${server.url}/  health: ${server.url}/healthz`);
     if (c) {

@@ -227,6 +227,9 @@ function membershipsViaSite(publisher: EventSender, tenants: TenantDirectory): M
     async applyMembershipSets() {
       throw new Error("an edge node writes no batch memberships");
     },
+    async applyMembershipTargets() {
+      throw new Error("an edge node runs no backfill");
+    },
   };
 }
 
@@ -290,8 +293,10 @@ interface EdgeNodeAppDeps {
 /** Interact for this location, and the node's health: nothing else of the API. */
 async function buildEdgeNodeApp(d: EdgeNodeAppDeps): Promise<FastifyInstance> {
   const app = Fastify({ loggerInstance: d.logger as FastifyBaseLogger, bodyLimit: d.config.bodyLimitBytes, return503OnClosing: true, forceCloseConnections: "idle", genReqId: requestIdOf });
-  app.addHook("onRequest", async (request, reply) => {
+  // A callback hook, not an async one: no promise per request on the interact path.
+  app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
+    done();
   });
   installErrorHandling(app);
   installBodyParsing(app);

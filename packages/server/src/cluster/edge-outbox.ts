@@ -15,7 +15,7 @@ import type { MembershipChange } from "../profiles/store.js";
 import { EdgeErrorCodes } from "../edge/errors.js";
 import { EDGE_RETENTION_MS } from "./nats.js";
 import { directEventsSubject } from "./subjects.js";
-import { encode, eventMessageId, eventMessageOf, membershipsMessage } from "./wire.js";
+import { encode, encodeEventMessage, eventMessageId, membershipsMessage } from "./wire.js";
 
 export const OUTBOX_MIGRATION = {
   version: 2,
@@ -68,7 +68,7 @@ export class EdgeOutbox {
 
   /** Resolves once the event is in the outbox (committed); sent to the hub later. */
   enqueue(item: ForwardItem): Promise<void> {
-    return this.store(eventMessageId(item), encode(eventMessageOf(item)));
+    return this.store(eventMessageId(item), encodeEventMessage(item));
   }
 
   sendMemberships(orgId: string, sandboxName: string, changes: readonly MembershipChange[], msgId: string): Promise<void> {

@@ -40,6 +40,8 @@ export interface FeedReaderOptions {
   onError(err: unknown): void;
   /** Most messages applied at once (default 500). */
   batch?: number;
+  /** Subjects and headers only (the reader needs no payload). */
+  headersOnly?: boolean;
 }
 
 export class FeedReader {
@@ -85,6 +87,7 @@ export class FeedReader {
           filter_subjects: this.o.filter,
           deliver_policy: DeliverPolicy.StartSequence,
           opt_start_seq: this.state.seq + 1,
+          ...(this.o.headersOnly === true ? { headers_only: true } : {}),
         });
         this.state.connected = true;
         while (!this.stopped) {

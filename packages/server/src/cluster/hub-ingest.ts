@@ -14,8 +14,9 @@ import { tenantKey } from "../platform/tenant.js";
 import type { MembershipWrites } from "../profiles/store.js";
 import { scopeOf, type TenantDirectory } from "../services/tenancy.js";
 import { ensureHubEventsStream, ensureHubFeedStreams, fetchBatch, isNotFound, nanos, type NatsLink } from "./nats.js";
+import { ProjectionFollower, projectionHeaders } from "./projection-follower.js";
 import { RemoteLocationStore } from "./remote-location.js";
-import { HUB_EVENTS_STREAM, HUB_INGEST_CONSUMER, PROJECTION_STREAM, untoken } from "./subjects.js";
+import { HUB_EVENTS_STREAM, HUB_INGEST_CONSUMER } from "./subjects.js";
 import { decodeEdgeMessage, encode, recordOf } from "./wire.js";
 
 export interface HubIngestDeps {
@@ -34,8 +35,17 @@ export class HubIngest {
   private stopped = false;
   private loop: Promise<void> | null = null;
   readonly stats = { ingested: 0, batches: 0, refused: 0, lastBatchAt: 0 };
+  /** Which profiles each site holds, as every hub projects them (several hubs share it). */
+  readonly follower: ProjectionFollower;
 
-  constructor(private readonly deps: HubIngestDeps) {}
+  constructor(private readonly deps: HubIngestDeps) {
+    this.follower = new ProjectionFollower({
+      js: deps.link.hub.js,
+      jsm: deps.link.hub.jsm,
+      site: (location) => (deps.locations.get(location) ? undefined : this.remote(location)),
+      onError: deps.onError,
+    });
+  }
 
   /** The remote location of a site, attached on its first message. */
   remote(location: string): RemoteLocationStore {
@@ -44,7 +54,7 @@ export class HubIngest {
     const store = new RemoteLocationStore(
       location,
       async (subject, message) => {
-        await this.deps.link.hub.js.publish(subject, encode(message));
+        await this.deps.link.hub.js.publish(subject, encode(message), { headers: projectionHeaders("forget" in message) });
       },
       this.deps.onError,
     );
@@ -70,26 +80,16 @@ export class HubIngest {
         max_ack_pending: 20_000,
       });
     }
-    await this.learnSites();
+    // The sites and the profiles each was sent a projection of (after a restart the hub keeps
+    // projecting their changes without waiting for each site's next event of them), then what
+    // every hub projects from now on.
+    await this.follower.start();
     this.loop = this.run();
-  }
-
-  /**
-   * The sites and the profiles each was sent a projection of, from the projection stream's
-   * subjects (`segmentd.proj.<site>.<tenant>.<profile>`, last value each): after a restart the
-   * hub keeps projecting their changes without waiting for each site's next event of them.
-   */
-  private async learnSites(): Promise<void> {
-    const info = await this.deps.link.hub.jsm.streams.info(PROJECTION_STREAM, { subjects_filter: "segmentd.proj.>" });
-    for (const subject of Object.keys(info.state.subjects ?? {})) {
-      const [, , site, tk, pid] = subject.split(".");
-      if (site === undefined || tk === undefined || pid === undefined || this.deps.locations.get(site)) continue;
-      this.remote(site).noteProjected(untoken(tk), untoken(pid));
-    }
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    await this.follower.stop();
     await this.loop;
   }
 

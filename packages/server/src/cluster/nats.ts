@@ -140,17 +140,29 @@ export async function ensureHubFeedStreams(jsm: JetStreamManager): Promise<void>
 }
 
 /**
- * One pull of up to `max` messages (waiting at most a second). A pull that ends early (heartbeats
- * missed on a busy host) still answers what arrived, with the error; no message at all rethrows.
+ * Up to `max` messages: a pull of one (waiting at most a second for it), then a pull of as many as
+ * the server said were pending behind it. A pull of `max` at once would wait out its whole expiry
+ * (a second) whenever fewer than `max` are there — a second of lag for every partly full batch
+ * (measured: 1,033 ms for one message). The second pull never waits: what it asks for is stored
+ * already. A pull that ends early (heartbeats missed on a busy host) still answers what arrived,
+ * with the error; no message at all rethrows.
  */
 export async function fetchBatch(consumer: Consumer, max: number): Promise<{ batch: JsMsg[]; error: unknown }> {
-  const msgs = await consumer.fetch({ max_messages: max, expires: 1000 });
   const batch: JsMsg[] = [];
+  const first = await pull(consumer, 1, batch);
+  if (first !== undefined || batch.length === 0 || max <= 1) return { batch, error: first };
+  const more = Math.min(batch[0]!.info.pending, max - 1);
+  return { batch, error: more > 0 ? await pull(consumer, more, batch) : undefined };
+}
+
+/** One pull of up to `n` messages appended to `into`; the error that ended it early when messages came before it. */
+async function pull(consumer: Consumer, n: number, into: JsMsg[]): Promise<unknown> {
+  const msgs = await consumer.fetch({ max_messages: n, expires: 1000 });
   try {
-    for await (const m of msgs) batch.push(m);
+    for await (const m of msgs) into.push(m);
   } catch (err) {
-    if (batch.length === 0) throw err;
-    return { batch, error: err };
+    if (into.length === 0) throw err;
+    return err;
   }
-  return { batch, error: undefined };
+  return undefined;
 }

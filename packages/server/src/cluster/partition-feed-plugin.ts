@@ -10,12 +10,13 @@ import type { KV } from "@nats-io/kv";
 import type { Registry } from "prom-client";
 import type { EventBus } from "../platform/bus.js";
 import type { Clock } from "../platform/clock.js";
-import type { IdentityGraph, ProfileReads } from "../profiles/store.js";
+import type { IdentityGraph, MembershipReads, PartitionWrites, ProfileChanges, ProfileReads } from "../profiles/store.js";
 import type { TenantDirectory } from "../services/tenancy.js";
 import type { MetadataStore } from "../stores/types.js";
 import { DefinitionCatalog } from "../streaming/definition-catalog.js";
 import { STREAMING_PLUGIN } from "../streaming/plugin.js";
 import { connectNats } from "./nats.js";
+import { PartitionBackfill } from "./partition-backfill.js";
 import { ensurePartitionStream, PartitionFeed } from "./partition-feed.js";
 import { registerPartitionMetrics } from "./partition-reports.js";
 import { HUB_DOMAIN } from "./subjects.js";
@@ -26,7 +27,8 @@ export interface PartitionFeedPluginOptions {
   hubDomain?: string;
   partitions: number;
   meta: MetadataStore;
-  hub: Pick<IdentityGraph, "findProfileIds"> & Pick<ProfileReads, "eventsStoredThrough">;
+  /** The hub's profile store; with partitionPositions (PostgreSQL, as workers need) backfills are handed to the workers. */
+  hub: Pick<IdentityGraph, "findProfileIds"> & Pick<ProfileReads, "eventsStoredThrough"> & Pick<MembershipReads, "listTransitions"> & Pick<ProfileChanges, "changesSince"> & Partial<Pick<PartitionWrites, "partitionPositions">>;
   tenants: TenantDirectory;
   clock: Clock;
   bus: EventBus;
@@ -48,19 +50,29 @@ export const partitionFeedPlugin = fp(
       throw err;
     }
     const catalog = new DefinitionCatalog(o.meta, o.bus);
-    const feed = new PartitionFeed({ js: link.local.js, partitions: o.partitions, hub: o.hub, clock: o.clock, onError: o.onError, ...(o.tickIntervalMs === undefined ? {} : { tickIntervalMs: o.tickIntervalMs }) });
+    const feed = new PartitionFeed({ js: link.local.js, partitions: o.partitions, hub: o.hub, clock: o.clock, onError: o.onError, ...(o.tickIntervalMs === undefined ? {} : { tickIntervalMs: o.tickIntervalMs }), gate: () => app.hubLeases?.holds("partition-tick") ?? true });
     // Definition and merge-policy changes reach every partition in stream order.
     const changed = (e: { tenant: { orgId: string; sandboxId: string } }) => {
       const t = o.tenants.bySandboxId(e.tenant.sandboxId);
       if (t) feed.definitionsChanged({ orgId: t.orgId, sandboxName: t.sandbox.sandboxName }).catch(o.onError);
     };
     const unsubscribe = [o.bus.subscribe("definition.changed", changed), o.bus.subscribe("mergePolicy.changed", changed)];
+    // Backfills (issue #40) go to the partitions' owners in band: the hub waits on the positions they store.
+    const hub = o.hub;
+    const positions = hub.partitionPositions?.bind(hub);
+    const backfill = positions === undefined ? undefined : new PartitionBackfill({
+      js: link.local.js,
+      partitions: o.partitions,
+      clock: o.clock,
+      store: { partitionPositions: positions, listTransitions: hub.listTransitions.bind(hub), changesSince: hub.changesSince.bind(hub), eventsStoredThrough: hub.eventsStoredThrough.bind(hub) },
+    });
     app.decorate("streaming", {
       catalog,
       engine: feed,
       start: () => feed.start(),
       sweep: () => feed.tick(),
       idle: () => feed.idle(),
+      ...(backfill === undefined ? {} : { backfill }),
       async close() {
         feed.stop();
         for (const u of unsubscribe) u();

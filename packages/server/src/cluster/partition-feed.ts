@@ -65,6 +65,8 @@ export interface PartitionFeedOptions {
   clock: Clock;
   /** Tick period (default 30 s): how soon after a window closes the workers write the exit. */
   tickIntervalMs?: number;
+  /** Whether this hub's timer ticks now (several hubs: it holds the partition-tick lease); default always. */
+  gate?: () => boolean;
   /** Attempts per publish before the call fails (default 4, 250 ms apart). */
   attempts?: number;
   onError(err: unknown): void;
@@ -82,7 +84,8 @@ export class PartitionFeed implements StreamingFeed {
 
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => void this.tick().catch((err: unknown) => this.o.onError(err)), this.o.tickIntervalMs ?? 30_000);
+    // Several hubs: one ticks (the partition-tick lease), not every hub every partition.
+    this.timer = setInterval(() => (this.o.gate?.() ?? true) && void this.tick().catch((err: unknown) => this.o.onError(err)), this.o.tickIntervalMs ?? 30_000);
     this.timer.unref();
   }
 

@@ -42,6 +42,8 @@ export class PartitionLeases {
   /** Partitions lost or given up that no onChange has been told of yet. */
   private readonly unreported: number[] = [];
   private stopped = false;
+  /** The workers whose heartbeat the last round saw. */
+  private live: ReadonlySet<string> = new Set();
 
   constructor(private readonly o: PartitionLeasesOptions) {
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(o.workerId)) throw new RangeError(`worker id '${o.workerId}' must be 1-64 letters, digits, '-' or '_'`);
@@ -49,6 +51,11 @@ export class PartitionLeases {
 
   owned(): ReadonlySet<number> {
     return new Set(this.held.keys());
+  }
+
+  /** The workers alive at the last round (their heartbeats; at most a third of the TTL old). */
+  liveWorkers(): ReadonlySet<string> {
+    return this.live;
   }
 
   async start(): Promise<void> {
@@ -127,6 +134,7 @@ export class PartitionLeases {
     await this.renew();
     const live = new Set<string>();
     for await (const k of await kv.keys("w.*")) live.add(k);
+    this.live = new Set([...live].map((k) => k.slice(2)));
     const share = Math.ceil(partitions / Math.max(1, live.size));
     const mine = [...this.held.keys()].sort((a, b) => b - a);
     const giveUp = mine.slice(0, Math.max(0, this.held.size - share));

@@ -31,6 +31,7 @@ import { scopeOf, type TenantContext, type TenantDirectory } from "../services/t
 import type { MetadataStore } from "../stores/types.js";
 import { DefinitionCatalog } from "../streaming/definition-catalog.js";
 import { StreamingEngine, type MembershipSink, type StoredRecord, type StreamingHub } from "../streaming/engine.js";
+import { PartitionBackfillApplier, type BackfillApplyStore } from "./partition-backfill-apply.js";
 import { PartitionConsumers } from "./partition-consumers.js";
 import { PartitionLeases } from "./partition-leases.js";
 import { decodePartitionMessage, PARTITION_STREAM, partitionFilter, partitionName, storedRecordOf, type PartitionMessage } from "./partition-wire.js";
@@ -42,7 +43,7 @@ interface RealizedSnapshot {
   after: Map<string, number>;
 }
 
-export type WorkerStore = StreamingHub & PartitionWrites & Pick<MembershipReads, "listMemberIds">;
+export type WorkerStore = StreamingHub & PartitionWrites & Pick<MembershipReads, "listMemberIds"> & BackfillApplyStore;
 
 export interface PartitionWorkerOptions {
   js: JetStreamClient;
@@ -147,6 +148,8 @@ export class PartitionWorker {
   readonly catalog: DefinitionCatalog;
   readonly leases: PartitionLeases;
   readonly consumers: PartitionConsumers;
+  /** Backfill chunks (`b` messages) applied in stream order (partition-backfill-apply.ts). */
+  readonly backfills: PartitionBackfillApplier;
   /** `superseded`: engines dropped because the partition's stored position was not theirs (it moved on without them). */
   readonly stats = { messages: 0, batches: 0, stale: 0, failed: 0, crossPartition: 0, superseded: 0 };
   private readonly runs = new Map<number, PartitionRun>();
@@ -157,6 +160,7 @@ export class PartitionWorker {
 
   constructor(private readonly o: PartitionWorkerOptions) {
     this.catalog = new DefinitionCatalog(o.meta);
+    this.backfills = new PartitionBackfillApplier({ store: o.store, meta: o.meta, catalog: this.catalog, partitions: o.partitions });
     this.consumers = new PartitionConsumers({
       js: o.js,
       stream: PARTITION_STREAM,
@@ -397,6 +401,8 @@ export class PartitionWorker {
       }
       if (tenant && m.k === "c") await run.engine.onProfilesChanged(tenant, [m.p]);
       if (tenant && m.k === "d") this.catalog.invalidate(scopeOf(tenant));
+      if (tenant && m.k === "v") this.backfills.switchTo(tenant);
+      if (tenant && m.k === "b") await this.backfills.apply(p, run, tenant, m);
       i++;
     }
   }

@@ -6,7 +6,7 @@
  * from where it left off. Interact is never served here: the edge node serves it.
  */
 import type { Identity } from "../profiles/types.js";
-import type { EdgeProfile, EdgeEvent, LocationStore, Projection } from "../edge/location-store.js";
+import type { EdgeProfile, EdgeEvent, HeldProfiles, LocationStore, Projection } from "../edge/location-store.js";
 import type { MembershipEntry } from "../streaming/profile-state.js";
 import { projectionSubject } from "./subjects.js";
 import type { ProjectionMessage } from "./wire.js";
@@ -77,6 +77,18 @@ export class RemoteLocationStore implements LocationStore {
     set.add(profileId);
   }
 
+  /** Another hub told the site to forget this profile: no longer held (nothing is published). */
+  unnoteProjected(tenantKey: string, profileId: string): void {
+    this.projected.get(tenantKey)?.delete(profileId);
+    const m = this.held.get(tenantKey);
+    for (const [k, pid] of m ?? []) {
+      if (pid === profileId) {
+        m!.delete(k);
+        this.size--;
+      }
+    }
+  }
+
   async project(tenantKey: string, projection: Projection, opts?: { adopt?: boolean }): Promise<void> {
     if (opts?.adopt !== true && !(await this.holds(tenantKey, projection.identities, projection.profileId))) return;
     let m = this.held.get(tenantKey);
@@ -135,6 +147,20 @@ export class RemoteLocationStore implements LocationStore {
   async setEdgeMemberships(_tk: string, _i: Identity, _c: ReadonlyArray<{ definitionId: string; entry: MembershipEntry }>): Promise<void> {
     throw new Error(`edge location '${this.location}' is served by its edge node`);
   }
+  /** The profiles the site was sent, and the identities it reported that no projection named yet. */
+  async heldProfiles(tenantKey: string): Promise<HeldProfiles> {
+    const ids = new Set(this.projected.get(tenantKey) ?? []);
+    const identities: Identity[] = [];
+    for (const [k, pid] of this.held.get(tenantKey) ?? []) {
+      if (pid !== null) ids.add(pid);
+      else {
+        const cut = k.indexOf("\u0000");
+        identities.push({ namespace: k.slice(0, cut), id: k.slice(cut + 1) });
+      }
+    }
+    return { profileIds: [...ids], identities };
+  }
+
   /** The 24-hourly pass runs on the edge node. */
   async profiles(): Promise<EdgeProfile[]> {
     return [];

@@ -15,6 +15,12 @@ export const CONFIG_STREAM = "SEGMENTD_CONFIG";
 export const PROJECTION_STREAM = "SEGMENTD_PROJ";
 /** The hub's durable consumer of SEGMENTD_EV. */
 export const HUB_INGEST_CONSUMER = "segmentd-hub-ingest";
+/** Core NATS (no stream): hubs sharing one database tell each other which cached configuration changed (hub-invalidation.ts). */
+export const HUB_INVALIDATION_SUBJECT = "segmentd.hub.invalidate";
+/** Core NATS requests for the hub that delivers a dataflow (resend, replay, export now). */
+export const DELIVERY_COMMAND_SUBJECT = "segmentd.hub.delivery";
+/** Core NATS requests for a chunk of an export run's file, answered by the hub that has it. */
+export const EXPORT_FILE_SUBJECT = "segmentd.hub.files";
 
 /** A site name: a JetStream domain, a stream-name suffix and a subject token at once. */
 export const SITE_NAME = /^[a-z0-9][a-z0-9-]{0,31}$/;

@@ -28,6 +28,8 @@
  *    reload of every datastream (`refreshIntervalMs`, 30 s by default on
  *    PostgreSQL; off on the embedded store, whose only writer is this
  *    process). Until then this process keeps evaluating the previous version.
+ *    Hubs sharing NATS are told at once (cluster/hub-invalidation.ts: `forget`,
+ *    or `forgetAll` when messages may have been lost); the reload stays as a backstop.
  *
  * Datastreams of an earlier version lived in `<dataDir>/datastreams.json`;
  * `importDatastreamsFile` moves them into the store once, on start-up.
@@ -70,6 +72,8 @@ interface PendingRead {
   promise: Promise<Datastream | undefined>;
   /** The datastream was deleted by this process while the store was read. */
   stale: boolean;
+  /** Another process changed it while the store was read (`forget`): the row read is answered but not kept. */
+  dropped?: boolean;
 }
 
 /** Most ids remembered as unknown at once; past it the oldest are forgotten. */
@@ -178,6 +182,31 @@ export class DatastreamService {
     return r;
   }
 
+  /**
+   * Another process created, replaced or deleted this datastream (cluster/hub-invalidation.ts): the
+   * map forgets it, and the next request reads it from the store (`lookup`).
+   */
+  forget(id: string): void {
+    this.generation++;
+    this.known.delete(id);
+    this.misses.delete(id);
+    const read = this.reads.get(id);
+    if (read !== undefined) {
+      read.dropped = true;
+      this.reads.delete(id);
+    }
+  }
+
+  /** Other processes' changes may have been missed (the hubs' NATS away): forget the misses and reload every datastream. */
+  async forgetAll(): Promise<void> {
+    this.misses.clear();
+    for (const read of this.reads.values()) read.dropped = true;
+    this.reads.clear();
+    // A reload in flight may have read the store before the changes missed: a fresh one after it.
+    await this.reloading?.catch(() => {});
+    await this.reload();
+  }
+
   /** For the interact endpoint: any organization's datastream, by id, from memory (no await, no allocation). */
   byId(id: string): Datastream | undefined {
     return this.known.get(id);
@@ -214,6 +243,8 @@ export class DatastreamService {
     if (now !== undefined) return now;
     // Deleted here meanwhile: the row read may predate the delete.
     if (read.stale) return undefined;
+    // Changed by another process meanwhile: the row read may predate the change; the next miss reads again.
+    if (read.dropped === true) return row;
     if (row === undefined) {
       if (this.misses.size >= MAX_MISSES) this.misses.delete(this.misses.keys().next().value!);
       this.misses.set(id, performance.now() + this.missTtlMs);

@@ -106,6 +106,12 @@ export interface Projection {
   at: number;
 }
 
+/** LocationStore.heldProfiles: the hub profiles a location holds, and identities not yet tied to one. */
+export interface HeldProfiles {
+  profileIds: string[];
+  identities: Identity[];
+}
+
 export interface LocationStore {
   readonly location: string;
   lookup(tenantKey: string, identity: Identity): Promise<EdgeProfile | undefined>;
@@ -127,6 +133,12 @@ export interface LocationStore {
   forget(tenantKey: string, profileIds: ReadonlySet<string>): Promise<number>;
   /** Every profile held for a tenant (the disqualification pass walks them). */
   profiles(tenantKey: string): Promise<EdgeProfile[]>;
+  /**
+   * What a tenant's entries are, cheaply: the hub profile ids projected here, and the identities of
+   * entries no projection named yet. A batch job's changes are matched against these (their work is
+   * bounded by what a location holds, not by what a job changed).
+   */
+  heldProfiles?(tenantKey: string): Promise<HeldProfiles>;
   tenantKeys(): Promise<string[]>;
 }
 
@@ -337,6 +349,15 @@ export class InMemoryLocationStore implements LocalLocationStore {
 
   async profiles(tenantKey: string): Promise<EdgeProfile[]> {
     return [...new Set(this.tenants.get(tenantKey)?.values() ?? [])];
+  }
+
+  async heldProfiles(tenantKey: string): Promise<HeldProfiles> {
+    const out: HeldProfiles = { profileIds: [], identities: [] };
+    for (const p of new Set(this.tenants.get(tenantKey)?.values() ?? [])) {
+      if (p.profileId !== null) out.profileIds.push(p.profileId);
+      else out.identities.push(...p.identities);
+    }
+    return out;
   }
 
   async tenantKeys(): Promise<string[]> {

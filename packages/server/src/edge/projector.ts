@@ -6,13 +6,16 @@
  */
 import type { Clock } from "../platform/clock.js";
 import type { IdentityGraph, MembershipReads, ProfileReads } from "../profiles/store.js";
-import { NO_MERGE_POLICY, type JsonObject, type MergedProfile, type MergePolicySpec, type StoredEvent } from "../profiles/types.js";
+import { NO_MERGE_POLICY, type Identity, type JsonObject, type MergedProfile, type MergePolicySpec, type StoredEvent } from "../profiles/types.js";
 import type { MembershipEntry } from "../streaming/profile-state.js";
 import { tenantKey } from "../platform/tenant.js";
 import type { MetadataStore } from "../stores/types.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import { EDGE_EVENT_RETENTION_MS, type Projection } from "./location-store.js";
 import type { EdgeLocations } from "./locations.js";
+
+/** Identities looked up in one identity-graph read. */
+const LOOKUP_CHUNK = 1000;
 
 export class EdgeProjector {
   constructor(
@@ -68,6 +71,27 @@ export class EdgeProjector {
       }
     }
     return written;
+  }
+
+  /**
+   * The hub profile ids some location holds (entries no projection named yet are looked up by
+   * their identities): what a batch job's changes are matched against, so that the work is bounded
+   * by the locations' sizes. Null when a location cannot list what it holds.
+   */
+  async heldProfileIds(tenant: TenantContext): Promise<Set<string> | null> {
+    const tk = tenantKey(tenant);
+    const ids = new Set<string>();
+    const unnamed: Identity[] = [];
+    for (const loc of this.locations.all()) {
+      if (loc.heldProfiles === undefined) return null;
+      const held = await loc.heldProfiles(tk);
+      for (const id of held.profileIds) ids.add(id);
+      for (const i of held.identities) unnamed.push(i);
+    }
+    for (let i = 0; i < unnamed.length; i += LOOKUP_CHUNK) {
+      for (const id of await this.hub.findProfileIds(scopeOf(tenant), unnamed.slice(i, i + LOOKUP_CHUNK))) if (id !== null) ids.add(id);
+    }
+    return ids;
   }
 
   /**

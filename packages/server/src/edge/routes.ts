@@ -24,10 +24,9 @@ const interactQuery = {
 } as const;
 
 /**
- * The 200 body, declared so that Fastify serializes it with a compiled
- * serializer (fast-json-stringify) instead of JSON.stringify, and so that
- * /openapi.json documents it. Handle payload items are of two kinds
- * (profileLookup, locationHint); one object schema lists the fields of both.
+ * The 200 body, declared so that /openapi.json documents it. Handle payload
+ * items are of two kinds (profileLookup, locationHint); one object schema lists
+ * the fields of both.
  */
 const interactResponse = {
   type: "object",
@@ -71,6 +70,10 @@ export async function interactRoutes(app: FastifyInstance, opts: { interact: Edg
   const tags = ["Edge"];
   type Req = { Querystring: { dataStreamId?: string }; Params: { location?: string }; Body: unknown };
   const response = { 200: interactResponse };
+  // The answer is built by interact.ts with exactly the schema's fields in its order: JSON.stringify
+  // writes the same bytes as the compiled serializer, at a fraction of its allocations (#42: the
+  // compiled one built ~3.5 KB of intermediate strings per answer, a tenth of an edge node's).
+  const serializerCompiler = () => (data: unknown) => JSON.stringify(data);
   // Per-request info logs ("incoming request", "request completed") are off on this hot path
   // when the app logs at info; errors are still logged, and a debug/trace level keeps them.
   const quiet = app.log.level === "info" ? { logLevel: "warn" as const } : {};
@@ -97,10 +100,12 @@ export async function interactRoutes(app: FastifyInstance, opts: { interact: Edg
   };
   app.post<Req>("/ee/v2/interact", {
     ...quiet,
+    serializerCompiler,
     schema: { tags, summary: "Edge interact at the default location", querystring: interactQuery, response },
   }, (request, reply) => handle(undefined, request, reply));
   app.post<Req>("/ee/:location/v2/interact", {
     ...quiet,
+    serializerCompiler,
     schema: { tags, summary: "Edge interact at a named location", querystring: interactQuery, params: idParam("location"), response },
   }, (request, reply) => handle(request.params.location, request, reply));
 }

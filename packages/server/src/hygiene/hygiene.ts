@@ -49,15 +49,25 @@ export class Hygiene {
   /** One scheduler pass: due expirations, then wait for queued work orders. Tests call this after moving a ManualClock. */
   async tick(): Promise<void> {
     await this.expirations.runDue();
+    // Several hubs: the orders of a hub that died while running them (a live hub's are left to it).
+    if (this.runner.cluster.liveRunners !== undefined) await this.runner.resume();
     await this.runner.idle();
+  }
+
+  /** Several hubs: whether this one runs the lifecycle work now (it holds the lease); default always. */
+  gate: () => boolean = () => true;
+
+  /** Re-queues the orders a stopped process left unfinished (at start, and on the hub that gains the lifecycle lease). */
+  async resumeUnfinished(): Promise<void> {
+    if (this.gate()) await this.runner.resume();
   }
 
   /** Resumes unfinished work orders, then polls every `pollIntervalMs` (the timer does not keep the process alive). */
   async start(): Promise<void> {
-    await this.runner.resume();
+    await this.resumeUnfinished();
     if (this.deps.config.pollIntervalMs <= 0) return;
     this.timer = setInterval(() => {
-      if (this.ticking) return;
+      if (this.ticking || !this.gate()) return;
       this.ticking = this.tick()
         .catch((err: unknown) => (this.deps.onError ?? (() => {}))(err, "hygiene scheduler"))
         .finally(() => {

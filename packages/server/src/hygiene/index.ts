@@ -71,6 +71,13 @@ export const hygienePlugin = fp(
     await registerHygiene(app, { authenticator: o.authenticator, tenants: o.tenants, hygiene });
     app.decorate("hygiene", hygiene);
     app.addHook("onReady", async () => {
+      // Several hubs (app.hubLeases): the holder of the lifecycle lease polls, and resumes unfinished orders when it gains it.
+      const roles = app.hubLeases;
+      if (roles !== undefined) {
+        hygiene.gate = () => roles.holds("lifecycle");
+        hygiene.runner.cluster = { runnerId: roles.hubId, liveRunners: () => roles.liveHubs() };
+        roles.onGained?.("lifecycle", () => hygiene.resumeUnfinished());
+      }
       await hygiene.start();
     });
   },

@@ -51,6 +51,8 @@ export interface WorkOrderRecord {
   outcome: WorkOrderOutcome | null;
   /** Optimistic-concurrency counter: every replace must name the revision it read (the store bumps it). */
   revision: number;
+  /** Several hubs: the hub whose runner claimed it (a take-over leaves a live claimant's order alone). Never shown. */
+  claimedBy?: string;
 }
 
 export interface WorkOrderOutcome {

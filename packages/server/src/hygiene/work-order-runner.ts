@@ -8,6 +8,7 @@
  * `idle()` lets tests and shutdown wait for the queue to drain.
  */
 import type { Clock } from "../platform/clock.js";
+import { claimedElsewhere } from "../platform/roles.js";
 import { exitVanishedProfiles, type LifecycleChange, type LifecycleListener, type LifecycleProfileStore } from "./lifecycle-exits.js";
 import type { ProductStatus, WorkOrderRecord } from "./records.js";
 import type { HygieneStore } from "./store/types.js";
@@ -23,6 +24,8 @@ const PRODUCTS: Readonly<Record<string, string>> = {
 export class WorkOrderRunner implements WorkOrderQueue {
   private tail: Promise<void> = Promise.resolve();
   private pending = 0;
+  /** Several hubs (set by the app once the hub leases run): this runner's id and the live runners. */
+  cluster: { runnerId?: string; liveRunners?: () => ReadonlySet<string> | undefined } = {};
 
   constructor(
     private readonly store: HygieneStore,
@@ -54,15 +57,20 @@ export class WorkOrderRunner implements WorkOrderQueue {
 
   /**
    * Re-queues orders a previous process accepted but did not finish, taking over those it had
-   * claimed (re-claimed by compare-and-set at the revision read). A claim records no owner, so a
-   * take-over cannot tell a stopped claimant from a running one: if another process is in fact
-   * running the order (or two processes start at once and both resume it), it runs twice. Deletes
-   * and updates are idempotent, and the last to finish keeps the other's labels (see run).
+   * claimed (re-claimed by compare-and-set at the revision read). With several hubs a claim
+   * records its hub, and an order claimed by a live hub (or claimed in the last 10 s) is left to
+   * it. Alone, a claim names no one: the process that claimed it is the one that stopped.
    */
   async resume(limit = 1000): Promise<number> {
     const refs = await this.store.unfinishedWorkOrders(limit);
     for (const r of refs) this.enqueue(r.orgId, r.id, true);
     return refs.length;
+  }
+
+  /** Several hubs: a live hub other than this one claimed the order (or the claim is too recent to tell). */
+  private anotherHubs(order: WorkOrderRecord): boolean {
+    const live = this.cluster.liveRunners?.();
+    return live !== undefined && claimedElsewhere({ by: order.claimedBy, self: this.cluster.runnerId, live, at: order.updatedAt, now: this.clock.now() });
   }
 
   private products(order: WorkOrderRecord, status: ProductStatus["productStatus"], at: number): ProductStatus[] {
@@ -74,10 +82,11 @@ export class WorkOrderRunner implements WorkOrderQueue {
     if (!order || order.status === "completed" || order.status === "failed") return;
     // Claimed by another runner (in this process or another one) since it was queued: that one runs it.
     if (order.status !== "received" && !takeOver) return;
+    if (order.status !== "received" && this.anotherHubs(order)) return;
     const at = this.clock.now();
     // The claim: received → submitted, or a takeover's submitted → submitted; either way the
     // revision the order was read at must still be the stored one, so only one runner wins.
-    let claimed: WorkOrderRecord = { ...order, status: "submitted", updatedAt: at, productStatusDetails: this.products(order, "waiting", at) };
+    let claimed: WorkOrderRecord = { ...order, status: "submitted", updatedAt: at, productStatusDetails: this.products(order, "waiting", at), ...(this.cluster.runnerId === undefined ? {} : { claimedBy: this.cluster.runnerId }) };
     if (!(await this.store.replaceWorkOrder(claimed, [order.status]))) return;
     claimed = { ...claimed, revision: claimed.revision + 1 };
     const scope = { orgId: claimed.orgId, sandboxName: claimed.sandboxName };

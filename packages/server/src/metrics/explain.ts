@@ -10,6 +10,7 @@
  * same read as the profile.
  */
 import type { Clock } from "../platform/clock.js";
+import type { ComputedAttributeExplanation } from "../services/computed-explanation.js";
 import { attributeSources, datasetRank } from "../profiles/merge.js";
 import { fragmentRecordId } from "../profiles/quarantine.js";
 import type { MembershipReads, ProfileReads } from "../profiles/store.js";
@@ -18,7 +19,7 @@ import { normalizeNamespace } from "../profiles/validate.js";
 import { expressionText, parseChecked, type ExpressionInput } from "../services/definition-analysis.js";
 import { EvaluationBudget } from "../services/evaluation-budget.js";
 import { ApiError, ErrorCodes, badRequest, notFound } from "../services/errors.js";
-import { compiledPredicate, eventWindowsMs, inSegmentReferences, qualifies, traceQuery, type Query, type TraceNode } from "../services/pql.js";
+import { canonicalText, compiledPredicate, eventWindowsMs, inSegmentReferences, parsePql, qualifies, traceQuery, type Query, type TraceNode } from "../services/pql.js";
 import { profileAttributePaths } from "../services/pql-paths.js";
 import { scopeOf, type TenantContext } from "../services/tenancy.js";
 import type { MetadataStore } from "../stores/types.js";
@@ -40,6 +41,15 @@ export interface ExplainRequest {
   /** A stored definition, or a draft expression (with its merge policy, default the sandbox's). */
   definitionId?: string;
   draft?: { expression: ExpressionInput; mergePolicyId?: string };
+}
+
+
+/** Computed attributes, given by the composition root (app.ts): explain needs no module of theirs. */
+export interface ExplainComputedAttributes {
+  /** The query with computed attribute paths as their aggregates, as a definition's save makes them (refusing what cannot be read). */
+  expand(ctx: TenantContext, query: Query): Promise<Query>;
+  /** Each computed attribute the query as written reads, explained for these events at `now`. */
+  explain(ctx: TenantContext, written: Query, events: readonly Record<string, unknown>[], now: number): Promise<ComputedAttributeExplanation[]>;
 }
 
 /** A profile attribute the expression reads, with the fragment and merge-policy rule that supplied its value. */
@@ -78,6 +88,8 @@ export interface Explanation {
   /** Each profile attribute the expression reads (not segmentMembership.ups: `references`), in source order. */
   attributes: AttributeProvenance[];
   events: { read: number; truncated: boolean };
+  /** Each computed attribute the expression reads (as written): its value now and the events that contribute to it. */
+  computedAttributes: ComputedAttributeExplanation[];
   trace: TraceNode;
 }
 
@@ -112,26 +124,32 @@ export class AudienceExplainer {
     private readonly meta: MetadataStore,
     private readonly hub: ProfileReads & MembershipReads,
     private readonly clock: Clock,
+    private readonly computed?: ExplainComputedAttributes,
   ) {}
 
   async explain(ctx: TenantContext, req: ExplainRequest): Promise<Explanation> {
     const scope = scopeOf(ctx);
-    let text: string;
+    let query: Query;
     let mergePolicyId: string | undefined;
     let excludeOptOut = true;
+    // The expression as written: the stored text holds computed attributes' aggregates instead of their paths.
+    let written: Query | null;
     if (req.definitionId !== undefined) {
       const rec = await this.meta.definitions.get(scope, req.definitionId);
       if (!rec) throw notFound("Segment definition", req.definitionId);
-      text = rec.canonicalText;
+      query = parseChecked(rec.canonicalText, ctx.limits);
       mergePolicyId = rec.definition.mergePolicyId;
       excludeOptOut = rec.definition.dataGovernancePolicy.excludeOptOut;
+      written = writtenQuery(rec.definition.expression);
     } else if (req.draft !== undefined) {
-      text = expressionText(req.draft.expression, ctx.limits.expressionBytes).text;
+      written = parseChecked(expressionText(req.draft.expression, ctx.limits.expressionBytes).text, ctx.limits);
+      // A draft reads computed attributes as a saved definition does: their aggregates, checked alike.
+      query = this.computed === undefined ? written : await this.computed.expand(ctx, written);
+      if (query !== written) parseChecked(canonicalText(query), ctx.limits);
       mergePolicyId = req.draft.mergePolicyId;
     } else {
       throw badRequest("Name a definition or send an expression to explain");
     }
-    const query = parseChecked(text, ctx.limits);
     const policy = mergePolicyId !== undefined
       ? await this.meta.mergePolicies.get(scope, mergePolicyId)
       : await this.meta.mergePolicies.getDefault(scope, "_xdm.context.profile");
@@ -163,6 +181,7 @@ export class AudienceExplainer {
     const mine = req.definitionId === undefined ? undefined : byDef.get(req.definitionId);
     const history = req.definitionId === undefined ? [] : await this.hub.listTransitions(scope, { definitionId: req.definitionId, profileIds: [profile.profileId], latestPerMembership: EXPLAIN_MAX_HISTORY });
     const refs = inSegmentReferences(query);
+    const computed = this.computed === undefined || written === null ? [] : await this.computed.explain(ctx, written, events, now);
     return {
       segmentId: req.definitionId ?? null,
       entityId: req.identity.id,
@@ -181,8 +200,19 @@ export class AudienceExplainer {
       references: refs.map((id) => ({ id, status: byDef.get(id)?.status ?? null })),
       attributes: provenance(profileAttributePaths(query).filter((p) => !isOwnMembership(p)), profile.entity, fragments, spec),
       events: { read: events.length, truncated: page.next !== null },
+      computedAttributes: computed,
       trace: shownTrace(trace),
     };
+  }
+}
+
+/** A stored expression as written, when it names computed attributes (null otherwise, or when it no longer parses). */
+function writtenQuery(expression: ExpressionInput): Query | null {
+  if (!expression.value.includes("ComputedAttributes")) return null;
+  try {
+    return parsePql(expressionText(expression, Number.MAX_SAFE_INTEGER).text);
+  } catch {
+    return null;
   }
 }
 

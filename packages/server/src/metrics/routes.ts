@@ -14,7 +14,7 @@ import type { MetadataStore } from "../stores/types.js";
 import type { ProfileReads } from "../profiles/store.js";
 import type { ExpressionInput } from "../services/definition-analysis.js";
 import { AudienceMetricsService, type MetricWindow } from "./audience-metrics.js";
-import { AudienceExplainer } from "./explain.js";
+import { AudienceExplainer, type ExplainComputedAttributes } from "./explain.js";
 import { AudienceMembers, MEMBERS_DEFAULT_LIMIT, MEMBERS_MAX_LIMIT, type MembersHub } from "./members.js";
 import { ProfileMembershipsService, type ProfileMembershipsHub } from "./profile-memberships.js";
 import type { MembershipStatus } from "../profiles/types.js";
@@ -44,8 +44,39 @@ const identitySchema = { type: "object", properties: { namespace: { type: "strin
 
 const transitionSchema = {
   type: "object",
-  properties: { from: statusOrNullSchema, to: statusSchema, source: { type: "string", enum: ["batch", "streaming", "edge"] }, at: { type: "string" } },
+  properties: { from: statusOrNullSchema, to: statusSchema, source: { type: "string", enum: ["batch", "streaming", "edge", "backfill"] }, at: { type: "string" } },
   required: ["from", "to", "source", "at"],
+} as const;
+
+/** A computed attribute the expression reads (computed/explain-values.ts). */
+const computedAttributeExplanationSchema = {
+  type: "object",
+  description: "A computed attribute the expression reads: its value now and the events that contribute to it, latest first",
+  properties: {
+    name: { type: "string" },
+    path: { type: "string" },
+    status: { type: "string" },
+    function: { type: "string" },
+    duration: { type: "object", properties: { count: { type: "integer" }, unit: { type: "string" } }, required: ["count", "unit"] },
+    value: { description: "The value now, from the events the trace reads" },
+    contributing: { type: "integer", description: "How many events contribute; events lists the latest 50" },
+    events: {
+      type: "array",
+      items: {
+        type: "object",
+        properties: {
+          _id: {},
+          eventType: {},
+          timestamp: { type: "string" },
+          value: { description: "The field the function reads (null for COUNT)" },
+          leavesAt: { type: "string", description: "The first instant the event is outside the lookback" },
+        },
+        required: ["_id", "eventType", "timestamp", "value", "leavesAt"],
+      },
+    },
+    oldestLeavesAt: { type: "string", nullable: true, description: "When the oldest contributing event leaves the lookback" },
+  },
+  required: ["name", "path", "status", "function", "duration", "value", "contributing", "events", "oldestLeavesAt"],
 } as const;
 
 const attributeSchema = {
@@ -99,9 +130,10 @@ const explanationSchema = {
     references: { type: "array", items: { type: "object", properties: { id: { type: "string" }, status: statusOrNullSchema }, required: ["id", "status"] } },
     attributes: { type: "array", items: attributeSchema },
     events: { type: "object", properties: { read: { type: "integer" }, truncated: { type: "boolean" } }, required: ["read", "truncated"] },
+    computedAttributes: { type: "array", items: computedAttributeExplanationSchema },
     trace: traceNodeSchema,
   },
-  required: ["segmentId", "entityId", "entityIdNS", "profileId", "evaluatedAt", "mergePolicyId", "result", "excludedByConsent", "exitsAt", "membership", "references", "attributes", "events", "trace"],
+  required: ["segmentId", "entityId", "entityIdNS", "profileId", "evaluatedAt", "mergePolicyId", "result", "excludedByConsent", "exitsAt", "membership", "references", "attributes", "events", "computedAttributes", "trace"],
 } as const;
 
 const bucketSchema = {
@@ -284,6 +316,8 @@ export interface AudienceMetricsPluginOptions extends AuthDeps {
   /** The membership transitions the engines recorded; profiles and events for explain. */
   hub: ProfileReads & MembersHub & ProfileMembershipsHub;
   clock: Clock;
+  /** Computed attributes for explain (drafts read them as saves do; their contributing events shown); none: neither. */
+  computed?: ExplainComputedAttributes;
 }
 
 /**
@@ -294,7 +328,7 @@ export interface AudienceMetricsPluginOptions extends AuthDeps {
 export const audienceMetricsPlugin = fp(
   async (app: FastifyInstance, opts: AudienceMetricsPluginOptions) => {
     const metrics = new AudienceMetricsService(opts.meta, opts.hub, opts.clock);
-    const explainer = new AudienceExplainer(opts.meta, opts.hub, opts.clock);
+    const explainer = new AudienceExplainer(opts.meta, opts.hub, opts.clock, opts.computed);
     const members = new AudienceMembers(opts.meta, opts.hub);
     const profileMemberships = new ProfileMembershipsService(opts.meta, opts.hub);
     await metricsRoutes(app, { authenticator: opts.authenticator, tenants: opts.tenants, metrics, explainer, members, profileMemberships });

@@ -20,6 +20,8 @@ export interface BusEvents {
     tenant: BusTenant;
     change: "created" | "updated" | "deleted";
     mergePolicyId: string;
+    /** An update's previous content (what evaluation read until now): backfills follow a change of it. */
+    previous?: { identityGraph: { type: string }; attributeMerge: { type: string; order?: string[] } };
   };
   "datastream.changed": {
     tenant: BusTenant;

@@ -25,6 +25,8 @@ export interface SandboxLimits {
   evaluationMsPerProfile: number;
   /** The deadline of a request's evaluation (explain, preview, estimates, edit impact), in milliseconds. */
   evaluationDeadlineMs: number;
+  /** Computed attributes that are not DISABLED, per sandbox (AEP: 25); unset: computed/limits.ts's default. */
+  computedAttributes?: number;
 }
 
 export interface SandboxConfig {
@@ -143,15 +145,17 @@ export interface Config {
    * Batch segmentation: `defaultSchedule`, the Quartz cron (UTC) of the daily schedule every
    * sandbox gets, evaluating all its batch audiences (default DEFAULT_BATCH_SCHEDULE, 01:00 UTC);
    * false: no default schedule (batch audiences run on demand or by schedules created through the API).
+   * `scheduleTickMs`: how often the scheduler looks for due schedules (default 60 000).
    */
-  batch?: { defaultSchedule: string | false };
+  batch?: { defaultSchedule?: string | false; scheduleTickMs?: number };
   /**
    * Destinations (docs/activation.md): `allowPrivateNetworks` lets destination URLs reach loopback,
    * private and link-local addresses (default false; metadata addresses stay refused); `secretKey`
    * (32 bytes, base64 or hex) encrypts stored destination secrets, else a key generated once in the
-   * data directory is used.
+   * data directory is used; `reconcileMs`: how often the deliverer compares its running flows with
+   * the stored ones (default 5000; with several hubs another hub's change arrives at once anyway).
    */
-  activation?: { allowPrivateNetworks: boolean; secretKey?: string };
+  activation?: { allowPrivateNetworks: boolean; secretKey?: string; reconcileMs?: number };
 }
 
 /** The daily batch schedule every sandbox gets unless `batch.defaultSchedule` says otherwise. */
@@ -167,6 +171,12 @@ function parseDefaultSchedule(v: unknown, what: string): string | false {
   if (v === false || v === "off" || v === "false") return false;
   if (typeof v !== "string" || v.trim() === "") throw new ConfigError(`${what} must be a Quartz cron expression (e.g. "0 0 1 * * ?") or false`);
   return v.trim();
+}
+
+/** `batch.scheduleTickMs`: 100 ms to a day. */
+function parseScheduleTick(v: unknown, what: string): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 100 || v > 86_400_000) throw new ConfigError(`${what} must be an integer from 100 to 86400000 (ms)`);
+  return v;
 }
 
 /** Worker threads of the evaluation pool: configured, else one fewer than the cores (at least 1). */
@@ -252,7 +262,7 @@ function limitsFrom(v: Json | undefined, where: string): Partial<SandboxLimits> 
   if (v === undefined) return {};
   if (!isObject(v)) throw new ConfigError(`${where} must be an object`);
   const out: Partial<SandboxLimits> = {};
-  for (const key of ["definitions", "streaming", "edge", "expressionBytes", "eventsPerProfile", "evaluationCost", "evaluationMsPerProfile", "evaluationDeadlineMs"] as const) {
+  for (const key of ["definitions", "streaming", "edge", "expressionBytes", "eventsPerProfile", "evaluationCost", "evaluationMsPerProfile", "evaluationDeadlineMs", "computedAttributes"] as const) {
     const n = num(v, key, where);
     if (n !== undefined) out[key] = n;
   }
@@ -380,18 +390,23 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
   const batch = raw.batch;
   if (batch !== undefined) {
     if (!isObject(batch)) throw new ConfigError(`${source}: batch must be an object ({ "defaultSchedule": "0 0 1 * * ?" })`);
-    for (const k of Object.keys(batch)) if (k !== "defaultSchedule") throw new ConfigError(`${source}: unknown key "batch.${k}"`);
-    if (batch.defaultSchedule !== undefined) c.batch = { defaultSchedule: parseDefaultSchedule(batch.defaultSchedule, `${source}: batch.defaultSchedule`) };
+    for (const k of Object.keys(batch)) if (k !== "defaultSchedule" && k !== "scheduleTickMs") throw new ConfigError(`${source}: unknown key "batch.${k}"`);
+    if (batch.defaultSchedule !== undefined) c.batch = { ...c.batch, defaultSchedule: parseDefaultSchedule(batch.defaultSchedule, `${source}: batch.defaultSchedule`) };
+    if (batch.scheduleTickMs !== undefined) c.batch = { ...c.batch, scheduleTickMs: parseScheduleTick(batch.scheduleTickMs, `${source}: batch.scheduleTickMs`) };
   }
   const act = raw.activation;
   if (act !== undefined) {
     if (!isObject(act)) throw new ConfigError(`${source}: activation must be an object ({ "allowPrivateNetworks": false })`);
-    for (const k of Object.keys(act)) if (k !== "allowPrivateNetworks" && k !== "secretKey") throw new ConfigError(`${source}: unknown key "activation.${k}"`);
+    for (const k of Object.keys(act)) if (k !== "allowPrivateNetworks" && k !== "secretKey" && k !== "reconcileMs") throw new ConfigError(`${source}: unknown key "activation.${k}"`);
+    if (act.reconcileMs !== undefined && (typeof act.reconcileMs !== "number" || !Number.isInteger(act.reconcileMs) || act.reconcileMs < 100 || act.reconcileMs > 3_600_000)) {
+      throw new ConfigError(`${source}: activation.reconcileMs must be an integer from 100 to 3600000 (ms)`);
+    }
     if (act.allowPrivateNetworks !== undefined && typeof act.allowPrivateNetworks !== "boolean") throw new ConfigError(`${source}: activation.allowPrivateNetworks must be a boolean`);
     if (act.secretKey !== undefined && typeof act.secretKey !== "string") throw new ConfigError(`${source}: activation.secretKey must be a string`);
     const allowPrivateNetworks = typeof act.allowPrivateNetworks === "boolean" ? act.allowPrivateNetworks : (c.activation?.allowPrivateNetworks ?? false);
     const secretKey = typeof act.secretKey === "string" ? act.secretKey : c.activation?.secretKey;
-    c.activation = secretKey === undefined ? { allowPrivateNetworks } : { allowPrivateNetworks, secretKey };
+    const reconcileMs = typeof act.reconcileMs === "number" ? act.reconcileMs : c.activation?.reconcileMs;
+    c.activation = { allowPrivateNetworks, ...(secretKey === undefined ? {} : { secretKey }), ...(reconcileMs === undefined ? {} : { reconcileMs }) };
   }
   const orgs = raw.organizations;
   if (orgs !== undefined) {
@@ -455,7 +470,7 @@ export function applyEnv(base: Config, env: NodeJS.ProcessEnv): Config {
     c.batchSnapshots = { ...c.batchSnapshots, persist: persist === "1" || persist === "true" };
   }
   if (env.SEGMENTD_BATCH_SNAPSHOT_DIR) c.batchSnapshots = { ...c.batchSnapshots, persist: c.batchSnapshots?.persist ?? true, dir: env.SEGMENTD_BATCH_SNAPSHOT_DIR };
-  if (env.SEGMENTD_BATCH_DEFAULT_SCHEDULE) c.batch = { defaultSchedule: parseDefaultSchedule(env.SEGMENTD_BATCH_DEFAULT_SCHEDULE, "SEGMENTD_BATCH_DEFAULT_SCHEDULE") };
+  if (env.SEGMENTD_BATCH_DEFAULT_SCHEDULE) c.batch = { ...c.batch, defaultSchedule: parseDefaultSchedule(env.SEGMENTD_BATCH_DEFAULT_SCHEDULE, "SEGMENTD_BATCH_DEFAULT_SCHEDULE") };
   if (env.SEGMENTD_EVALUATION_WORKERS) c.batchSnapshots = { ...c.batchSnapshots, persist: c.batchSnapshots?.persist ?? true, evaluationWorkers: parsePort(env.SEGMENTD_EVALUATION_WORKERS, "SEGMENTD_EVALUATION_WORKERS", 64) };
   return c;
 }

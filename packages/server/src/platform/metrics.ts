@@ -10,6 +10,7 @@ interface ProfileStoreStatus {
   error: string | null;
   restarts: number;
   quarantined: number;
+  changeLog?: { commits: number; lockWaitMs: number };
 }
 
 export interface HttpMetrics {
@@ -72,6 +73,25 @@ export function registerProfileStoreMetrics(registry: Registry, source: { status
     async collect() {
       this.reset();
       this.inc((await status()).restarts);
+    },
+  });
+  // PostgreSQL's change log orders every writing process's commits under one lock: its wait, per process.
+  new Counter({
+    name: "segmentd_profile_change_log_commits_total",
+    help: "Write groups this process committed with a change-log version (PostgreSQL profile store)",
+    registers: [registry],
+    async collect() {
+      this.reset();
+      this.inc((await status()).changeLog?.commits ?? 0);
+    },
+  });
+  new Counter({
+    name: "segmentd_profile_change_log_lock_wait_seconds_total",
+    help: "Time those commits waited for the change log's lock, which serializes the commits of every process writing the database",
+    registers: [registry],
+    async collect() {
+      this.reset();
+      this.inc(((await status()).changeLog?.lockWaitMs ?? 0) / 1000);
     },
   });
   new Counter({

@@ -41,6 +41,14 @@ export class ChangeFeed {
   private readonly tenants = new Map<string, TenantLog>();
   /** Tenants whose floor moved (history evicted) since takeEvicted: their log rows can go. */
   private evicted = new Map<string, number>();
+  /**
+   * Several processes writing one log (PostgreSQL, several hubs): the version through which every
+   * committed change is in this feed — how far the shared log has been read (learn). Infinity
+   * when this feed's owner is the log's only writer.
+   */
+  private complete = Infinity;
+  /** Versions above `complete` already in the feed (this process's own, recorded before the log's read reached them). */
+  private readonly recent = new Set<number>();
 
   constructor(private readonly capacity = DEFAULT_FEED_CAPACITY, now = Date.now(), history?: FeedHistory) {
     this.base = history?.base ?? now * 1024;
@@ -66,10 +74,52 @@ export class ChangeFeed {
     let any = false;
     for (const pids of changes.values()) if (pids.size > 0) any = true;
     if (!any) return;
+    if (Number.isFinite(this.complete) && version !== undefined) {
+      // Several writers: recorded at its own version, in order; once the log's read passed it, it is in already.
+      if (version <= this.complete || this.recent.has(version)) return;
+      this.recent.add(version);
+      this.version = Math.max(this.version, version);
+      for (const [tenant, pids] of changes) if (pids.size > 0) this.insert(tenant, version, [...pids]);
+      return;
+    }
     // A version not above the current one (never expected) is recorded as the next: later than it was, so re-read, never missed.
     const v = version !== undefined && version > this.version ? version : this.version + 1;
     this.version = v;
     for (const [tenant, pids] of changes) if (pids.size > 0) this.add(tenant, v, [...pids]);
+  }
+
+  /** From now on other processes write the log too: the feed is complete through `through` (what the store read of the log). */
+  shareLog(through: number): void {
+    this.complete = Math.max(Number.isFinite(this.complete) ? this.complete : -Infinity, through, this.base);
+  }
+
+  /**
+   * Changes read from the shared log after `complete` (every process's, in version order; this
+   * process's own already recorded are skipped), then complete through `through`.
+   */
+  learn(entries: ReadonlyArray<readonly [version: number, tenant: string, pids: readonly string[]]>, through: number): void {
+    for (const [v, tenant, pids] of entries) {
+      if (v <= this.complete || this.recent.has(v) || pids.length === 0) continue;
+      this.insert(tenant, v, [...pids]);
+      this.version = Math.max(this.version, v);
+    }
+    this.complete = Math.max(this.complete, through);
+    for (const v of this.recent) if (v <= this.complete) this.recent.delete(v);
+  }
+
+  /** Adds an entry at its version's place (entries stay in version order); one older than the kept history is not needed. */
+  private insert(tenant: string, v: number, pids: string[]): void {
+    const log = this.logOf(tenant);
+    if (v <= log.floor) return;
+    let i = log.entries.length;
+    while (i > log.head && log.entries[i - 1]!.version > v) i--;
+    if (i === log.entries.length) {
+      this.add(tenant, v, pids);
+      return;
+    }
+    log.entries.splice(i, 0, { version: v, pids });
+    log.size += pids.length;
+    this.evict(tenant, log);
   }
 
   private logOf(tenant: string): TenantLog {
@@ -85,6 +135,10 @@ export class ChangeFeed {
     const log = this.logOf(tenant);
     log.entries.push({ version: v, pids });
     log.size += pids.length;
+    this.evict(tenant, log);
+  }
+
+  private evict(tenant: string, log: TenantLog): void {
     let moved = false;
     while (log.size > this.capacity && log.head < log.entries.length) {
       const old = log.entries[log.head]!;
@@ -120,7 +174,9 @@ export class ChangeFeed {
   }
 
   changesSince(tenant: string, since: number | null): { version: number; profileIds: ReadonlySet<string> | null } {
-    const version = this.version;
+    // With several writers only what the shared log was read through is final: a caller asking
+    // again from the version answered sees what other processes committed meanwhile.
+    const version = Math.min(this.version, this.complete);
     if (since === null || !Number.isFinite(since) || since > version) return { version, profileIds: null };
     const log = this.tenants.get(tenant);
     if (log === undefined) return { version, profileIds: since < this.base ? null : new Set() };

@@ -47,7 +47,7 @@ export const KIND_ENTERED = 0;
 export const KIND_REENTERED = 1;
 export const KIND_EXITED = 2;
 
-const SOURCES: ReadonlySet<string> = new Set<MembershipSource>(["batch", "streaming", "edge"]);
+const SOURCES: ReadonlySet<string> = new Set<MembershipSource>(["batch", "streaming", "edge", "backfill"]);
 const KINDS = ["entered", "reentered", "exited"] as const;
 
 /** One set after validation: `pid * 4 + kind` per listed profile, by ascending profile id. */
@@ -200,4 +200,92 @@ export function jsonIntegers(codes: Float64Array, start: number, end: number): B
   }
   buf[p++] = 0x5d;
   return buf.subarray(0, p);
+}
+
+/**
+ * A backfill's chunk (MembershipWrites.applyMembershipTargets): the status each listed profile of
+ * one definition must end with. The store reads their stored statuses and writes only the net
+ * change, in one transaction: the result and transitions of applyMembershipChanges with the same
+ * changes without `from` (null → realized enters, exited → realized re-enters, realized → exited
+ * exits; a profile already there, or null → exited, is not written).
+ */
+export interface MembershipTargets {
+  definitionId: string;
+  realized: Float64Array;
+  exited: Float64Array;
+}
+
+/** Targets after validation: profile ids ascending, and 1 where the profile must end realized. */
+export interface PlannedTargets {
+  definitionId: string;
+  pids: Float64Array;
+  realized: Uint8Array;
+}
+
+/** A stored status as the target planner reads it. */
+export const STORED_NONE = 0;
+export const STORED_REALIZED = 1;
+export const STORED_EXITED = 2;
+
+/** Validates the targets (RangeError / TypeError naming the first problem) and orders them by profile id. */
+export function planMembershipTargets(t: MembershipTargets, opts: MembershipSetOptions): PlannedTargets {
+  if (!SOURCES.has(opts.source)) throw new RangeError(`membership targets: unknown source ${JSON.stringify(opts.source)}`);
+  if (!Number.isSafeInteger(opts.at)) throw new RangeError(`membership targets: at ${opts.at} is not an integer (epoch ms)`);
+  if (typeof t.definitionId !== "string" || t.definitionId === "") throw new TypeError("membership targets: no definitionId");
+  const lists = [t.realized, t.exited];
+  const codes = new Float64Array(t.realized.length + t.exited.length);
+  let o = 0;
+  lists.forEach((list, k) => {
+    const name = k === 0 ? "realized" : "exited";
+    if (!(list instanceof Float64Array)) throw new TypeError(`membership targets ${t.definitionId}: ${name} is not a Float64Array`);
+    for (let i = 0; i < list.length; i++) {
+      const v = list[i]!;
+      if (!(Number.isInteger(v) && v >= 1 && v <= MAX_SET_PROFILE_ID)) throw new RangeError(`membership targets ${t.definitionId}: ${name} profile id ${v} is not an integer from 1 to 2^48`);
+      codes[o++] = v * 2 + k;
+    }
+  });
+  codes.sort();
+  const pids = new Float64Array(codes.length);
+  const realized = new Uint8Array(codes.length);
+  for (let i = 0; i < codes.length; i++) {
+    const pid = Math.floor(codes[i]! / 2);
+    if (i > 0 && pid === pids[i - 1]) throw new RangeError(`membership targets ${t.definitionId}: profile ${pid} is listed twice`);
+    pids[i] = pid;
+    realized[i] = codes[i]! - pid * 2 === 0 ? 1 : 0;
+  }
+  return { definitionId: t.definitionId, pids, realized };
+}
+
+/** The net change of planned targets against `stored` (STORED_* of each pid): the set to write, ascending. */
+export function targetChanges(p: PlannedTargets, stored: Uint8Array): PlannedSet {
+  const out = new Float64Array(p.pids.length);
+  let n = 0;
+  for (let i = 0; i < p.pids.length; i++) {
+    const s = stored[i]!;
+    if (p.realized[i] === 1) {
+      if (s === STORED_NONE) out[n++] = p.pids[i]! * 4 + KIND_ENTERED;
+      else if (s === STORED_EXITED) out[n++] = p.pids[i]! * 4 + KIND_REENTERED;
+    } else if (s === STORED_REALIZED) out[n++] = p.pids[i]! * 4 + KIND_EXITED;
+  }
+  return { definitionId: p.definitionId, codes: out.subarray(0, n) };
+}
+
+/** A planned set as the three id lists of a MembershipSet. */
+export function setOfPlanned(p: PlannedSet): MembershipSet {
+  const lists: number[][] = [[], [], []];
+  for (let i = 0; i < p.codes.length; i++) {
+    const pid = Math.floor(p.codes[i]! / 4);
+    lists[p.codes[i]! - pid * 4]!.push(pid);
+  }
+  return { definitionId: p.definitionId, entered: Float64Array.from(lists[KIND_ENTERED]!), reentered: Float64Array.from(lists[KIND_REENTERED]!), exited: Float64Array.from(lists[KIND_EXITED]!) };
+}
+
+/** The first index in [lo, hi) of the ascending `a` whose value is at least `v`. */
+export function lowerBound(a: Float64Array, lo: number, hi: number, v: number): number {
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (a[mid]! < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

@@ -64,6 +64,8 @@ export interface ProfileStoreStatus {
   restarts: number;
   /** Records this process quarantined (each counted once per process). */
   quarantined: number;
+  /** PostgreSQL: this process's commits that drew a change-log version, and their wait for its lock (ms). */
+  changeLog?: { commits: number; lockWaitMs: number };
 }
 
 export interface ProfileStoreObserver {

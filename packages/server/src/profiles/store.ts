@@ -26,9 +26,9 @@ import type {
 import type { RefusedLinkReport } from "./append-plan.js";
 import { ApiError } from "../services/errors.js";
 import type { ProfileStoreObserver, ProfileStoreStatus, QuarantineEntry, QuarantineQuery } from "./quarantine.js";
-import type { MembershipSet, MembershipSetCounts, MembershipSetOptions } from "./membership-sets.js";
+import type { MembershipSet, MembershipSetCounts, MembershipSetOptions, MembershipTargets } from "./membership-sets.js";
 
-export type { MembershipSet, MembershipSetCounts, MembershipSetOptions } from "./membership-sets.js";
+export type { MembershipSet, MembershipSetCounts, MembershipSetOptions, MembershipTargets } from "./membership-sets.js";
 export type { ProfileStoreObserver, ProfileStoreStatus, QuarantineEntry, QuarantineQuery, QuarantineReport, QuarantinedRecord } from "./quarantine.js";
 
 export interface AppendOptions {
@@ -409,6 +409,13 @@ export interface MembershipWrites {
    * must not use them afterwards. Invalid sets reject with a RangeError/TypeError, writing nothing.
    */
   applyMembershipSets(scope: TenantScope, sets: readonly MembershipSet[], opts: MembershipSetOptions): Promise<MembershipSetCounts>;
+  /**
+   * A backfill's chunk: the status each listed profile of one definition must end with. Reads
+   * their stored statuses and writes the net change set-based, in one transaction: the result
+   * and transitions of applyMembershipChanges with the same changes without `from`. Resolves with
+   * the transitions recorded, as a set. Invalid targets reject with a RangeError/TypeError, writing nothing.
+   */
+  applyMembershipTargets(scope: TenantScope, targets: MembershipTargets, opts: MembershipSetOptions): Promise<MembershipSet>;
 }
 
 /** Membership reads: a profile's memberships, an audience's members, counts and transitions. */
@@ -453,6 +460,26 @@ export interface TransitionLog {
   readTransitionLog(scope: TenantScope, q: { afterSeq: number; throughSeq: number; definitionIds: readonly string[]; limit: number }): Promise<LoggedTransition[]>;
   /** graphIdentities of each profile id, answered in order, in one read (a delivery unit's profiles). */
   graphIdentitiesOf(scope: TenantScope, profileIds: readonly string[]): Promise<Identity[][]>;
+  /**
+   * What a delivery payload reads of each profile id, answered in order: graphIdentitiesOf and the
+   * values at the dotted attribute `paths` of the profile merged by `policy` exactly as getProfile
+   * merges it (profile-selection.ts). For all the listed profiles at once — one statement for
+   * their identities, one for their fragments —, without memberships or events, and only the
+   * selected values copied back (the embedded store's thread). Under identityGraph none a
+   * profile is getProfile of its first identity (namespace, id order): that identity's fragments.
+   */
+  profileSelections(scope: TenantScope, profileIds: readonly string[], policy: MergePolicySpec, paths: readonly string[]): Promise<ProfileSelection[]>;
+}
+
+/** One profile of TransitionLog.profileSelections. */
+export interface ProfileSelection {
+  /** The profile's graph identities (namespace, id order); none when it has no graph (deleted). */
+  identities: Identity[];
+  /**
+   * Per path asked, the value there in the merged profile's attributes (getProfile's entity but
+   * its identityMap and segmentMembership, which the payload has of its own); undefined: absent.
+   */
+  values: Array<JsonValue | undefined>;
 }
 
 /** The change feed (the batch engine's resident snapshot and its files): in memory, primed from the store's change log when it opens. */

@@ -134,7 +134,8 @@ export interface StoredEvent {
 }
 
 export type MembershipStatus = "realized" | "exited";
-export type MembershipSource = "batch" | "streaming" | "edge";
+/** Who wrote a membership change; `backfill`: a continuous/edge definition's memberships computed at once when it is saved (batch/backfill/). */
+export type MembershipSource = "batch" | "streaming" | "edge" | "backfill";
 
 export interface Membership {
   profileId: string;

@@ -6,6 +6,7 @@
 import type { SandboxLimits } from "../platform/config.js";
 import type { DefinitionRepository, TenantScope } from "../stores/types.js";
 import { costLimits } from "./evaluation-budget.js";
+import type { TenantContext } from "./tenancy.js";
 import { ApiError, ErrorCodes, badRequest, type ErrorItem } from "./errors.js";
 import {
   canonicalText,
@@ -134,15 +135,27 @@ export async function loadReferenceGraph(
   return texts;
 }
 
+/**
+ * Rewrites the paths of a parsed expression that stand for something stored (computed attributes:
+ * computed/expand.ts), refusing what cannot be read; given to the engines by the composition root.
+ */
+export type QueryExpander = (ctx: Pick<TenantContext, "orgId" | "sandbox">, query: Query) => Promise<Query>;
+
 export async function analyzeExpression(
   repo: DefinitionRepository,
   scope: TenantScope,
   expr: ExpressionInput,
   limits: ExpressionLimits,
   selfId?: string,
+  expand?: (query: Query) => Promise<Query>,
 ): Promise<Analysis> {
   const { text, format } = expressionText(expr, limits.expressionBytes);
-  const query = parseChecked(text, limits);
+  const checked = parseChecked(text, limits);
+  // Paths that stand for something stored (computed attributes) become what they stand for, so
+  // the canonical text every engine compiles evaluates them itself.
+  const query = expand === undefined ? checked : await expand(checked);
+  // What the engines will run is held to the same checks and cost limit as what was written.
+  if (query !== checked) parseChecked(canonicalText(query), limits);
   const references = inSegmentReferences(query);
   const graph = await loadReferenceGraph(repo, scope, references, selfId);
   const classification = classifyQuery(query, (id) => graph.get(id), selfId);

@@ -16,7 +16,7 @@ import {
 } from "../stores/types.js";
 import { ApiError, ErrorCodes, badRequest, notFound, type ErrorItem } from "./errors.js";
 import { analyzeExpression, diagnosticItems, expressionText, type Analysis, type ExpressionInput } from "./definition-analysis.js";
-import { canonicalText, parsePql, pqlErrors, queryToPqlJson } from "./pql.js";
+import { canonicalText, parsePql, pqlErrors, queryToPqlJson, type Query } from "./pql.js";
 import { scopeOf, type TenantContext } from "./tenancy.js";
 
 export interface EvaluationInfoInput {
@@ -102,7 +102,14 @@ export class DefinitionService {
     private readonly store: MetadataStore,
     private readonly clock: Clock,
     private readonly bus: EventBus,
+    /** Rewrites paths that stand for stored things (computed attributes) before analysis; none by default. */
+    private readonly expand?: (ctx: TenantContext, query: Query) => Promise<Query>,
   ) {}
+
+  private expanderFor(ctx: TenantContext): ((query: Query) => Promise<Query>) | undefined {
+    const expand = this.expand;
+    return expand === undefined ? undefined : (query) => expand(ctx, query);
+  }
 
   private async mergePolicyFor(ctx: TenantContext, schemaName: string, requested: string | undefined): Promise<MergePolicy> {
     const scope = scopeOf(ctx);
@@ -122,7 +129,7 @@ export class DefinitionService {
     const name = validateName(input.name);
     if (input.schema.name.trim() === "") throw badRequest("schema.name must not be empty", ErrorCodes.badJson);
     const selfId = previous?.id;
-    const analysis = await analyzeExpression(this.store.definitions, scopeOf(ctx), input.expression, ctx.limits, selfId);
+    const analysis = await analyzeExpression(this.store.definitions, scopeOf(ctx), input.expression, ctx.limits, selfId, this.expanderFor(ctx));
     const policy = await this.mergePolicyFor(ctx, input.schema.name, input.mergePolicyId ?? previous?.mergePolicyId);
     const evaluationInfo = evaluationInfoOf(input.evaluationInfo);
     const reasons = methodReasons(analysis.classification, policy);
@@ -261,7 +268,7 @@ export class DefinitionService {
   async eligibility(ctx: TenantContext, expr: ExpressionInput, mergePolicyId: string | undefined, schemaName: string): Promise<EligibilityResult> {
     let analysis: Analysis;
     try {
-      analysis = await analyzeExpression(this.store.definitions, scopeOf(ctx), expr, ctx.limits);
+      analysis = await analyzeExpression(this.store.definitions, scopeOf(ctx), expr, ctx.limits, undefined, this.expanderFor(ctx));
     } catch (err) {
       // Invalid PQL is an answer here, not a failure: report the diagnostics.
       if (err instanceof ApiError && err.code === ErrorCodes.invalidPql) {

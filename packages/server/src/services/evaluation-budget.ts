@@ -4,10 +4,14 @@
  * worst case per profile exceeds `limits.evaluationCost` at
  * `limits.eventsPerProfile` events; while evaluating, each profile may use at
  * most `evaluationCost` units and `evaluationMsPerProfile` ms of the event
- * loop, and a request's evaluation ends at `evaluationDeadlineMs`.
+ * loop, and a request's evaluation ends at `evaluationDeadlineMs`. A profile
+ * past its time is stopped only once this thread has also spent half that time
+ * again on it: a pause of the process (a busy host, a collection of another
+ * request's garbage) would otherwise fail a whole job on a cheap profile.
  */
 import type { SandboxLimits } from "../platform/config.js";
 import { RECORD_LIMITS } from "../platform/limits.js";
+import { threadCpuMs } from "../platform/thread-cpu.js";
 import { ApiError, ErrorCodes } from "./errors.js";
 import { BudgetExceededError, costDiagnostic, WorkBudget, type Query } from "./pql.js";
 
@@ -43,6 +47,8 @@ export interface BudgetOptions {
   deadline: boolean;
   /** Milliseconds, default performance.now (tests of the deadline pass a clock of their own). */
   now?: () => number;
+  /** This thread's CPU milliseconds, default threadCpuMs (read only once a profile is past its time). */
+  cpu?: () => number;
   /** The time left of a deadline started elsewhere (an evaluation worker continuing a request's budget). */
   deadlineInMs?: number;
 }
@@ -56,12 +62,15 @@ export class EvaluationBudget {
   private readonly now: () => number;
   private readonly deadlineAt: number;
   private profileStart = 0;
+  /** The thread's CPU time when the current profile was first seen past its time; -1 before. */
+  private lateCpu = -1;
 
   constructor(
     private readonly limits: EvaluationLimits,
     opts: BudgetOptions,
   ) {
     this.now = opts.now ?? (() => performance.now());
+    const cpu = opts.cpu ?? threadCpuMs;
     this.deadlineAt = opts.deadline ? this.now() + (opts.deadlineInMs ?? limits.evaluationDeadlineMs) : Infinity;
     this.work = new WorkBudget({
       unitsPerEvaluation: limits.evaluationCost,
@@ -69,8 +78,14 @@ export class EvaluationBudget {
       checkEvery: 128,
       checkpoint: (phase) => {
         const t = this.now();
-        if (phase === "begin") this.profileStart = t;
-        else if (t - this.profileStart > limits.evaluationMsPerProfile) throw this.tooSlow(t - this.profileStart);
+        if (phase === "begin") {
+          this.profileStart = t;
+          this.lateCpu = -1;
+        } else if (t - this.profileStart > limits.evaluationMsPerProfile) {
+          const c = cpu();
+          if (this.lateCpu < 0) this.lateCpu = c;
+          else if (c - this.lateCpu > limits.evaluationMsPerProfile / 2) throw this.tooSlow(t - this.profileStart);
+        }
         if (t > this.deadlineAt) throw this.pastDeadline();
       },
     });

@@ -141,7 +141,7 @@ export class MergePolicyService {
       this.translate(err, ctx);
     }
     if (!ok) throw notFound("Merge policy", id);
-    this.bus.publish("mergePolicy.changed", { tenant: scope, change: "updated", mergePolicyId: id });
+    this.bus.publish("mergePolicy.changed", { tenant: scope, change: "updated", mergePolicyId: id, previous: existing.policy });
     return policy;
   }
 

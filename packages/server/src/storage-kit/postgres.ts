@@ -81,3 +81,17 @@ export async function withAdvisoryLock<T>(pool: pg.Pool, key: string, fn: (c: pg
     c.release(!healthy);
   }
 }
+
+/**
+ * Runs schema DDL (statements ending `;` at a line's end, no `$$` bodies) one statement at a
+ * time. Sent as one string they are one transaction: `CREATE INDEX IF NOT EXISTS` takes a share
+ * lock on its table even when the index exists, and holding those of several tables while a
+ * running writer holds one and waits for another deadlocks — a process restarting beside others
+ * that write (a killed worker) failed its start so. One statement holds one table's lock at a time.
+ */
+export async function runSchema(c: pg.ClientBase, sql: string): Promise<void> {
+  for (const statement of sql.split(/;[ \t]*\r?\n/)) {
+    const body = statement.replace(/^\s*--.*$/gm, "").trim();
+    if (body !== "") await c.query(body.endsWith(";") ? body : `${body};`);
+  }
+}

@@ -3,6 +3,7 @@
  * order and filter identically (the conformance suite checks they do).
  */
 import type { Migration } from "../storage-kit/migrations.js";
+import { computedAttributeStatements } from "./computed-attributes.js";
 import { schemaRegistryStatements } from "./schema-registry.js";
 import type { DefinitionListQuery, DefinitionSortField, MergePolicyListQuery, MergePolicyOrderField } from "./types.js";
 
@@ -161,5 +162,7 @@ export function coreMigrations(dialect: "sqlite" | "postgres"): Migration[] {
     },
     // Tenant schemas, identity descriptors and the datasets created from them (the statements sit with their rows).
     { version: 5, name: "schema registry", statements: schemaRegistryStatements(big) },
+    // Computed attributes (AEP's /data/core/ca/attributes); the statements sit with their rows.
+    { version: 6, name: "computed attributes", statements: computedAttributeStatements(big) },
   ];
 }

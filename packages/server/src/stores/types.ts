@@ -15,6 +15,7 @@
  */
 import type { SandboxIdScope } from "../platform/tenant.js";
 import type { SchemaRegistryRepository } from "./schema-registry.js";
+import type { ComputedAttributeRepository } from "./computed-attributes.js";
 import type { DatastreamRecord, DefinitionRecord, ExternalAudience, MergePolicyRecord } from "./records.js";
 
 export type { DatastreamRecord, DefinitionRecord, ExternalAudience, MergePolicyRecord } from "./records.js";
@@ -171,6 +172,8 @@ export interface MetadataStore {
   readonly datastreams: DatastreamRepository;
   /** Tenant schemas and identity descriptors (stores/schema-registry.ts). */
   readonly schemas: SchemaRegistryRepository;
+  /** Computed attributes (stores/computed-attributes.ts). */
+  readonly computedAttributes: ComputedAttributeRepository;
   /** Resolves when the store answers a trivial query (readiness). */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -99,9 +99,17 @@ function isLive(method: EvaluationMethod, record: DefinitionRecord, policy: Merg
   return d.evaluationInfo.continuous.enabled && d.classification.continuous;
 }
 
+/** A definition change as the catalog's followers hear it: after the catalog dropped what it held of the sandbox. */
+export interface CatalogChange {
+  tenant: TenantScope;
+  change: "created" | "updated" | "deleted";
+  definitionId: string;
+}
+
 export class DefinitionCatalog {
   private readonly cache = new Map<string, Promise<LiveSet>>();
   private readonly unsubscribe: Array<() => void> = [];
+  private readonly followers = new Set<(e: CatalogChange) => void>();
 
   constructor(
     private readonly store: MetadataStore,
@@ -109,16 +117,33 @@ export class DefinitionCatalog {
   ) {
     if (bus) {
       const drop = (e: { tenant: TenantScope }) => this.invalidate(e.tenant);
-      this.unsubscribe.push(bus.subscribe("definition.changed", drop), bus.subscribe("mergePolicy.changed", drop));
+      // Followers hear a definition change only once the engines' next read loads it (a backfill's fence comes after).
+      const changed = (e: CatalogChange) => {
+        this.invalidate(e.tenant);
+        for (const f of this.followers) f(e);
+      };
+      this.unsubscribe.push(bus.subscribe("definition.changed", changed), bus.subscribe("mergePolicy.changed", drop));
     }
   }
 
   close(): void {
     for (const u of this.unsubscribe) u();
+    this.followers.clear();
+  }
+
+  /** Calls `f` after each definition change the catalog took (bus events); returns the unsubscribe. */
+  follow(f: (e: CatalogChange) => void): () => void {
+    this.followers.add(f);
+    return () => this.followers.delete(f);
   }
 
   invalidate(scope: TenantScope): void {
     for (const method of ["continuous", "synchronous"] as const) this.cache.delete(key(scope, method));
+  }
+
+  /** Drops every sandbox's sets (another hub's changes may have been missed: cluster/hub-invalidation.ts). */
+  invalidateAll(): void {
+    this.cache.clear();
   }
 
   get(tenant: TenantContext, method: EvaluationMethod): Promise<LiveSet> {

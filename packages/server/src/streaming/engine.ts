@@ -45,9 +45,6 @@ import { KeyedQueue } from "./keyed-queue.js";
 import { MembershipWriter } from "./membership-writer.js";
 import {
   addEvent,
-  allEventBodies,
-  eventBodiesOfType,
-  eventBodiesOfTypes,
   loadProfileState,
   LruMap,
   setMembership,
@@ -56,10 +53,9 @@ import {
   type MembershipEntry,
   type ProfileState,
 } from "./profile-state.js";
-import type { DefinitionFootprint } from "./reverse-index.js";
+import { candidatesOf, eventsOf, NO_EVENTS, policyGroups, policyKey, retentionOf } from "./live-groups.js";
 import { nextWindowChangeOf, SweepSchedule } from "./sweep-schedule.js";
 
-const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** A record the ingestion path has durably stored (a ValidRecord fits). */
 export interface StoredRecord {
@@ -73,7 +69,6 @@ export interface StoredRecord {
   json?: string;
 }
 
-
 /**
  * What the rest of the service hands streaming evaluation: the engine below, or on a hub whose
  * workers evaluate (cluster/partition-feed.ts) the feed that publishes the changes to them.
@@ -86,7 +81,18 @@ export interface StreamingFeed {
   /** Memberships awaiting a sweep re-check, profile states held (0 where nothing is held). */
   readonly scheduled: number;
   readonly cachedStates: number;
+  /** In process only (StreamingEngine.holdIdle): another writer's changes fenced against the engine. */
+  holdIdle?(tenant: TenantContext, profileIds: readonly string[], write: HeldWrite): Promise<{ busy: string[] }>;
+  /** In process only (StreamingEngine.recheck): realized memberships another writer wrote, for the sweep to re-check. */
+  recheck?(tenant: TenantContext, memberships: ReadonlyArray<{ profileId: string; definitionId: string; due?: number }>): void;
 }
+
+/**
+ * What a writer other than the engine does while it holds profiles' queue slots (holdIdle): it
+ * may ask the engine's own verdict of a continuous definition for a held profile (null: the
+ * definition is not live or the profile is gone) and answers the changes it wrote.
+ */
+export type HeldWrite = (held: readonly string[], verdict: (profileId: string, definitionId: string) => Promise<boolean | null>) => Promise<readonly MembershipChange[]>;
 
 /** Where the engine's membership changes are written; resolves with the transitions written. */
 export interface MembershipSink {
@@ -127,29 +133,9 @@ export interface StreamingEngineOptions {
   onError?: (err: unknown) => void;
 }
 
-function policyKey(d: LiveDefinition): string {
-  return d.policy.id ?? "none";
-}
-
 function eventTypeOf(body: JsonObject): string | null {
   const t = body["eventType"];
   return typeof t === "string" ? t : null;
-}
-
-const NO_EVENTS: Record<string, unknown>[] = [];
-
-/**
- * The events of a state a definition needs to see (see `eventsFor` in
- * reverse-index.ts): only the events of its mapped types, in time order.
- */
-function eventsOf(footprint: DefinitionFootprint, state: ProfileState): readonly Record<string, unknown>[] {
-  const types = footprint.eventTypes;
-  if (types === "any") return allEventBodies(state);
-  if (types.size === 0) return NO_EVENTS;
-  if (types.size === 1) {
-    for (const t of types) return eventBodiesOfType(state, t);
-  }
-  return eventBodiesOfTypes(state, types);
 }
 
 export class StreamingEngine implements StreamingFeed {
@@ -379,6 +365,60 @@ export class StreamingEngine implements StreamingFeed {
     return out;
   }
 
+  /**
+   * For a writer of memberships other than this engine (a backfill, batch/backfill/): holds the
+   * queue slots of those of `profileIds` that no evaluation is using now, so none of them is
+   * evaluated while `write` runs, then applies what it wrote to their cached states (they stay
+   * what the hub holds: the `from` rule). Busy profiles are answered back for the caller to try
+   * again: waiting for one while holding others could deadlock with a decideAhead holding it.
+   */
+  async holdIdle(tenant: TenantContext, profileIds: readonly string[], write: HeldWrite): Promise<{ busy: string[] }> {
+    const tk = this.remember(tenant);
+    const set = await this.opts.catalog.get(tenant, "continuous");
+    const held: string[] = [];
+    const busy: string[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const started: Array<Promise<void>> = [];
+    for (const pid of profileIds) {
+      const key = `${tk}\u0000${pid}`;
+      if (this.queue.busy(key)) {
+        busy.push(pid);
+        continue;
+      }
+      held.push(pid);
+      started.push(new Promise<void>((got) => void this.queue.run(key, async () => {
+        got();
+        await released;
+      })));
+    }
+    try {
+      await Promise.all(started);
+      const verdict = async (profileId: string, definitionId: string): Promise<boolean | null> => {
+        const d = set.byId.get(definitionId);
+        if (d === undefined) return null;
+        let state = this.states.get(this.stateKey(tk, d, profileId));
+        if (state === undefined) {
+          const identity = (await this.opts.hub.graphIdentities(this.tenants.get(tk)!.scope, profileId))[0];
+          if (identity === undefined) return null;
+          // Not cached: the records stored meanwhile are still to be learnt by processRecord, which a fresh state already holds.
+          state = (await loadProfileState(this.opts.hub, this.tenants.get(tk)!.scope, identity, d.policy, this.opts.clock.now() - retentionOf(set), this.opts.storedThrough?.())) ?? undefined;
+          if (state === undefined) return null;
+        }
+        return this.holds(d, state, this.opts.clock.now());
+      };
+      const written = await write(held, verdict);
+      if (written.length > 0) this.applyToStates(tk, set, written, this.opts.clock.now());
+    } catch (err) {
+      // What the hub holds of these profiles is unknown now: reloaded next time.
+      for (const pid of held) this.forget(tk, set, pid);
+      throw err;
+    } finally {
+      release();
+    }
+    return { busy };
+  }
+
   /** Turn closed windows into exits. Resolves with the transitions written. */
   async sweep(now: number = this.opts.clock.now()): Promise<MembershipTransition[]> {
     const due = this.schedule.popDue(now);
@@ -417,10 +457,11 @@ export class StreamingEngine implements StreamingFeed {
    * Schedules a re-check of these realized memberships at the next sweep (a worker taking a
    * partition over: the previous owner's schedule went with it). The sweep loads each profile's
    * state, writes the exits of those that no longer hold, and schedules the others as usual.
+   * `due`: not before then (a backfill that knows when the profile's next event leaves a window).
    */
-  recheck(tenant: TenantContext, memberships: ReadonlyArray<{ profileId: string; definitionId: string }>): void {
+  recheck(tenant: TenantContext, memberships: ReadonlyArray<{ profileId: string; definitionId: string; due?: number }>): void {
     const tk = this.remember(tenant);
-    for (const m of memberships) this.schedule.schedule(0, tk, m.profileId, m.definitionId);
+    for (const m of memberships) this.schedule.schedule(m.due ?? 0, tk, m.profileId, m.definitionId);
   }
 
   /** Records the tenant (for the sweep) and its profile scope; returns its key. */
@@ -631,11 +672,6 @@ function learnEvent(state: ProfileState, record: StoredRecord, now: number): voi
   addEvent(state, { ts: record.timestamp ?? now, id: record.eventId, body: record.body, ...(record.json !== undefined ? { json: record.json } : {}) });
 }
 
-/** The candidates that `group` (one merge policy's definitions) evaluates. */
-function candidatesOf(groups: readonly LiveDefinition[][], group: readonly LiveDefinition[], candidates: readonly LiveDefinition[]): readonly LiveDefinition[] {
-  return groups.length === 1 ? candidates : candidates.filter((d) => policyKey(d) === policyKey(group[0]!));
-}
-
 function identityKeyOf(tk: string, i: Identity): string {
   return [tk, i.namespace, i.id].join("\u0000");
 }
@@ -649,25 +685,3 @@ function flatten(lists: MembershipTransition[][]): MembershipTransition[] {
   return out;
 }
 
-function retentionOf(set: LiveSet): number {
-  // Streaming windows are shorter than a day (decisions §1); keep a day at least.
-  return Math.max(DAY_MS, set.maxWindowMs) + 60 * 60 * 1000;
-}
-
-const groupCache = new WeakMap<LiveSet, LiveDefinition[][]>();
-
-/** Definitions by merge policy (each policy has its own merged view of a profile); computed once per set. */
-function policyGroups(set: LiveSet): LiveDefinition[][] {
-  const cached = groupCache.get(set);
-  if (cached) return cached;
-  const m = new Map<string, LiveDefinition[]>();
-  for (const d of set.definitions) {
-    const k = policyKey(d);
-    const g = m.get(k);
-    if (g) g.push(d);
-    else m.set(k, [d]);
-  }
-  const groups = [...m.values()];
-  groupCache.set(set, groups);
-  return groups;
-}

@@ -17,6 +17,11 @@ export class KeyedQueue {
     return next;
   }
 
+  /** Whether a task of this key is queued or running. */
+  busy(key: string): boolean {
+    return this.tails.has(key);
+  }
+
   /** Resolves when every queued task has finished. */
   async idle(): Promise<void> {
     while (this.tails.size > 0) await Promise.all([...this.tails.values()]);

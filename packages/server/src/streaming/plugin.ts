@@ -12,6 +12,7 @@ import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
 import type { EventBus } from "../platform/bus.js";
 import type { Clock } from "../platform/clock.js";
+import type { TenantContext } from "../services/tenancy.js";
 import type { MetadataStore } from "../stores/types.js";
 import { DefinitionCatalog } from "./definition-catalog.js";
 import { StreamingEngine, type StreamingFeed, type StreamingHub } from "./engine.js";
@@ -54,6 +55,30 @@ export interface Streaming {
   /** Waits for the evaluations and membership writes in flight. */
   idle(): Promise<void>;
   close(): Promise<void>;
+  /** On a hub whose streaming workers evaluate: hands a backfill's net change to the partitions' owners (cluster/partition-backfill.ts). */
+  backfill?: PartitionedBackfillWriter;
+}
+
+/**
+ * A backfill's writes on a hub with streaming workers (issue #40): the net change the hub computed
+ * goes to each partition's owner in band, on the partition's ordered stream, and resolves once
+ * every partition applied it. batch/backfill/ calls it structurally (its PartitionedBackfill).
+ */
+export interface PartitionedBackfillWriter {
+  /** Resolves once every partition's owner has taken this version of the definition (before the fence). */
+  switchTo(run: { tenant: TenantContext; definitionId: string; version: number; isCancelled(): boolean }): Promise<void>;
+  write(run: {
+    tenant: TenantContext;
+    definitionId: string;
+    /** updateTime of the definition version evaluated. */
+    version: number;
+    /** The change feed's version the snapshot read through. */
+    fence: number;
+    desired: ReadonlyMap<string, "realized" | "exited">;
+    isCancelled(): boolean;
+    /** Profiles of the net change the partitions applied so far. */
+    onProgress(processed: number): Promise<void>;
+  }): Promise<{ entered: number; exited: number; fenced: number }>;
 }
 
 export function createStreaming(deps: StreamingDeps): Streaming & { engine: StreamingEngine } {

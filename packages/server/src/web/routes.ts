@@ -4,7 +4,8 @@
  *
  *   GET /                       index.html (also for the client routes below,
  *   GET /signin, /audiences,    so that a reload or a shared link opens the
- *       /audiences/*, /lifecycle   right page: the SPA fallback)
+ *       /audiences/*, /destinations, /destinations/*,
+ *       /lifecycle                 right page: the SPA fallback)
  *   GET /ui/:file               the bundle (app.js, app.css, …)
  *   GET /ui/config.json         what the sign-in form may pre-fill (ui-config.ts)
  *
@@ -26,7 +27,7 @@ export interface WebRoutesOptions {
   staticDir?: string;
 }
 
-export const CLIENT_ROUTES = ["/", "/signin", "/audiences", "/audiences/*", "/lifecycle"] as const;
+export const CLIENT_ROUTES = ["/", "/signin", "/audiences", "/audiences/*", "/destinations", "/destinations/*", "/lifecycle"] as const;
 
 /** Everything the page loads comes from this server: no outside host, no inline script. */
 const CSP = [

@@ -43,6 +43,14 @@ describe("deliverer hook", () => {
       calls.push(`resend ${scope.orgId} ${flowId} ${JSON.stringify(audienceIds ?? null)}`);
       return { runId: `resend-${flowId}` };
     },
+    deadLetters: async (scope, flowId) => {
+      calls.push(`dead ${scope.orgId} ${flowId}`);
+      return [{ unitId: "l7", webhookId: `msg_${flowId}_l7`, items: 2, attempts: 9, lastError: { at: "2026-01-01T00:00:00.000Z", message: "HTTP 500", status: 500 } }];
+    },
+    replayDead: async (scope, flowId, unitIds) => {
+      calls.push(`replay ${scope.orgId} ${flowId} ${JSON.stringify(unitIds ?? null)}`);
+      return unitIds?.length ?? 1;
+    },
   };
 
   async function openApp(startDeliverer: StartDeliverer | null): Promise<{ app: FastifyInstance; url: string }> {
@@ -142,5 +150,35 @@ describe("deliverer hook", () => {
     const r = await a.post(`${F}/flows/${flowId}/resend`, {});
     assert.equal(r.status, 409);
     assert.equal(obj(arr(obj(obj(r.json).errors)["409"])[0]).message, `Flow '${flowId}' is disabled; enable it before resending`);
+  });
+
+  test("dead letters are listed and replayed for the caller's sandbox only; bad bodies are refused before the deliverer is asked", async () => {
+    const a = client(url);
+    const b = client(url, { token: TOKEN_B, org: ORG_B });
+    const flowId = await flow(a);
+    const listed = await a.get(`${F}/flows/${flowId}/deadLetters`);
+    assert.equal(listed.status, 200, listed.text);
+    assert.deepEqual(obj(listed.json).items, [{ unitId: "l7", webhookId: `msg_${flowId}_l7`, items: 2, attempts: 9, lastError: { at: "2026-01-01T00:00:00.000Z", message: "HTTP 500", status: 500 } }]);
+    const all = await a.post(`${F}/flows/${flowId}/deadLetters/replay`);
+    assert.equal(all.status, 202, all.text);
+    assert.deepEqual(all.json, { replayed: 1 });
+    const some = await a.post(`${F}/flows/${flowId}/deadLetters/replay`, { unitIds: ["l7", "l9"] });
+    assert.deepEqual([some.status, some.json], [202, { replayed: 2 }]);
+    assert.deepEqual(calls.filter((c) => c.startsWith("replay")), [`replay ${ORG_A} ${flowId} null`, `replay ${ORG_A} ${flowId} ["l7","l9"]`]);
+
+    const before = calls.length;
+    const wrong = await a.post(`${F}/flows/${flowId}/deadLetters/replay`, { unitIds: "l7" });
+    assert.equal(wrong.status, 400, wrong.text);
+    const extra = await a.post(`${F}/flows/${flowId}/deadLetters/replay`, { unitIds: [], everything: true });
+    assert.equal(extra.status, 400, extra.text);
+    assert.equal((await b.get(`${F}/flows/${flowId}/deadLetters`)).status, 404);
+    assert.equal((await b.post(`${F}/flows/${flowId}/deadLetters/replay`, {})).status, 404);
+    assert.equal((await a.get(`${F}/flows/no-such-flow/deadLetters`)).status, 404);
+    assert.deepEqual(calls.slice(before), [], "the deliverer was not asked");
+
+    assert.equal((await a.post(`${F}/flows/${flowId}/action?op=disable`)).status, 200);
+    const r = await a.post(`${F}/flows/${flowId}/deadLetters/replay`, {});
+    assert.equal(r.status, 409);
+    assert.equal(obj(arr(obj(obj(r.json).errors)["409"])[0]).message, `Flow '${flowId}' is disabled; enable it before replaying`);
   });
 });

@@ -7,7 +7,12 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { randomUUID } from "node:crypto";
+import { Registry } from "prom-client";
 import { startDeliverer, type Deliverer } from "../../src/activation/delivery/deliverer.js";
+import { FlowRunner } from "../../src/activation/delivery/flow-runner.js";
+import { deliveryMetrics } from "../../src/activation/delivery/metrics.js";
+import { DeliveryStateStore } from "../../src/activation/delivery/state-store.js";
 import { assertPublicTarget } from "../../src/activation/url-safety.js";
 import { killAll } from "../helpers/spawn.js";
 import { openTestStore, STORE_KIND, DATABASE_URL, type TestStore } from "../profiles/test-store.js";
@@ -135,5 +140,59 @@ describe("dataflow delivery semantics", { timeout: 120_000 }, () => {
     assert.equal(stats.lastError?.status, undefined);
     assert.equal(stats.retrying, 1);
     assert.equal(received(ok.log, secret).length, before);
+  });
+
+  test("an audience whose start time is ahead sends nothing until then; then its members as existing and its transitions", async () => {
+    const t0 = Date.now() - 60_000;
+    await ts.store.applyMembershipChanges(scope, ["70", "71"].map((p) => ({ profileId: p, definitionId: "m-s", status: "realized" as const, source: "batch" as const, at: t0 })));
+    const directory = new TestDirectory();
+    const secret = newSecret();
+    const startTime = Date.now() + 2500;
+    const flow = webhookFlow(scope, "later", ok.url, [], secret, { maxWaitMs: 10 });
+    directory.set({ ...flow, segmentSelectors: [{ audienceId: "m-s", startTime, addedAt: Date.now() }] });
+    const mine = () => received(ok.log, secret).filter((r) => r.flow === "later");
+    const d = startDeliverer({ directory, profiles: ts.store, storage: storage("s"), allowPrivateNetworks: true });
+    deliverers.push(d);
+    await d.ready;
+    // A change before the start is not sent by itself: the member list at the start carries it.
+    await ts.store.applyMembershipChanges(scope, [{ profileId: "71", definitionId: "m-s", status: "exited", source: "streaming", at: Date.now() }]);
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.deepEqual(mine(), [], "nothing before the start time");
+    await until(() => mine().length > 0 && d.idle(scope, "later"), "the members at the start time", 15_000);
+    const first = mine();
+    assert.ok(first.every((r) => r.t >= startTime), "sent at or after the start time");
+    assert.deepEqual(first.flatMap((r) => r.profiles.map((p) => [p.profileId, p.ups])), [["70", { "m-s": { status: "existing", lastQualificationTime: new Date(t0).toISOString() } }]]);
+    await ts.store.applyMembershipChanges(scope, [{ profileId: "70", definitionId: "m-s", status: "exited", source: "edge", at: Date.now() }]);
+    await until(() => mine().length > first.length, "the exit after the start", 10_000);
+    assert.deepEqual(mine().slice(first.length).flatMap((r) => r.profiles.map((p) => [p.profileId, (p.ups["m-s"] as { status: string }).status])), [["70", "exited"]]);
+  });
+
+  test("a change to a flow while its runner loads its stored state sends nothing again", async () => {
+    // The flow's state as a restart finds it: its audience known, its members already sent.
+    const state = await DeliveryStateStore.open(storage("u"));
+    try {
+      await ts.store.applyMembershipChanges(scope, ["90", "91"].map((p) => ({ profileId: p, definitionId: "m-u", status: "realized" as const, source: "batch" as const, at: Date.now() - 60_000 })));
+      const through = (await ts.store.transitionLogSeqs(0, 1_000_000)).max;
+      await state.createFlow(scope, "reload", through, ["m-u"], randomUUID(), Date.now());
+      for (const j of await state.snapshotJobs(scope, "reload")) await state.endSnapshot(scope, "reload", j);
+      const secret = newSecret();
+      const flow = webhookFlow(scope, "reload", ok.url, ["m-u"], secret, { maxWaitMs: 10 });
+      const runner = new FlowRunner(flow, {
+        profiles: ts.store, state, metrics: deliveryMetrics(new Registry()), horizon: () => through,
+        mergePolicy: async () => ({ identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } }),
+        allowPrivateNetworks: true, now: Date.now, onError: (err) => assert.fail(String(err)),
+      });
+      // An update (the directory's change notice) while start() awaits the stored state.
+      const starting = runner.start();
+      runner.update({ ...flow, version: 2 });
+      await starting;
+      await until(() => runner.idle(), "the runner idle", 10_000);
+      await new Promise((r) => setTimeout(r, 300));
+      await runner.stop();
+      assert.deepEqual(await state.snapshotJobs(scope, "reload"), [], "no snapshot job");
+      assert.deepEqual(received(ok.log, secret).filter((r) => r.flow === "reload"), [], "nothing sent again");
+    } finally {
+      await state.close();
+    }
   });
 });

@@ -1,6 +1,6 @@
 // Shared by the delivery suites: webhook receivers as child processes, a dataflow directory the
 // test controls, and reading back what the receivers got (signatures checked).
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { randomBytes } from "node:crypto";
 import type { Dataflow, DataflowDirectory, DeliveryPolicy } from "../../src/activation/types.js";
@@ -10,6 +10,10 @@ import { spawnTs, waitFor, type Spawned } from "../helpers/spawn.js";
 import os from "node:os";
 import pg from "pg";
 import { DATABASE_URL, STORE_KIND, type TestStore } from "../profiles/test-store.js";
+import path from "node:path";
+import { CONNECTION_SPEC_IDS } from "../../src/activation/connection-specs.js";
+import { obj, testConfig, type Client } from "../helpers/server-harness.js";
+import type { TestStoreHandle } from "../helpers/test-store.js";
 
 const RECEIVER = "packages/server/test/helpers/webhook-receiver.ts";
 
@@ -20,7 +24,8 @@ export interface Receiver {
   proc: Spawned;
 }
 
-export async function startReceiver(log: string, o: { port?: number; failRate?: number; hangRate?: number; hangMs?: number; delayMs?: number; status?: number; retryAfter?: string } = {}): Promise<Receiver> {
+/** `downForMs`: the receiver does not listen (connections refused) for that long after READY. */
+export async function startReceiver(log: string, o: { port?: number; failRate?: number; hangRate?: number; hangMs?: number; delayMs?: number; status?: number; retryAfter?: string; downForMs?: number } = {}): Promise<Receiver> {
   const proc = spawnTs(RECEIVER, [JSON.stringify({ log, ...o })]);
   const m = await waitFor(proc, /READY (\d+)/);
   const port = Number(m[1]);
@@ -133,4 +138,56 @@ export async function dropDeliverySchema(ts: TestStore): Promise<void> {
   await c.connect();
   await c.query(`DROP SCHEMA IF EXISTS "${ts.location}_delivery" CASCADE`);
   await c.end();
+}
+
+export const FLOWSERVICE = "/data/foundation/flowservice";
+
+/**
+ * A webhook destination and a flow over `audienceIds` created through the Flow Service API, the way
+ * a user does it; the flow's id and the signing secret the API returns once.
+ */
+export async function createWebhookFlow(c: Client, name: string, url: string, audienceIds: string[], delivery: Partial<DeliveryPolicy> = {}): Promise<{ flowId: string; secret: string }> {
+  const spec = { id: CONNECTION_SPEC_IDS.webhook, version: "1.0" };
+  const conn = await c.post(`${FLOWSERVICE}/connections`, { name: `${name} auth`, connectionSpec: spec });
+  if (conn.status !== 201) throw new Error(`connection: ${conn.status} ${conn.text}`);
+  const tgt = await c.post(`${FLOWSERVICE}/targetConnections`, { name: `${name} target`, baseConnectionId: obj(conn.json).id, connectionSpec: spec, params: { httpEndpoint: url, headers: { "x-test": name } } });
+  if (tgt.status !== 201) throw new Error(`target connection: ${tgt.status} ${tgt.text}`);
+  const f = await c.post(`${FLOWSERVICE}/flows`, {
+    name, targetConnectionIds: [obj(tgt.json).id],
+    transformations: [{ name: "GeneralTransform", params: { segmentSelectors: { selectors: audienceIds.map((id) => ({ type: "PLATFORM_SEGMENT", value: { id } })) } } }],
+    delivery,
+  });
+  if (f.status !== 201) throw new Error(`flow: ${f.status} ${f.text}`);
+  return { flowId: String(obj(f.json).id), secret: String(obj(f.json).signingSecret) };
+}
+
+/**
+ * The whole server in its own process (test/helpers/child-server.ts) on the store `handle` holds,
+ * with destinations on private addresses allowed (the receivers listen on 127.0.0.1); its URL.
+ */
+export async function startServerProcess(handle: TestStoreHandle, env: NodeJS.ProcessEnv = {}): Promise<{ proc: Spawned; url: string }> {
+  const c = testConfig(handle);
+  const configFile = path.join(handle.dataDir, "segmentd.config.json");
+  writeFileSync(configFile, JSON.stringify({
+    host: c.host, port: 0, dataDir: c.dataDir, ...(c.databaseUrl ? { databaseUrl: c.databaseUrl } : {}), logLevel: "warn",
+    auth: c.auth, organizations: c.organizations, batch: { defaultSchedule: false }, activation: { allowPrivateNetworks: true },
+  }));
+  const proc = spawnTs("packages/server/test/helpers/child-server.ts", [configFile], env);
+  const m = await waitFor(proc, /READY (\S+)/);
+  return { proc, url: m[1]! };
+}
+
+/**
+ * Waits until each live (continuous or edge) definition's backfill over the existing profiles has
+ * succeeded: one that ran late would write `backfill` transitions among those a test drives.
+ */
+export async function backfillsDone(c: Client, definitionIds: string[], ms = 30_000): Promise<void> {
+  for (const id of definitionIds) {
+    await until(async () => {
+      const r = await c.get(`/data/core/ups/segment/definitions/${id}/backfill`);
+      if (r.status !== 200) throw new Error(`backfill of ${id}: ${r.status} ${r.text}`);
+      if (obj(r.json).state === "failed") throw new Error(`backfill of ${id} failed: ${r.text}`);
+      return obj(r.json).state === "succeeded";
+    }, `the backfill of ${id}`, ms);
+  }
 }

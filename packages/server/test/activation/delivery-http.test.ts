@@ -88,8 +88,8 @@ describe("delivery through the activation plugin", { timeout: 60_000 }, () => {
     const secret = String(obj(f.json).signingSecret);
     assert.match(secret, /^whsec_/);
     const scope = { orgId: ORG_A, sandboxName: "prod" };
-    // The flow's runner starts (its empty snapshot) before the transitions are written.
-    await new Promise((r) => setTimeout(r, 1500));
+    // Written right after the 201: the API answers once the flow is delivered from a fixed log
+    // position, so these arrive as transitions (with their log positions), not folded into a snapshot.
     const now = Date.now();
     await profiles.applyMembershipChanges(scope, [
       { profileId: "11", definitionId: "aud-1", status: "realized", source: "streaming", at: now },
@@ -100,6 +100,7 @@ describe("delivery through the activation plugin", { timeout: 60_000 }, () => {
     assert.ok(rs.every((r) => r.signed));
     assert.ok(rs.every((r) => r.webhookId.startsWith(`msg_${flowId}_`)));
     assert.deepEqual(rs.flatMap((r) => r.profiles.map((p) => [p.profileId, p.ups])), [["11", { "aud-1": { status: "realized", lastQualificationTime: new Date(now).toISOString() } }]]);
+    assert.equal(rs.flatMap((r) => r.profiles.flatMap((p) => p.seqs)).length, 1, "sent as a transition, with its log position");
     await until(async () => obj(obj(arr(obj((await a.get(`${F}/flows/${flowId}`)).json).items)[0]).deliveryStats).sent === 1, "the flow's stats", 10_000);
     assert.match(await registry.metrics(), new RegExp(`segmentd_delivery_sent_total\\{flow="${flowId}"\\} 1`));
   });

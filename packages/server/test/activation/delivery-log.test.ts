@@ -65,6 +65,16 @@ describe("log horizon on PostgreSQL: out-of-order commits and rollbacks", { skip
     await ts.cleanup();
   });
 
+  /** A horizon started at the log's end and past its start's grace: where it is settled. */
+  const settledHorizon = async (): Promise<{ h: LogHorizon; s0: number | null }> => {
+    const h = new LogHorizon(ts.store);
+    await h.init(null);
+    await new Promise((r) => setTimeout(r, 300));
+    const s0 = await h.advance();
+    assert.notEqual(s0, null);
+    return { h, s0 };
+  };
+
   const insert = async (c: pg.Client, pid: number): Promise<number> => {
     const r = await c.query<{ seq: string }>("INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at) SELECT tid, $1, 'a', NULL, 'realized', 'streaming', 2 FROM tenants WHERE org = $2 RETURNING seq", [pid, scope.orgId]);
     return Number(r.rows[0]!.seq);
@@ -104,5 +114,49 @@ describe("log horizon on PostgreSQL: out-of-order commits and rollbacks", { skip
     assert.equal(await h.advance(), b, "the gap is first waited out");
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(await h.advance(), d);
+  });
+
+  test("the newest writer (its xid at or above every snapshot's xmax: no later xid has completed) holds the horizon", async () => {
+    const [c1, c2] = clients as [pg.Client, pg.Client];
+    const { h, s0 } = await settledHorizon();
+    // c2 takes its xid first, c1 after it (the higher one); c1 writes the lower sequence and stays open.
+    await c2.query("BEGIN");
+    await c2.query("SELECT pg_current_xact_id()");
+    await c1.query("BEGIN");
+    await c1.query("SELECT pg_current_xact_id()");
+    const a = await insert(c1, 30);
+    const b = await insert(c2, 31);
+    assert.ok(b > a);
+    await c2.query("COMMIT");
+    // The newest completed xid is c2's, below c1's: c1 is in no snapshot's xip list.
+    const xip = (await c2.query<{ x: string[] | null }>("SELECT (SELECT array_agg(x::text) FROM pg_snapshot_xip(pg_current_snapshot()) x) AS x")).rows[0]!.x ?? [];
+    const mine = (await c1.query<{ x: string }>("SELECT pg_current_xact_id()::text AS x")).rows[0]!.x;
+    assert.ok(!xip.includes(mine), `c1's xid ${mine} is not in ${JSON.stringify(xip)}`);
+    assert.equal(await h.advance(), s0, "the gap is seen");
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await h.advance(), s0, "held while the newest writer is open");
+    await c1.query("COMMIT");
+    assert.equal(await h.advance(), b);
+  });
+
+  test("a sequence taken before its transaction's first write (no xid when the gap is seen) holds the horizon until that transaction ends", async () => {
+    const [c1, c2] = clients as [pg.Client, pg.Client];
+    const { h, s0 } = await settledHorizon();
+    // nextval assigns no transaction id: c1's transaction is in no snapshot's list yet.
+    await c1.query("BEGIN");
+    const a = Number((await c1.query<{ s: string }>("SELECT nextval(pg_get_serial_sequence('transitions', 'seq'))::text AS s")).rows[0]!.s);
+    const b = await insert(c2, 21);
+    assert.ok(b > a);
+    assert.equal(await h.advance(), s0, "the gap is seen");
+    // The row is written (the transaction gets its id) after the gap was first seen, and stays uncommitted past the grace.
+    await c1.query("INSERT INTO transitions (seq, tid, pid, def, from_status, to_status, source, at) SELECT $1, tid, 20, 'a', NULL, 'realized', 'streaming', 2 FROM tenants WHERE org = $2", [a, scope.orgId]);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await h.advance(), s0, "held: the transaction holding the gap is in the snapshot taken after the grace");
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await h.advance(), s0, "held while it is open");
+    await c1.query("COMMIT");
+    assert.equal(await h.advance(), b);
+    const read = await ts.store.readTransitionLog(scope, { afterSeq: s0!, throughSeq: b, definitionIds: ["a"], limit: 10 });
+    assert.deepEqual(read.map((t) => [t.seq, t.profileId]), [[a, "20"], [b, "21"]]);
   });
 });

@@ -227,7 +227,7 @@ describe("destinations API", () => {
 
   test("NATS and file destinations", async () => {
     const nats = await a.post(`${F}/connections`, { name: "nats", connectionSpec: { id: CONNECTION_SPEC_IDS.nats } });
-    const nt = await a.post(`${F}/targetConnections`, { name: "subj", baseConnectionId: obj(nats.json).id, connectionSpec: { id: CONNECTION_SPEC_IDS.nats }, params: { subject: "crm.members" } });
+    const nt = await a.post(`${F}/targetConnections`, { name: "subj", baseConnectionId: obj(nats.json).id, connectionSpec: { id: CONNECTION_SPEC_IDS.nats }, params: { subject: "crm.members", serverUrl: "nats://93.184.215.14:4222" } });
     assert.equal(nt.status, 201, nt.text);
     const nf = await a.post(`${F}/flows`, flowBody(String(obj(nt.json).id), [audience1]));
     assert.equal(nf.status, 201, nf.text);
@@ -243,7 +243,7 @@ describe("destinations API", () => {
     assert.equal(ft.status, 201, ft.text);
     const ff = await a.post(`${F}/flows`, flowBody(String(obj(ft.json).id), [audience2]));
     const scope = { orgId: "AAAAAAAAAAAAAAAAAAAAAAAA@AdobeOrg", sandboxName: "prod" };
-    assert.deepEqual((await h.server.app.activation!.directory.get(scope, String(obj(nf.json).id)))!.target, { kind: "nats", subject: "crm.members" });
+    assert.deepEqual((await h.server.app.activation!.directory.get(scope, String(obj(nf.json).id)))!.target, { kind: "nats", subject: "crm.members", serverUrl: "nats://93.184.215.14:4222" });
     assert.deepEqual((await h.server.app.activation!.directory.get(scope, String(obj(ff.json).id)))!.target, { kind: "file", format: "csv", gzip: true, mode: "incremental", frequency: "EVERY_6_HOURS" });
     for (const id of [obj(nf.json).id, obj(ff.json).id]) assert.equal((await a.delete(`${F}/flows/${String(id)}`)).status, 204);
   });

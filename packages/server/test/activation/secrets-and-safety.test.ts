@@ -45,16 +45,20 @@ async function rawRows(handle: TestStoreHandle): Promise<string> {
   }
 }
 
-test("config: activation.allowPrivateNetworks (default false) and secretKey; bad values are ConfigErrors", () => {
+test("config: activation.allowPrivateNetworks (default false), secretKey and reconcileMs; bad values are ConfigErrors", () => {
   assert.equal(defaultConfig().activation, undefined);
   assert.deepEqual(applyConfigFile(defaultConfig(), { activation: {} }, "f").activation, { allowPrivateNetworks: false });
   const key = Buffer.alloc(32, 1).toString("base64");
   assert.deepEqual(applyConfigFile(defaultConfig(), { activation: { allowPrivateNetworks: true, secretKey: key } }, "f").activation, { allowPrivateNetworks: true, secretKey: key });
+  assert.deepEqual(applyConfigFile(defaultConfig(), { activation: { reconcileMs: 60_000 } }, "f").activation, { allowPrivateNetworks: false, reconcileMs: 60_000 });
   for (const [raw, message] of [
     [{ activation: 1 }, 'f: activation must be an object ({ "allowPrivateNetworks": false })'],
     [{ activation: { allowPrivateNetworks: "yes" } }, "f: activation.allowPrivateNetworks must be a boolean"],
     [{ activation: { secretKey: 5 } }, "f: activation.secretKey must be a string"],
     [{ activation: { allowPrivate: true } }, 'f: unknown key "activation.allowPrivate"'],
+    [{ activation: { reconcileMs: 50 } }, "f: activation.reconcileMs must be an integer from 100 to 3600000 (ms)"],
+    [{ activation: { reconcileMs: "5000" } }, "f: activation.reconcileMs must be an integer from 100 to 3600000 (ms)"],
+    [{ activation: { reconcileMs: 1.5e3 + 0.5 } }, "f: activation.reconcileMs must be an integer from 100 to 3600000 (ms)"],
   ] as const) {
     assert.throws(() => applyConfigFile(defaultConfig(), raw, "f"), (e: unknown) => e instanceof ConfigError && e.message === message, message);
   }

@@ -24,6 +24,8 @@ import { PgBatchRepository } from "../../src/batch/store/pg-repository.js";
 import { SqliteBatchRepository } from "../../src/batch/store/sqlite-repository.js";
 import type { BatchRepository } from "../../src/batch/store/types.js";
 import type { ProfileStore } from "../../src/profiles/store.js";
+import type { TenantContext } from "../../src/services/tenancy.js";
+import type { MetadataStore } from "../../src/stores/types.js";
 import { API_KEY, ORG_A, TOKEN_A, testConfig } from "../helpers/server-harness.js";
 import { createTestStore, type TestStoreHandle } from "../helpers/test-store.js";
 import { STORE_KIND, DATABASE_URL, openStoreAt } from "../profiles/test-store.js";
@@ -38,6 +40,9 @@ export interface BatchHarness {
   schedules: ScheduleService;
   previews: PreviewService;
   exports: ExportService;
+  /** The metadata store and a tenant of the config (services built beside the plugin's, e.g. a second hub's). */
+  metadata: MetadataStore;
+  tenant(orgId: string, sandboxName: string): TenantContext;
   /** Where the profile data lives (reopen after a restart). */
   profileLocation: string;
   batchLocation: string;
@@ -110,6 +115,8 @@ export async function startBatchHarness(label: string, opts: HarnessOptions = {}
     schedules: handles!.schedules,
     previews: handles!.previews,
     exports: handles!.exports,
+    metadata,
+    tenant: (orgId, sandboxName) => services.tenants.resolve(orgId, sandboxName)!,
     store,
     profileLocation,
     batchLocation,

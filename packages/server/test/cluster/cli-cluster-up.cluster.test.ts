@@ -7,11 +7,11 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { ensureBuilt, killAllCli, runCli, spawnCli } from "../helpers/built-cli.js";
 import { waitFor } from "../helpers/spawn.js";
+import { freePortRun } from "../helpers/free-ports.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 let dir: string;
@@ -25,22 +25,6 @@ after(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Two consecutive free ports (the hub's and the edge site's). */
-async function freePorts(): Promise<number> {
-  for (;;) {
-    const s = createServer();
-    await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-    const port = (s.address() as { port: number }).port;
-    const t = createServer();
-    const ok = await new Promise<boolean>((r) => t.once("error", () => r(false)).listen(port + 1, "127.0.0.1", () => r(true)));
-    await new Promise((r) => s.close(r));
-    if (ok) {
-      await new Promise((r) => t.close(r));
-      return port;
-    }
-  }
-}
-
 test("cluster up: npm start's tenant, the demo at the hub, an interact call that works as printed, UUID request ids, a last line", async () => {
   // `npm start` ran here first: the cluster must use the same development tenant.
   const first = spawnCli(["serve", "--port", "0", "--data-dir", dir, "--no-demo"]);
@@ -49,7 +33,7 @@ test("cluster up: npm start's tenant, the demo at the hub, an interact call that
   await first.exited;
   const creds = JSON.parse(readFileSync(path.join(dir, "dev-credentials.json"), "utf8")) as { orgId: string };
 
-  const port = await freePorts();
+  const port = await freePortRun(2); // the hub's and the edge site's
   const cluster = spawnCli(["cluster", "up", "--port", String(port), "--data-dir", dir, "--sites", "e1"]);
   await waitFor(cluster, /Ctrl-C stops every process\./, 240_000);
   const out = cluster.stdout();

@@ -5,7 +5,10 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { configSubject, projectionSubject, token, untoken } from "../../src/cluster/subjects.js";
-import { decodeEdgeMessage, encode, recordOf, type EdgeEventMessage } from "../../src/cluster/wire.js";
+import { decodeEdgeMessage, encode, encodeEventMessage, recordOf, type EdgeEventMessage } from "../../src/cluster/wire.js";
+import type { ForwardItem } from "../../src/edge/hub-forwarder.js";
+import type { JsonObject, ValidRecord } from "../../src/profiles/types.js";
+import type { TenantContext } from "../../src/services/tenancy.js";
 
 const event: EdgeEventMessage = {
   v: 1,
@@ -41,13 +44,49 @@ describe("cluster wire format", () => {
     const r = recordOf(m as EdgeEventMessage);
     assert.deepEqual(r.body, { _id: "e1", eventType: "page.view" });
     assert.equal(r.eventId, "e1");
-    assert.equal(r.size, Buffer.byteLength(event.record.json));
+    assert.equal(r.size, Buffer.byteLength((event.record as { json: string }).json));
+  });
+
+  it("an event message of version 2 carries the record's JSON once and decodes to the same record", () => {
+    // Quotes, escapes, non-ASCII, a lone surrogate, nesting: the JSON text comes back byte for byte.
+    const body: JsonObject = { _id: "e\"2", eventType: "web.page\nviews", name: "Zoë 🎉 \ud800", nested: { a: [1, 2.5, -0, 1e21, null, true], "": "" }, timestamp: "2026-11-29T12:00:00.000Z" };
+    const json = JSON.stringify(body);
+    const record: ValidRecord = { index: 0, kind: "experienceevent", body, primary: { namespace: "crmid", id: "dora" }, identities: [{ namespace: "crmid", id: "dora" }], timestamp: 1_800_000_000_000, eventId: 'e"2', size: Buffer.byteLength(json), json };
+    const item: ForwardItem = {
+      tenant: { orgId: "ORG@AdobeOrg", sandbox: { sandboxName: "prod" } } as unknown as TenantContext,
+      datasetId: "ds1",
+      record,
+      identity: { namespace: "crmid", id: "dora" },
+      location: "site-a",
+      newAtLocation: false,
+      edgeChanges: [{ definitionId: "d1", status: "exited", at: 5 }],
+    };
+    const data = encodeEventMessage(item);
+    // The body is JSON in the envelope, not a string of it: no escaped copy of the record's quotes.
+    assert.ok(data.toString("utf8").includes(`"body":${json}}}`));
+    assert.ok(data.byteLength < Buffer.byteLength(JSON.stringify({ json })) + 400);
+    const m = decodeEdgeMessage(data);
+    assert.ok(!("error" in m) && m.kind === "event", JSON.stringify(m));
+    assert.equal(m.v, 2);
+    assert.deepEqual([m.orgId, m.sandboxName, m.datasetId, m.location, m.newAtLocation, m.identity, m.edgeChanges], ["ORG@AdobeOrg", "prod", "ds1", "site-a", false, { namespace: "crmid", id: "dora" }, [{ definitionId: "d1", status: "exited", at: 5 }]]);
+    const r = recordOf(m);
+    assert.equal(r.json, json);
+    assert.equal(r.size, record.size);
+    assert.deepEqual(r.body, JSON.parse(json));
+    assert.deepEqual({ ...r, body: null }, { ...record, body: null });
   });
 
   it("refuses what an edge node does not write, saying why", () => {
     const bad = (v: unknown) => decodeEdgeMessage(typeof v === "string" ? Buffer.from(v) : encode(v));
     assert.deepEqual(bad("{not json"), { error: "not JSON" });
-    assert.deepEqual(bad({ ...event, v: 2 }), { error: "not an edge message of version 1" });
+    assert.deepEqual(bad({ ...event, v: 3 }), { error: "not an edge message of version 1 or 2" });
+    // Version 1 carries the body's JSON text, version 2 the body itself: not the other's form.
+    assert.deepEqual(bad({ ...event, v: 2 }), { error: "bad record" });
+    const { json: _json, ...fields } = event.record as { json: string };
+    assert.deepEqual(bad({ ...event, record: { ...fields, body: { _id: "e1" } } }), { error: "bad record" });
+    assert.deepEqual(bad({ ...event, v: 2, record: { ...fields, body: [1] } }), { error: "record body is not an object" });
+    assert.deepEqual(bad({ ...event, v: 2, record: { ...fields } }), { error: "record body is not an object" });
+    assert.ok(!("error" in bad({ ...event, v: 2, record: { ...fields, body: { _id: "e1" } } })));
     assert.deepEqual(bad({ ...event, kind: "other" }), { error: "unknown kind other" });
     assert.deepEqual(bad({ ...event, identity: { namespace: "crmid" } }), { error: "bad event envelope" });
     assert.deepEqual(bad({ ...event, record: { ...event.record, json: "[1]" } }), { error: "record body is not an object" });

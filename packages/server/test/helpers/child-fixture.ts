@@ -18,13 +18,14 @@ export interface ChildFixture {
   dispose(): Promise<void>;
 }
 
-export async function childFixture(label: string): Promise<ChildFixture> {
+/** `extra`: more top-level keys of the config file (e.g. `activation`). */
+export async function childFixture(label: string, extra: Record<string, unknown> = {}): Promise<ChildFixture> {
   const store = await createTestStore(label);
   const c = testConfig(store);
   const configFile = path.join(store.dataDir, "segmentd.config.json");
   writeFileSync(configFile, JSON.stringify({
     host: c.host, port: 0, dataDir: c.dataDir, ...(c.databaseUrl ? { databaseUrl: c.databaseUrl } : {}), logLevel: "warn",
-    auth: c.auth, organizations: c.organizations,
+    auth: c.auth, organizations: c.organizations, ...extra,
   }));
   return {
     store,

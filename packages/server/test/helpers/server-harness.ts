@@ -165,14 +165,14 @@ export async function profileDataset(c: Client, name: string, schemaId: string):
   return String(arr(r.json)[0]).split("/").pop()!;
 }
 
-/** A batch job over every published definition (`segmentId: "*"`), polled until it succeeds. */
-export async function runSegmentJob(c: Client): Promise<void> {
+/** A batch job over every published definition (`segmentId: "*"`), polled (every 50 ms, `polls` times at most) until it succeeds. */
+export async function runSegmentJob(c: Client, polls = 400): Promise<void> {
   const job = await c.post("/data/core/ups/segment/jobs", { segments: [{ segmentId: "*" }] });
   if (job.status !== 200) throw new Error(`segment job: ${job.status} ${job.text}`);
   for (let i = 0; ; i++) {
     const j = obj((await c.get(`/data/core/ups/segment/jobs/${obj(job.json).id as string}`)).json);
     if (j.status === "SUCCEEDED") return;
-    if (j.status === "FAILED" || i >= 400) throw new Error(`segment job: ${JSON.stringify(j)}`);
+    if (j.status === "FAILED" || i >= polls) throw new Error(`segment job: ${JSON.stringify(j)}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

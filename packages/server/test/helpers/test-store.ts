@@ -31,10 +31,35 @@ export function userlessUrl(schema: string): string {
   return u.toString();
 }
 
-function withUser(url: string): string {
+export function withUser(url: string): string {
   const u = new URL(url);
   if (u.username === "") u.username = process.env.PGUSER || "postgres";
   return u.toString();
+}
+
+/**
+ * A fresh schema for processes that share one database (several hubs, workers): its URL (the
+ * schema as search_path) and `drop()`, which removes it and the module schemas the server made
+ * beside it (`<schema>_profiles`, `_metadata`, `_batch`, `_hygiene`, `_delivery`).
+ */
+export async function freshSchema(prefix: string): Promise<{ schema: string; databaseUrl: string; drop(): Promise<void> }> {
+  const schema = `${prefix}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+  const admin = new pg.Client({ connectionString: withUser(testDatabaseUrl()) });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  await admin.end();
+  const u = new URL(testDatabaseUrl());
+  u.searchParams.set("options", `-c search_path=${schema}`);
+  return {
+    schema,
+    databaseUrl: u.toString(),
+    async drop() {
+      const a = new pg.Client({ connectionString: withUser(testDatabaseUrl()) });
+      await a.connect();
+      for (const s of ["", "_profiles", "_metadata", "_batch", "_hygiene", "_delivery"]) await a.query(`DROP SCHEMA IF EXISTS ${schema}${s} CASCADE`);
+      await a.end();
+    },
+  };
 }
 
 export interface TestStoreHandle {

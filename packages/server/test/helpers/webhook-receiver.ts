@@ -4,6 +4,8 @@
  * Appends every request (arrival time, headers, body) to `log` as one NDJSON line before it
  * answers, then answers as its options say: `failRate` of requests with 500, `hangRate` with no
  * answer for `hangMs` (longer than the sender's timeout), every one after `delayMs`.
+ * `downForMs` (with `port`): prints READY at once but listens only after that long, so until then
+ * every connection is refused (a receiver that is down).
  * Prints `READY <port>`.
  */
 import { appendFileSync } from "node:fs";
@@ -19,6 +21,8 @@ interface Options {
   /** Answer this status to every request (Retry-After with it when retryAfter is set). */
   status?: number;
   retryAfter?: string;
+  /** Not listening (connection refused) for this long after READY; needs `port`. */
+  downForMs?: number;
 }
 
 const o = JSON.parse(process.argv[2]!) as Options;
@@ -41,7 +45,13 @@ const server = http.createServer((req, res) => {
   });
 });
 server.keepAliveTimeout = 30_000;
-server.listen(o.port ?? 0, "127.0.0.1", () => {
-  const a = server.address();
-  process.stdout.write(`READY ${typeof a === "object" && a !== null ? a.port : 0}\n`);
-});
+if ((o.downForMs ?? 0) > 0) {
+  if (o.port === undefined) throw new Error("downForMs needs a port");
+  process.stdout.write(`READY ${o.port}\n`);
+  setTimeout(() => server.listen(o.port, "127.0.0.1", () => process.stdout.write(`UP ${o.port}\n`)), o.downForMs);
+} else {
+  server.listen(o.port ?? 0, "127.0.0.1", () => {
+    const a = server.address();
+    process.stdout.write(`READY ${typeof a === "object" && a !== null ? a.port : 0}\n`);
+  });
+}

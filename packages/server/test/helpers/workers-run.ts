@@ -10,14 +10,17 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
+import { connect } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { startNatsServer, type RunningNatsServer } from "../../src/cluster/nats-server.js";
+import { partitionFilter, PARTITION_STREAM } from "../../src/cluster/partition-wire.js";
 import { rng } from "../../src/profiles/demo.js";
 import { REPO_ROOT, spawnTs, waitFor, type Spawned } from "./spawn.js";
 import { testDatabaseUrl } from "./test-store.js";
 
 export const ORG = "WORKERS000000000000000000@AdobeOrg";
-const TOKEN = "workers-token";
-const KEY = "workers-key";
+export const TOKEN = "workers-token";
+export const KEY = "workers-key";
 const OPERATOR = "workers-operator";
 const CLI = path.join(REPO_ROOT, "packages/server/src/cli/main.ts");
 /** The script's first instant (the test clock's start). */
@@ -133,7 +136,12 @@ export interface Deployment {
   close(): Promise<void>;
 }
 
-export async function deploy(kind: Deployment["kind"], label: string, partitions = 64): Promise<Deployment> {
+/**
+ * `opts.config`: more top-level keys of the config file (e.g. `activation`); `opts.testClock:
+ * false` runs the hub on the real clock (deliveries: retries and signature timestamps need it);
+ * `opts.clockStart`: the test clock's first instant (default T0).
+ */
+export async function deploy(kind: Deployment["kind"], label: string, partitions = 64, opts: { config?: Record<string, unknown>; testClock?: boolean; clockStart?: number } = {}): Promise<Deployment> {
   const dir = mkdtempSync(path.join(os.tmpdir(), `segmentd-workers-${label}-`));
   const schema = `t_w_${label}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
   const admin = new pg.Client({ connectionString: adminUrl() });
@@ -150,6 +158,7 @@ export async function deploy(kind: Deployment["kind"], label: string, partitions
     logLevel: "warn",
     auth: { staticTokens: [{ token: TOKEN, orgs: [ORG] }], apiKeys: [KEY], operatorTokens: [OPERATOR] },
     organizations: [{ id: ORG, sandboxes: [{ name: "prod", type: "production", default: true }] }],
+    ...opts.config,
   }));
   mkdirSync(path.join(dir, "hub"));
   const nats = kind === "workers" ? await startNatsServer({ dir: path.join(dir, "nats"), domain: "hub" }) : null;
@@ -163,7 +172,7 @@ export async function deploy(kind: Deployment["kind"], label: string, partitions
     nats,
     hub,
     workers: new Map(),
-    now: T0,
+    now: opts.clockStart ?? T0,
     async call(method, url, body, operator = false) {
       const headers: Record<string, string> = operator
         ? { authorization: `Bearer ${OPERATOR}`, "content-type": "application/json" }
@@ -189,7 +198,7 @@ export async function deploy(kind: Deployment["kind"], label: string, partitions
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  await hub.start({ SEGMENTD_TEST_CLOCK: String(T0) });
+  await hub.start(opts.testClock === false ? {} : { SEGMENTD_TEST_CLOCK: String(d.now) });
   return d;
 }
 
@@ -197,7 +206,7 @@ function adminUrl(): string {
   return withUser(testDatabaseUrl());
 }
 
-function withUser(url: string): string {
+export function withUser(url: string): string {
   const u = new URL(url);
   if (u.username === "") u.username = process.env.PGUSER || "postgres";
   return u.toString();
@@ -225,6 +234,11 @@ export interface DriveHooks {
   beforeStep?(i: number): Promise<void>;
   /** At least this long between steps (an offered load below capacity); default as fast as the hub answers. */
   stepEveryMs?: number;
+  /**
+   * Wait for the definitions' own backfills (#40) before the stream, so that every deployment starts
+   * from the same state; needs a worker running (a workers hub's backfill waits for the partitions).
+   */
+  backfillsFirst?: boolean;
 }
 
 /**
@@ -243,6 +257,7 @@ export async function drive(d: Deployment, script: Script, hooks: DriveHooks = {
   };
   const profileDs = await dataset("Profiles", "profile");
   const eventDs = await dataset("Events", "experienceevent");
+  const created: string[] = [];
   for (const def of script.definitions) {
     const r = await d.call("POST", "/data/core/ups/segment/definitions", {
       name: def.name,
@@ -251,7 +266,13 @@ export async function drive(d: Deployment, script: Script, hooks: DriveHooks = {
       evaluationInfo: { batch: { enabled: false }, continuous: { enabled: true }, synchronous: { enabled: false } },
     });
     assert.equal(r.status, 200, `${def.name}: ${JSON.stringify(r.json)}`);
+    created.push((r.json as { id: string }).id);
   }
+  // Every deployment starts the stream from the same state: the definitions' own backfills (#40, over the
+  // empty store) done — with workers each one waits for every partition to apply its messages, minutes
+  // for 100. Left queued, a hub killed mid-stream resumes them over a populated store beside the live
+  // stream: that race is backfill.workers.test.ts's; this suite compares streaming evaluation.
+  if (hooks.backfillsFirst === true) process.stdout.write(`# the definitions' backfills done ${await waitBackfills(d, created)} ms after the last was created\n`);
   const send = (datasetId: string, records: Array<Record<string, unknown>>, what: string) =>
     retrying(what, () => d.call("POST", "/collection/batch/inlet", { messages: records.map((xdmEntity) => ({ header: { datasetId }, body: { xdmEntity } })) }), (r) => {
       if (r.status !== 207) return undefined;
@@ -288,6 +309,23 @@ export async function drive(d: Deployment, script: Script, hooks: DriveHooks = {
   // An hour more, a tick a minute: the windows (< 1 h) close.
   for (let m = 0; m < 60; m++) await advance(60_000);
   return { sentMs: Date.now() - t0 };
+}
+
+/** Waits until the definitions' own backfills (#40) succeeded (a definition without one answers 404); resolves with how long that took (ms). */
+export async function waitBackfills(d: Deployment, ids: readonly string[]): Promise<number> {
+  const t1 = Date.now();
+  for (const id of ids) {
+    for (;;) {
+      const r = await d.call("GET", `/data/core/ups/segment/definitions/${id}/backfill`);
+      const state = (r.json as { state?: string } | null)?.state;
+      assert.ok(r.status === 200 || r.status === 404, `the backfill of ${id}: ${r.status} ${JSON.stringify(r.json)}`);
+      assert.notEqual(state, "failed", `the backfill of ${id}: ${JSON.stringify(r.json)}`);
+      if (r.status === 404 || state === "succeeded") break;
+      assert.ok(Date.now() - t1 < 600_000, `the definitions' backfills not done within 10 minutes: ${id} ${JSON.stringify(r.json)}`);
+      await new Promise((res) => setTimeout(res, 200));
+    }
+  }
+  return Date.now() - t1;
 }
 
 export interface Outcome {
@@ -413,12 +451,40 @@ export function difference(a: Outcome, b: Outcome): string {
 }
 
 /**
+ * Waits until every partition applied the last message the stream holds for it (whatever it is:
+ * ticks at one time count once, so the last may be a record); resolves with how long that took (ms).
+ */
+export async function waitApplied(d: Deployment, partitions: number, ms = 300_000): Promise<number> {
+  const nc = await connect({ servers: d.nats!.url });
+  const c = new pg.Client({ connectionString: withUser(d.databaseUrl) });
+  await c.connect();
+  try {
+    const jsm = await jetstreamManager(nc);
+    const last = new Map<string, number>();
+    for (let p = 0; p < partitions; p++) {
+      const m = await jsm.streams.getMessage(PARTITION_STREAM, { last_by_subj: partitionFilter(p) }).catch(() => null);
+      if (m !== null) last.set(`pev.${p}`, m.seq);
+    }
+    const t0 = Date.now();
+    for (;;) {
+      const rows = (await c.query<{ part: string; seq: string }>("SELECT part, seq FROM partition_positions")).rows;
+      const at = new Map(rows.map((r) => [r.part, Number(r.seq)]));
+      const behind = [...last].filter(([part, seq]) => (at.get(part) ?? 0) < seq);
+      if (behind.length === 0) return Date.now() - t0;
+      if (Date.now() - t0 > ms) throw new Error(`partitions not applied within ${ms} ms: ${JSON.stringify(behind.slice(0, 5))}\n${[...d.workers].map(([id, w]) => `${id}: ${w.proc.stderr().slice(-2000)}`).join("\n")}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    await c.end();
+    await nc.close();
+  }
+}
+
+/**
  * Waits until every partition applied its last message (the script's final tick, which every
  * partition gets last); resolves with how long that took (ms).
  */
 export async function waitCaughtUp(d: Deployment, partitions: number, ms = 180_000): Promise<number> {
-  const { connect } = await import("@nats-io/transport-node");
-  const { jetstreamManager } = await import("@nats-io/jetstream");
   const nc = await connect({ servers: d.nats!.url });
   const c = new pg.Client({ connectionString: withUser(d.databaseUrl) });
   await c.connect();

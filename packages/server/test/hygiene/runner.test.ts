@@ -114,6 +114,46 @@ describe("work-order runner", () => {
     assert.equal((await hs.store.getWorkOrder(ORG, order.workorderId))?.status, "completed");
   });
 
+  it("several hubs: a claim records its hub; a take-over leaves a live or recent claimant's order and takes a dead one's (also at the holder's poll)", async () => {
+    const { store: counting, deletes } = countingDeletes(ps.store);
+    const clock = new ManualClock(T0);
+    let live = new Set(["hub-a", "hub-b"]);
+    // Hub A claims an order and stops before finishing it (its runner is gone; its heartbeat not yet).
+    const order = workOrder(ORG, { datasetId: "crm", updatedAt: T0 });
+    await hs.store.insertWorkOrder(order, []);
+    const claim = { ...order, status: "submitted" as const, claimedBy: "hub-a" };
+    assert.equal(await hs.store.replaceWorkOrder(claim, ["received"]), true);
+    const b = new Hygiene({ store: await hs.reopen(), profiles: counting, clock, config: { ...defaultHygieneConfig(), pollIntervalMs: 0 } });
+    b.runner.cluster = { runnerId: "hub-b", liveRunners: () => live };
+    // Claimed 1 s ago by a live hub: left to it, at resume and at the lease holder's poll.
+    clock.advance(1_000);
+    assert.ok((await b.runner.resume()) >= 1);
+    await b.tick();
+    assert.equal(deletes(), 0, "a live hub's order is not run by another hub");
+    // 60 s later and still alive: still its own.
+    clock.advance(60_000);
+    await b.tick();
+    assert.equal(deletes(), 0);
+    assert.equal((await hs.store.getWorkOrder(ORG, order.workorderId))?.claimedBy, "hub-a");
+    // Hub A's heartbeat is gone: the holder's next poll takes the order over, once.
+    live = new Set(["hub-b"]);
+    await b.tick();
+    await b.tick();
+    assert.equal(deletes(), 1);
+    const done = await hs.store.getWorkOrder(ORG, order.workorderId);
+    assert.deepEqual([done?.status, done?.claimedBy], ["completed", "hub-b"]);
+    // A claim of the last 10 s by a hub not (yet) among the live ones is left too.
+    const fresh = workOrder(ORG, { datasetId: "crm", updatedAt: clock.now() - 2_000 });
+    await hs.store.insertWorkOrder(fresh, []);
+    assert.equal(await hs.store.replaceWorkOrder({ ...fresh, status: "submitted", claimedBy: "hub-c" }, ["received"]), true);
+    await b.tick();
+    assert.equal(deletes(), 1);
+    clock.advance(10_000);
+    await b.tick();
+    assert.equal(deletes(), 2);
+    await b.stop();
+  });
+
   it("keeps a rename that lands while the order executes", async () => {
     const clock = new ManualClock(T0);
     // Filled in below: the fake store calls back into the service under test.

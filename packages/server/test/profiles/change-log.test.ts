@@ -206,3 +206,45 @@ for (const kind of KINDS) describe(`change log: the change feed across a restart
     }
   });
 });
+
+if (TEST_STORE === "postgres") describe("change log: several processes on one database (postgres, issue #43)", () => {
+  it("a store learns what another committed: on changesReady, with its own next write, and by itself within a second", async () => {
+    const ts = openTestStore("postgres");
+    // A second store on the same schema: another hub.
+    const other = await opened(ts.reopen());
+    try {
+      const store = ts.store;
+      const crm = (await store.createDataset(S, { name: "crm", schemaClass: "profile", profileEnabled: true }, T0)).id;
+      await store.changesReady?.();
+      const v0 = version(store);
+      await ingestRecords(other, S, crm, rec(profile("X")), { now: T0 });
+      // Asked after changesReady (what a batch snapshot's refresh does): the other hub's write is there.
+      await store.changesReady?.();
+      const [x] = await pidsOf(store, "X");
+      assert.deepEqual(changed(store, v0), [x]);
+      const v1 = version(store);
+      assert.ok(v1 > v0);
+      assert.deepEqual(changed(store, v1), []);
+      // The other hub writes, then this one: once this one's write is acknowledged, both are answered, exactly.
+      await ingestRecords(other, S, crm, rec(profile("Y")), { now: T0 + 1 });
+      await ingestRecords(store, S, crm, rec(profile("Z")), { now: T0 + 2 });
+      assert.deepEqual(changed(store, v1), await pidsOf(store, "Y", "Z"));
+      const v2 = version(store);
+      assert.deepEqual(changed(store, v2), []);
+      // Nothing asked: the other hub learns this one's writes from the log by itself (every 500 ms).
+      const w0 = version(other);
+      await ingestRecords(store, S, crm, rec(profile("W")), { now: T0 + 3 });
+      const [w] = await pidsOf(store, "W");
+      const start = Date.now();
+      while (!(changed(other, w0) ?? []).includes(w!) && Date.now() - start < 3000) await new Promise((r) => setTimeout(r, 20));
+      assert.ok((changed(other, w0) ?? []).includes(w!), `learnt within ${Date.now() - start} ms`);
+      assert.ok(Date.now() - start < 1500, `learnt within ${Date.now() - start} ms`);
+      // A version answered never claims what the log had not been read through: the other hub's
+      // answer from before W still sees W, and nothing twice after its last version.
+      assert.deepEqual(changed(other, version(other)), []);
+    } finally {
+      await other.close();
+      await ts.cleanup();
+    }
+  });
+});

@@ -40,15 +40,32 @@ test("the request deadline stops evaluation with 503 SEGMENTD-EVALUATION-BUDGET-
 
 test("one profile's time and units: 422 SEGMENTD-EVALUATION-BUDGET-422; each profile starts afresh", () => {
   let t = 0;
-  // Each read of the clock is 10 ms later: the checks every 128 units see the profile's time pass 50 ms.
-  const slow = new EvaluationBudget(LIMITS, { deadline: false, now: () => (t += 10) });
-  assert.throws(() => slow.run(() => PAIRS(profile)), refusal(422, "SEGMENTD-EVALUATION-BUDGET-422", /^Evaluation stopped: one profile's evaluation took more than 50 ms \(limits\.evaluationMsPerProfile; stopped at 60 ms\); the expression is too costly for this profile's data$/));
+  // Each read of the clock is 10 ms later, all of it the thread's: the profile is past 50 ms at
+  // 60 ms and stopped once the thread has spent 25 ms more (at 90 ms).
+  const slow = new EvaluationBudget(LIMITS, { deadline: false, now: () => (t += 10), cpu: () => t });
+  assert.throws(() => slow.run(() => PAIRS(profile)), refusal(422, "SEGMENTD-EVALUATION-BUDGET-422", /^Evaluation stopped: one profile's evaluation took more than 50 ms \(limits\.evaluationMsPerProfile; stopped at 90 ms\); the expression is too costly for this profile's data$/));
   const units = new EvaluationBudget({ ...LIMITS, evaluationCost: 1000 }, { deadline: false });
   assert.throws(() => units.run(() => PAIRS(profile)), refusal(422, "SEGMENTD-EVALUATION-BUDGET-422", "Evaluation stopped: one profile needed more than 1,000 units of work (limits.evaluationCost); the expression is too costly for this profile's data"));
   // 1,640 units a profile: three profiles use 4,920 under a per-profile limit of 2,000.
   const each = new EvaluationBudget({ ...LIMITS, evaluationCost: 2000 }, { deadline: false });
   each.run(() => [1, 2, 3].forEach(() => PAIRS(profile)));
   assert.deepEqual([each.evaluations, each.spent], [3, 3 * (40 + 40 * 40)]);
+});
+
+test("a pause of the process is not the profile's time: past 50 ms of clock with the thread idle, the evaluation finishes", () => {
+  // The clock jumps 100 ms a read (a host busy elsewhere) while the thread's CPU time stands still.
+  let t = 0;
+  const paused = new EvaluationBudget(LIMITS, { deadline: false, now: () => (t += 100), cpu: () => 5 });
+  assert.equal(paused.run(() => PAIRS(profile)), false);
+  assert.ok(t > 1000, `the clock passed ${t} ms`);
+  // The real thread clock: a pause of 60 ms (no CPU) then a cheap profile is not stopped either.
+  let jump = 0;
+  const real = new EvaluationBudget(LIMITS, { deadline: false, now: () => performance.now() + (jump += 60) });
+  assert.equal(real.run(() => PAIRS(profile)), false);
+  // And with the thread busy after the pause, the profile is stopped.
+  let c = 0;
+  const busy = new EvaluationBudget(LIMITS, { deadline: false, now: () => (t += 100), cpu: () => (c += 20) });
+  assert.throws(() => busy.run(() => PAIRS(profile)), refusal(422, "SEGMENTD-EVALUATION-BUDGET-422", /took more than 50 ms/));
 });
 
 test("a job's budget has no deadline", () => {

@@ -192,8 +192,10 @@ test("the issue's hostile searches end within their budget while /healthz and an
       assert.deepEqual(obj(body.errors)[String(c.expect.status)], [{ code: c.expect.code, message: c.expect.message }]);
     }
     assert.ok(probe.ms <= SEARCH_LIMITS.deadlineMs + 1000, `${seen}: over the deadline`);
-    // A frozen server answers each probe once, after the search: several answers prove it served meanwhile.
-    assert.ok(probe.health.length >= 3 && probe.list.length >= 3, `${seen}: the probes ran`);
+    // A frozen server answers each probe once, after the search: several answers prove it served
+    // meanwhile. A search over in a few probe intervals (it took 16 ms once) leaves no time for
+    // several answers; its stall, if any, is in the p99 checked below.
+    if (probe.ms >= 150) assert.ok(probe.health.length >= 3 && probe.list.length >= 3, `${seen}: the probes ran`);
   }
   const figures = `/healthz p99 ${p99(health).toFixed(1)} ms, org B's list p99 ${p99(list).toFixed(1)} ms over ${health.length} + ${list.length} requests (idle: ${p99(idle.health).toFixed(1)} / ${p99(idle.list).toFixed(1)} ms)`;
   console.log(figures);

@@ -81,7 +81,7 @@ describe("streaming workers: the same result as the all-in-one (PostgreSQL, nats
     const d = await deploy("all-in-one", "aio");
     deployments.push(d);
     const t0 = Date.now();
-    await drive(d, script);
+    await drive(d, script, { backfillsFirst: true });
     reference = await outcomeOf(d);
     log(`all-in-one: ${Date.now() - t0} ms; ${reference.memberships.length} memberships, ${reference.transitions.length} transitions`);
     // The script must exercise both directions: entries from events, exits from the windows closing.
@@ -95,7 +95,7 @@ describe("streaming workers: the same result as the all-in-one (PostgreSQL, nats
     deployments.push(d);
     await d.startWorker("w1");
     const t0 = Date.now();
-    await drive(d, script);
+    await drive(d, script, { backfillsFirst: true });
     const caughtUp = await waitCaughtUp(d, PARTITIONS);
     const got = await outcomeOf(d);
     log(`one worker: ${Date.now() - t0} ms (caught up ${caughtUp} ms after the stream ended)`);
@@ -118,6 +118,7 @@ describe("streaming workers: the same result as the all-in-one (PostgreSQL, nats
       await w.start();
     };
     await drive(d, script, {
+      backfillsFirst: true,
       async beforeStep(i) {
         if (i === Math.floor(STEPS * 0.2)) await killWorker("w2");
         if (i === Math.floor(STEPS * 0.4)) {

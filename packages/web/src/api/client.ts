@@ -9,8 +9,10 @@ import type { Session } from "../session.js";
 import { ApiFailure, describeFailure, statusWords } from "./errors.js";
 import type {
   AudienceMetrics,
+  Backfill,
   BuilderEstimates,
   BuilderPalette,
+  ComputedAttribute,
   DatasetExpiration,
   DefinitionPage,
   EligibilityAnswer,
@@ -78,14 +80,19 @@ export async function fetchUiConfig(): Promise<UiConfig> {
 export class ApiClient {
   constructor(readonly session: Session) {}
 
-  async request<T>(method: string, path: string, body?: unknown, sandbox = true): Promise<T> {
+  /** The session's credentials (and its sandbox) as request headers. */
+  private authHeaders(sandbox: boolean): Record<string, string> {
     const headers: Record<string, string> = {
-      accept: "application/json",
       authorization: `Bearer ${this.session.token}`,
       "x-api-key": this.session.apiKey,
       "x-gw-ims-org-id": this.session.orgId,
     };
     if (sandbox) headers["x-sandbox-name"] = this.session.sandboxName;
+    return headers;
+  }
+
+  async request<T>(method: string, path: string, body?: unknown, sandbox = true): Promise<T> {
+    const headers: Record<string, string> = { accept: "application/json", ...this.authHeaders(sandbox) };
     if (body !== undefined) headers["content-type"] = "application/json";
     let res: Response;
     try {
@@ -96,6 +103,18 @@ export class ApiClient {
     const parsed = await readBody(res);
     if (!res.ok) throw describeFailure(res.status, parsed);
     return parsed as T;
+  }
+
+  /** A file the API serves (an export run's), with the session's headers: links cannot carry them. */
+  async download(path: string): Promise<Blob> {
+    let res: Response;
+    try {
+      res = await fetch(path, { headers: this.authHeaders(true) });
+    } catch {
+      throw new ApiFailure(0, statusWords(0));
+    }
+    if (!res.ok) throw describeFailure(res.status, await readBody(res));
+    return res.blob();
   }
 
   listDefinitions(o: ListOptions): Promise<DefinitionPage> {
@@ -159,6 +178,16 @@ export class ApiClient {
     return this.request("GET", `${UPS}/segment/definitions/${encodeURIComponent(id)}/metrics?window=${window}`);
   }
 
+  /** The audience's backfill (continuous and edge audiences); a 404 when it never had one. */
+  backfill(id: string): Promise<Backfill> {
+    return this.request("GET", `${UPS}/segment/definitions/${encodeURIComponent(id)}/backfill`);
+  }
+
+  /** Runs the audience's backfill again (queued behind the sandbox's others). */
+  rerunBackfill(id: string): Promise<Backfill> {
+    return this.request("POST", `${UPS}/segment/definitions/${encodeURIComponent(id)}/backfill`);
+  }
+
   /** Why one profile is in or out of the audience now (segmentd's explain extension). */
   explain(id: string, namespace: string, entityId: string): Promise<Explanation> {
     const q = new URLSearchParams({ entityId, entityIdNS: namespace });
@@ -184,6 +213,17 @@ export class ApiClient {
   /** The visual builder's palette: attributes and event types found in the sandbox's data. */
   builderFields(refresh = false): Promise<BuilderPalette> {
     return this.request("GET", `${UPS}/segment/builder/fields${refresh ? "?refresh=true" : ""}`);
+  }
+
+  /** The sandbox's computed attributes, every page of them (a sandbox holds at most its limit, 100 by default). */
+  async computedAttributes(): Promise<ComputedAttribute[]> {
+    const out: ComputedAttribute[] = [];
+    for (let offset = 0; offset < 10_000; offset += 40) {
+      const r = await this.request<{ computedAttributes: ComputedAttribute[]; _page: { totalCount: number } }>("GET", `/data/core/ca/attributes?limit=40&offset=${offset}&sortBy=name`);
+      out.push(...r.computedAttributes);
+      if (r.computedAttributes.length < 40 || out.length >= r._page.totalCount) break;
+    }
+    return out;
   }
 
   /** Estimated sizes of up to 20 expressions, each equal to what POST /preview + GET /estimate answer. */

@@ -86,6 +86,9 @@ export type MetricWindow = AudienceMetrics["window"];
 export type AudienceMetrics = Ok<"/data/core/ups/segment/definitions/{id}/metrics", "get">;
 export type MetricBucket = AudienceMetrics["buckets"][number];
 
+/** A continuous or edge audience's backfill: its state and progress (segmentd extension, issue #40). */
+export type Backfill = Ok<"/data/core/ups/segment/definitions/{id}/backfill", "get">;
+
 export type MemberPage = Ok<"/data/core/ups/segment/definitions/{id}/members", "get">;
 export type Member = MemberPage["children"][number];
 export type Identity = Member["identities"][number];
@@ -102,7 +105,12 @@ export type ExplainedAttribute = Omit<GeneratedExplanation["attributes"][number]
   source: { datasetId: string; recordId?: string; timestamp?: string } | null;
 };
 /** Why a profile is in or out (older servers send no attributes); the trace's schema is open (recursive), so its type is PQL's. */
-export type Explanation = Omit<GeneratedExplanation, "trace" | "attributes"> & { trace: TraceNode; attributes?: ExplainedAttribute[] };
+export type Explanation = Omit<GeneratedExplanation, "trace" | "attributes" | "computedAttributes"> & {
+  trace: TraceNode;
+  attributes?: ExplainedAttribute[];
+  /** Older servers send none. */
+  computedAttributes?: GeneratedExplanation["computedAttributes"];
+};
 export type MembershipTransition = Explanation["membership"]["history"][number];
 
 type GeneratedImpact = Ok<"/data/core/ups/segment/definitions/{id}/impact", "post">;
@@ -110,6 +118,10 @@ export type ImpactGroup = GeneratedImpact["enter"];
 export type ImpactSide = GeneratedImpact["before"];
 /** The eligibility part is POST /segment/eligibility's answer, whose schema is open. */
 export type ImpactAnswer = Omit<GeneratedImpact, "eligibility"> & { eligibility?: Partial<EligibilityAnswer> };
+
+/** A computed attribute (AEP's /data/core/ca/attributes), the fields the palette reads. */
+type GeneratedComputedAttribute = Ok<"/data/core/ca/attributes", "get">["computedAttributes"][number];
+export type ComputedAttribute = Pick<GeneratedComputedAttribute, "id" | "name" | "displayName" | "status" | "positionPath" | "mergeFunction" | "returnSchema" | "duration">;
 
 /** The builder's palette, as GET …/segment/builder/fields samples it. */
 export type BuilderPalette = Ok<"/data/core/ups/segment/builder/fields", "get">;

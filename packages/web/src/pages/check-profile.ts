@@ -10,6 +10,7 @@ import type { ExplainedAttribute, Explanation, SegmentDefinition } from "../api/
 import type { PageContext } from "../context.js";
 import { fieldPath, h, notice } from "../dom.js";
 import { COMMON_NAMESPACES, checkFailureText, identityText, namespaceLabel, ruleText, sourceText, statusText, storedNote, valueText, verdictOf } from "../explain-words.js";
+import { sourceWords } from "../backfill-words.js";
 import { formatCount, formatDateTime } from "../format.js";
 import { audiencePath } from "../router.js";
 import { renderTrace } from "./trace-tree.js";
@@ -28,7 +29,7 @@ function historyView(x: Explanation): HTMLElement {
     h("thead", {}, h("tr", {}, ...["Change", "By", "When"].map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, ...list.map((t) => h("tr", {},
       h("td", { "data-label": "Change" }, `${t.from ?? "none"} → ${t.to}`),
-      h("td", { "data-label": "By" }, `${t.source} evaluation`),
+      h("td", { "data-label": "By" }, sourceWords(t.source)),
       h("td", { "data-label": "When" }, formatDateTime(t.at)))))));
 }
 

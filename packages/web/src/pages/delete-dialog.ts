@@ -1,8 +1,8 @@
 /**
- * Deleting an audience: a modal <dialog> (Escape cancels, focus stays inside)
- * that asks once, then shows the server's refusal in words when another
- * audience still references this one through inSegment (the message names
- * the dependents).
+ * Deleting an audience (or a destination): a modal <dialog> (Escape cancels,
+ * focus stays inside) that asks once, then shows the server's refusal in words
+ * — e.g. when another audience still references this one through inSegment
+ * (the message names the dependents).
  */
 import { messageOf } from "../api/errors.js";
 import type { SegmentDefinition } from "../api/types.js";
@@ -10,13 +10,26 @@ import type { PageContext } from "../context.js";
 import { h, notice } from "../dom.js";
 import { navigate } from "../router.js";
 
-export function openDeleteDialog(ctx: PageContext, def: Pick<SegmentDefinition, "id" | "name">): void {
+export interface ConfirmDelete {
+  /** The resource's name, in the title. */
+  name: string;
+  /** What deleting does, in one sentence. */
+  consequence: string;
+  /** The deletion; a rejection shows the server's words under `failure`. */
+  run(): Promise<void>;
+  failure: string;
+  /** Where to go once deleted. */
+  then: string;
+}
+
+/** A modal <dialog> that asks once, runs the deletion, and shows a refusal in words. */
+export function openConfirmDelete(ctx: PageContext, o: ConfirmDelete): void {
   const status = h("div", { class: "form-status" });
   const confirm = h("button", { type: "button", class: "button button-danger" }, "Delete");
   const cancel = h("button", { type: "button", class: "button-secondary" }, "Cancel");
   const dialog = h("dialog", { class: "dialog", "aria-labelledby": "delete-title" },
-    h("h2", { id: "delete-title" }, `Delete “${def.name}”?`),
-    h("p", {}, "The audience and its memberships stop being evaluated. This cannot be undone."),
+    h("h2", { id: "delete-title" }, `Delete “${o.name}”?`),
+    h("p", {}, o.consequence),
     status,
     h("div", { class: "dialog-actions" }, cancel, confirm));
   const close = () => {
@@ -28,15 +41,15 @@ export function openDeleteDialog(ctx: PageContext, def: Pick<SegmentDefinition, 
   confirm.addEventListener("click", () => {
     confirm.disabled = true;
     status.replaceChildren(h("p", { class: "muted" }, "Deleting…"));
-    ctx.api.deleteDefinition(def.id).then(
+    o.run().then(
       () => {
         close();
-        ctx.announce(`Deleted ${def.name}`);
-        navigate("/audiences");
+        ctx.announce(`Deleted ${o.name}`);
+        navigate(o.then);
       },
       (err: unknown) => {
         confirm.disabled = false;
-        status.replaceChildren(notice("error", "The audience was not deleted.", messageOf(err)));
+        status.replaceChildren(notice("error", o.failure, messageOf(err)));
         cancel.focus();
       },
     );
@@ -47,4 +60,14 @@ export function openDeleteDialog(ctx: PageContext, def: Pick<SegmentDefinition, 
   });
   dialog.showModal();
   cancel.focus();
+}
+
+export function openDeleteDialog(ctx: PageContext, def: Pick<SegmentDefinition, "id" | "name">): void {
+  openConfirmDelete(ctx, {
+    name: def.name,
+    consequence: "The audience and its memberships stop being evaluated. This cannot be undone.",
+    run: () => ctx.api.deleteDefinition(def.id).then(() => undefined),
+    failure: "The audience was not deleted.",
+    then: "/audiences",
+  });
 }

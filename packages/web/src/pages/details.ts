@@ -19,6 +19,7 @@ import { cronWords, nextRun, scheduleOf } from "../schedule-words.js";
 import { audiencePath } from "../router.js";
 import { methodBadge } from "./audiences.js";
 import { createTabs } from "../tabs.js";
+import { createBackfillPanel } from "./backfill-panel.js";
 import { createCheckProfile } from "./check-profile.js";
 import { openDeleteDialog } from "./delete-dialog.js";
 import { createMembers } from "./members.js";
@@ -183,6 +184,8 @@ export async function renderDetails(ctx: PageContext, id: string): Promise<void>
           h("dt", {}, "Last changed"), h("dd", {}, formatDateTime(def.updateTime))),
         h("h3", {}, "Expression"),
         def.expression.format === "pql/text" ? highlighted(def.expression.value) : h("pre", { class: "pql-view" }, JSON.stringify(def.expression.value, null, 2))),
+      // A streaming or edge audience is filled when saved (issue #40): its backfill's state and progress.
+      method === "batch" ? null : createBackfillPanel(ctx, def),
       h("section", { class: "card", "aria-labelledby": "metrics-title" },
         h("div", { class: "card-head" }, h("h2", { id: "metrics-title" }, "Profiles over time"), windowPicker),
         metricsBox),

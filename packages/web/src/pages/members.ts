@@ -10,6 +10,7 @@ import type { Member, MemberPage, MembershipStatus, SegmentDefinition } from "..
 import type { PageContext } from "../context.js";
 import { h, notice } from "../dom.js";
 import { checkIdentity, identityText } from "../explain-words.js";
+import { sourceWords } from "../backfill-words.js";
 import { formatCount, formatDateTime } from "../format.js";
 import { audiencePath } from "../router.js";
 
@@ -52,7 +53,7 @@ export function createMembers(ctx: PageContext, def: SegmentDefinition, onCheck:
       h("th", { scope: "row", "data-label": "Identities" },
         m.identities.length === 0 ? h("span", { class: "muted" }, `profile ${m.profileId}`) : h("ul", { class: "plain-list" }, ...m.identities.map((i) => h("li", {}, identityText(i))))),
       h("td", { "data-label": status === "realized" ? "Last qualified" : "Last qualified before exiting" }, formatDateTime(m.lastQualificationTime)),
-      h("td", { "data-label": "Status set by" }, m.since ? `${m.since.source} evaluation, ${formatDateTime(m.since.at)}` : h("span", { class: "muted" }, "no longer in the log")),
+      h("td", { "data-label": "Status set by" }, m.since ? `${sourceWords(m.since.source)}, ${formatDateTime(m.since.at)}` : h("span", { class: "muted" }, "no longer in the log")),
       h("td", { class: "member-action" }, action));
   };
 

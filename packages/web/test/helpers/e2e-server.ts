@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createLogger, defaultConfig, startServer } from "../../../server/src/index.js";
+import { createLogger, defaultConfig, startServer, type Config } from "../../../server/src/index.js";
 
 export interface E2eServer {
   url: string;
@@ -14,13 +14,15 @@ export interface E2eServer {
   close(): Promise<void>;
 }
 
-export async function startE2eServer(): Promise<E2eServer> {
+/** `configure` changes the config before the start (e.g. activation.allowPrivateNetworks for a local receiver). */
+export async function startE2eServer(configure?: (config: Config) => void): Promise<E2eServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "segmentd-web-e2e-"));
   const config = defaultConfig();
   config.host = "127.0.0.1";
   config.port = 0;
   config.dataDir = dataDir;
   config.logLevel = "silent";
+  configure?.(config);
   const server = await startServer(config, { logger: createLogger("silent") });
   const dev = server.devCredentials;
   if (!dev) throw new Error("startServer did not run the development tenant");

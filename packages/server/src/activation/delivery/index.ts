@@ -13,6 +13,8 @@ export function startWebhookDeliverer(deps: PluginDeps): { stop(): Promise<void>
     storage: { dataDir: deps.dataDir, ...(deps.databaseUrl === undefined ? {} : { databaseUrl: deps.databaseUrl }) },
     allowPrivateNetworks: deps.allowPrivateNetworks,
     ...(deps.metrics === undefined ? {} : { metrics: deps.metrics }),
+    ...(deps.mergePolicy === undefined ? {} : { mergePolicy: deps.mergePolicy }),
+    ...(deps.reconcileMs === undefined ? {} : { reconcileMs: deps.reconcileMs }),
     onError: deps.onError,
   });
 }

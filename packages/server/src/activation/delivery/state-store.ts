@@ -5,10 +5,10 @@
 // (an added audience's members, "Activate now"), counters and hourly flow runs.
 import { mkdirSync } from "node:fs";
 import path from "node:path";
-import type Database from "better-sqlite3";
 import type pg from "pg";
 import { openSqlite } from "../../storage-kit/sqlite.js";
-import { createPool, withTransaction } from "../../storage-kit/postgres.js";
+import { pgDollarSql, sqliteDollarSql, type DollarSql, type Row } from "../../storage-kit/dollar-sql.js";
+import { createPool } from "../../storage-kit/postgres.js";
 import { migratePostgres, migrateSqlite, type Migration } from "../../storage-kit/migrations.js";
 import { moduleSchema } from "../../platform/pg-url.js";
 import type { TenantScope } from "../types.js";
@@ -86,68 +86,27 @@ const MIGRATIONS: Migration[] = [{
   ],
 }];
 
-type Row = Record<string, unknown>;
-
-/** The two dialects behind one async query function (statements use $1…$n in order). */
-interface Sql {
-  query(sql: string, params?: unknown[]): Promise<Row[]>;
-  tx<T>(fn: (q: (sql: string, params?: unknown[]) => Promise<Row[]>) => Promise<T>): Promise<T>;
-  close(): Promise<void>;
-}
-
-function sqliteSql(db: Database.Database): Sql {
-  // One connection: statements and transactions are queued so that an await inside a
-  // transaction never lets another caller's statement into it.
-  let chain: Promise<unknown> = Promise.resolve();
-  // Prepared once per statement text (preparing cost more than running them).
-  const cache = new Map<string, Database.Statement>();
-  const run = (sql: string, params: unknown[] = []): Row[] => {
-    let st = cache.get(sql);
-    if (st === undefined) {
-      // $n as named parameters (@pn): a statement may use one value twice.
-      st = db.prepare(sql.replace(/\$(\d+)/g, "@p$1"));
-      cache.set(sql, st);
-    }
-    const named = Object.fromEntries(params.map((v, i) => [`p${i + 1}`, v]));
-    const args = params.length === 0 ? [] : [named];
-    return st.reader ? (st.all(...args) as Row[]) : (st.run(...args), []);
-  };
-  const queued = <T>(fn: () => Promise<T>): Promise<T> => {
-    const p = chain.then(fn, fn);
-    chain = p.catch(() => undefined);
-    return p;
-  };
-  return {
-    query: (sql, params) => queued(async () => run(sql, params)),
-    tx: (fn) => queued(async () => {
-      db.exec("BEGIN IMMEDIATE");
-      try {
-        const out = await fn(async (sql, params) => run(sql, params));
-        db.exec("COMMIT");
-        return out;
-      } catch (err) {
-        db.exec("ROLLBACK");
-        throw err;
-      }
-    }),
-    close: async () => {
-      await chain;
-      db.close();
-    },
-  };
-}
-
-function pgSql(pool: pg.Pool, schema: string): Sql {
-  const qualify = (sql: string) => sql.replace(/\bdelivery_(flows|units|snapshots|runs)\b/g, (t) => `"${schema}".${t}`);
-  return {
-    query: async (sql, params = []) => (await pool.query(qualify(sql), params)).rows as Row[],
-    tx: (fn) => withTransaction(pool, (c) => fn(async (sql, params = []) => (await c.query(qualify(sql), params)).rows as Row[])),
-    close: () => pool.end(),
-  };
-}
+type Sql = DollarSql;
 
 const num = (v: unknown): number => (v === null || v === undefined ? 0 : Number(v));
 const key = (s: TenantScope, flowId: string): [string, string, string] => [s.orgId, s.sandboxName, flowId];
+
+/** A delivered unit's log positions, as takenAfter reads items: `[[seq], …]`. */
+function seqsJson(items: readonly UnitItem[]): string {
+  const out: string[] = [];
+  for (const i of items) if (i.seq > 0) out.push(`[${i.seq}]`);
+  return `[${out.join(",")}]`;
+}
+
+/** A unit's items as stored: `[[seq, profileId, audienceId, status, at], …]` (JSON). */
+function itemsJson(items: readonly UnitItem[]): string {
+  const rows = new Array<[number, string, string, string, number]>(items.length);
+  for (let k = 0; k < items.length; k++) {
+    const i = items[k]!;
+    rows[k] = [i.seq, i.profileId, i.audienceId, i.status, i.at];
+  }
+  return JSON.stringify(rows);
+}
 
 export class DeliveryStateStore {
   private constructor(private readonly sql: Sql, readonly pool: pg.Pool | null) {}
@@ -157,7 +116,7 @@ export class DeliveryStateStore {
       const schema = moduleSchema(config.databaseUrl, "delivery");
       const pool = createPool(config.databaseUrl, { max: 6 });
       await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`).catch(() => undefined);
-      const store = new DeliveryStateStore(pgSql(pool, schema), pool);
+      const store = new DeliveryStateStore(pgDollarSql(pool, schema, /\bdelivery_(flows|units|snapshots|runs)\b/g), pool);
       const qualified = MIGRATIONS.map((m) => ({ ...m, statements: m.statements.map((s) => s.replace(/\bdelivery_(flows|units|snapshots|runs)\b/g, (t) => `"${schema}".${t}`)) }));
       await migratePostgres(pool, qualified, { table: `${schema}_migrations`.slice(0, 60), lock: `${schema}_migrations` });
       return store;
@@ -169,7 +128,7 @@ export class DeliveryStateStore {
     // healthy receivers their lag.
     const db = openSqlite(path.join(config.dataDir, "delivery.db"), { synchronous: "normal" });
     migrateSqlite(db, MIGRATIONS, { table: "delivery_migrations" });
-    return new DeliveryStateStore(sqliteSql(db), null);
+    return new DeliveryStateStore(sqliteDollarSql(db), null);
   }
 
   close(): Promise<void> {
@@ -226,17 +185,31 @@ export class DeliveryStateStore {
    * Stores a unit before its first request (its id and items are then the same on every retry and
    * after a restart) and, in the same transaction, how far the log (or a snapshot job) was cut.
    */
-  async addUnit(scope: TenantScope, flowId: string, u: DeliveryUnit, progress: { enqueuedThrough?: number; job?: SnapshotJob & { next: string } }): Promise<void> {
+  async addUnit(scope: TenantScope, flowId: string, u: DeliveryUnit, progress: { enqueuedThrough?: number; job?: SnapshotJob & { next: string } }, acked: readonly DeliveryUnit[] = [], now = 0): Promise<void> {
+    await this.addUnits(scope, flowId, [u], progress, acked, now);
+  }
+
+  /** Several units stored as addUnit stores one, in one transaction (the log cut through the last of them). */
+  async addUnits(scope: TenantScope, flowId: string, units: readonly DeliveryUnit[], progress: { enqueuedThrough?: number; job?: SnapshotJob & { next: string } }, acked: readonly DeliveryUnit[] = [], now = 0): Promise<void> {
     await this.sql.tx(async (q) => {
-      await q(`INSERT INTO delivery_units (org, sandbox, flow_id, unit_id, kind, items, max_seq, state, attempts, first_attempt_at, next_at, created_at, last_error, run_id)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING`,
-      [...key(scope, flowId), u.unitId, u.kind, JSON.stringify(u.items.map((i) => [i.seq, i.profileId, i.audienceId, i.status, i.at])), Math.max(0, ...u.items.map((i) => i.seq)),
-        u.state, u.attempts, u.firstAttemptAt, u.nextAt, u.createdAt, u.lastError, u.runId]);
+      // Acknowledgements not yet written go first, in the same commit: a unit is sent only after
+      // the acknowledgements of the units cut before it are stored (a restart never re-sends an
+      // older unit of a profile after a newer one was delivered).
+      const { sent, byRun } = await this.markUnits(q, scope, flowId, acked);
+      for (const u of units) {
+        let maxSeq = 0;
+        for (const i of u.items) if (i.seq > maxSeq) maxSeq = i.seq;
+        await q(`INSERT INTO delivery_units (org, sandbox, flow_id, unit_id, kind, items, max_seq, state, attempts, first_attempt_at, next_at, created_at, last_error, run_id)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING`,
+        [...key(scope, flowId), u.unitId, u.kind, itemsJson(u.items), maxSeq, u.state, u.attempts, u.firstAttemptAt, u.nextAt, u.createdAt, u.lastError, u.runId]);
+      }
       if (progress.enqueuedThrough !== undefined) {
-        await q("UPDATE delivery_flows SET enqueued_through = $1 WHERE org = $2 AND sandbox = $3 AND flow_id = $4", [progress.enqueuedThrough, ...key(scope, flowId)]);
+        await q("UPDATE delivery_flows SET enqueued_through = $1, sent = sent + $5 WHERE org = $2 AND sandbox = $3 AND flow_id = $4", [progress.enqueuedThrough, ...key(scope, flowId), sent]);
         // Delivered units are kept while the log cut has not passed them (their positions are taken).
         await q("DELETE FROM delivery_units WHERE org = $1 AND sandbox = $2 AND flow_id = $3 AND state = 'delivered' AND max_seq <= $4", [...key(scope, flowId), progress.enqueuedThrough]);
-      }
+      } else if (sent > 0) await this.countSent(q, scope, flowId, sent);
+      // Runs last, as failed() updates them: the same lock order (units, flows, runs) on PostgreSQL, no deadlock.
+      await this.countRuns(q, scope, byRun, now);
       if (progress.job !== undefined) {
         await q("UPDATE delivery_snapshots SET after_pid = $1, page = $2 WHERE org = $3 AND sandbox = $4 AND flow_id = $5 AND run_id = $6 AND audience = $7",
           [progress.job.next, progress.job.page + 1, ...key(scope, flowId), progress.job.runId, progress.job.audienceId]);
@@ -265,14 +238,43 @@ export class DeliveryStateStore {
     return rows.flatMap((r) => (JSON.parse(String(r.items)) as Array<[number]>).map((i) => i[0]).filter((s) => s > after));
   }
 
-  /** Acknowledged: the unit is marked delivered and counted, in one transaction. */
-  async delivered(scope: TenantScope, flowId: string, u: DeliveryUnit, now: number): Promise<void> {
+  /** Acknowledged: the units are marked delivered and counted, in one transaction. */
+  async delivered(scope: TenantScope, flowId: string, units: DeliveryUnit | readonly DeliveryUnit[], now: number): Promise<void> {
+    const list = Array.isArray(units) ? units as readonly DeliveryUnit[] : [units as DeliveryUnit];
+    if (list.length === 0) return;
     await this.sql.tx(async (q) => {
-      const gone = await q("UPDATE delivery_units SET state = 'delivered' WHERE org = $1 AND sandbox = $2 AND flow_id = $3 AND unit_id = $4 AND state <> 'delivered' RETURNING unit_id", [...key(scope, flowId), u.unitId]);
-      if (gone.length === 0) return;
-      await q("UPDATE delivery_flows SET sent = sent + $1 WHERE org = $2 AND sandbox = $3 AND flow_id = $4", [u.items.length, ...key(scope, flowId)]);
-      await q("UPDATE delivery_runs SET sent = sent + $1, updated_at = $2 WHERE org = $3 AND sandbox = $4 AND run_id = $5", [u.items.length, now, scope.orgId, scope.sandboxName, u.runId]);
+      const { sent, byRun } = await this.markUnits(q, scope, flowId, list);
+      if (sent > 0) await this.countSent(q, scope, flowId, sent);
+      await this.countRuns(q, scope, byRun, now);
     });
+  }
+
+  private async countSent(q: (sql: string, p?: unknown[]) => Promise<Row[]>, scope: TenantScope, flowId: string, sent: number): Promise<void> {
+    await q("UPDATE delivery_flows SET sent = sent + $1 WHERE org = $2 AND sandbox = $3 AND flow_id = $4", [sent, ...key(scope, flowId)]);
+  }
+
+  /**
+   * Marks units delivered (those not already); returns the items to add to the flow's count and to
+   * each run's (the caller's statements, in the order units, flows, runs).
+   */
+  private async markUnits(q: (sql: string, p?: unknown[]) => Promise<Row[]>, scope: TenantScope, flowId: string, units: readonly DeliveryUnit[]): Promise<{ sent: number; byRun: Map<string, number> }> {
+    let sent = 0;
+    const byRun = new Map<string, number>();
+    for (const u of units) {
+      // A delivered unit keeps only its log positions (takenAfter reads them): a small row rewritten, not the items.
+      const gone = await q("UPDATE delivery_units SET state = 'delivered', items = $5 WHERE org = $1 AND sandbox = $2 AND flow_id = $3 AND unit_id = $4 AND state <> 'delivered' RETURNING unit_id",
+        [...key(scope, flowId), u.unitId, seqsJson(u.items)]);
+      if (gone.length === 0) continue;
+      sent += u.items.length;
+      byRun.set(u.runId, (byRun.get(u.runId) ?? 0) + u.items.length);
+    }
+    return { sent, byRun };
+  }
+
+  private async countRuns(q: (sql: string, p?: unknown[]) => Promise<Row[]>, scope: TenantScope, byRun: ReadonlyMap<string, number>, now: number): Promise<void> {
+    for (const [runId, n] of byRun) {
+      await q("UPDATE delivery_runs SET sent = sent + $1, updated_at = $2 WHERE org = $3 AND sandbox = $4 AND run_id = $5", [n, now, scope.orgId, scope.sandboxName, runId]);
+    }
   }
 
   /** A failed attempt: retried at `nextAt`, or (dead) kept as a dead letter. */

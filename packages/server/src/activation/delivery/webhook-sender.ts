@@ -5,7 +5,9 @@
 // own agents, so one receiver's slow sockets never hold another's.
 import http from "node:http";
 import https from "node:https";
-import { assertPublicTarget, safeLookup } from "../url-safety.js";
+import { isIP } from "node:net";
+import { urlToHttpOptions } from "node:url";
+import { assertPublicTarget, hostOf, safeLookup } from "../url-safety.js";
 import type { WebhookTarget } from "../types.js";
 import { sign } from "./signing.js";
 import { retryAfterMs } from "./retry.js";
@@ -34,17 +36,44 @@ export class WebhookSender {
   private readonly httpAgent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   private readonly httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 64 });
   private token: { value: string; expiresAt: number; key: string } | null = null;
+  /** Parsed URLs by text, with their request options (the flow's URL is parsed once, not per request). */
+  private readonly urls = new Map<string, { url: URL; options: http.RequestOptions }>();
+  /** URLs whose host is an address literal that passed the check: the answer cannot change (no DNS). */
+  private readonly literalOk = new Set<string>();
+  private readonly lookup: ReturnType<typeof safeLookup>;
 
-  constructor(private readonly opts: SenderOptions) {}
+  constructor(private readonly opts: SenderOptions) {
+    this.lookup = safeLookup({ allowPrivateNetworks: opts.allowPrivateNetworks });
+  }
+
+  private parsed(url: string): { url: URL; options: http.RequestOptions } {
+    let u = this.urls.get(url);
+    if (u === undefined) {
+      const parsed = new URL(url);
+      u = { url: parsed, options: urlToHttpOptions(parsed) };
+      if (this.urls.size >= 64) this.urls.clear();
+      this.urls.set(url, u);
+    }
+    return u;
+  }
+
+  /** The send-time check: names are resolved and checked anew every time; an address literal once. */
+  private async checkTarget(url: string): Promise<void> {
+    if (this.literalOk.has(url)) return;
+    await assertPublicTarget(url, { allowPrivateNetworks: this.opts.allowPrivateNetworks });
+    if (isIP(hostOf(this.parsed(url).url)) !== 0 && this.literalOk.size < 64) this.literalOk.add(url);
+  }
 
   close(): void {
     this.httpAgent.destroy();
     this.httpsAgent.destroy();
   }
 
-  async send(target: WebhookTarget, id: string, body: string, now: number): Promise<SendOutcome> {
+  /** `body` as bytes is sent (and signed) as it is: no copy, no second encoding. */
+  async send(target: WebhookTarget, id: string, body: string | Buffer, now: number): Promise<SendOutcome> {
     try {
-      await assertPublicTarget(target.url, { allowPrivateNetworks: this.opts.allowPrivateNetworks });
+      // An address literal already checked needs no await (a turn of the event loop per request).
+      if (!this.literalOk.has(target.url)) await this.checkTarget(target.url);
     } catch (err) {
       return { ok: false, message: `Destination address refused at send time: ${(err as Error).message}`, retryAfterMs: null };
     }
@@ -58,7 +87,8 @@ export class WebhookSender {
       "webhook-signature": sign(target.signingSecret, id, timestamp, body),
     };
     try {
-      const auth = await this.authorization(target, now);
+      const a = target.auth;
+      const auth = a.type === "none" ? null : a.type === "bearer" ? `Bearer ${a.token}` : await this.authorization(target, now);
       if (auth !== null) headers.authorization = auth;
     } catch (err) {
       return { ok: false, message: `OAuth2 token request failed: ${(err as Error).message}`, retryAfterMs: null };
@@ -99,12 +129,14 @@ export class WebhookSender {
     return `Bearer ${this.token.value}`;
   }
 
-  private request(method: string, url: string, headers: Record<string, string>, body: string): Promise<RawResponse> {
-    const u = new URL(url);
+  private request(method: string, url: string, headers: Record<string, string>, body: string | Buffer): Promise<RawResponse> {
+    const { url: u, options } = this.parsed(url);
     const lib = u.protocol === "https:" ? https : http;
     const agent = u.protocol === "https:" ? this.httpsAgent : this.httpAgent;
+    // `headers` is this request's own object (built by the caller for it).
+    headers["content-length"] = String(typeof body === "string" ? Buffer.byteLength(body) : body.length);
     return new Promise((resolve, reject) => {
-      const req = lib.request(u, { method, headers: { ...headers, "content-length": String(Buffer.byteLength(body)) }, agent, lookup: safeLookup({ allowPrivateNetworks: this.opts.allowPrivateNetworks }) as never }, (res) => {
+      const req = lib.request({ ...options, method, headers, agent, lookup: this.lookup as never }, (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
         res.on("data", (c: Buffer) => {

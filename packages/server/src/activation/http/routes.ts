@@ -16,16 +16,21 @@ import { connectionSpecs } from "../connection-specs.js";
 import { invalid } from "../inputs.js";
 import { NOT_FOUND_CODE, type ActivationService } from "../service.js";
 import type { DeliveryReports } from "../types.js";
+import type { DeliveryCommands } from "../delivery-commands.js";
 
 export const FLOWSERVICE_PREFIX = "/data/foundation/flowservice";
 /** Largest request body of these routes. */
 export const ACTIVATION_BODY_LIMIT = 64 * 1024;
 const MAX_LIMIT = 100;
+/** Longest wait of a create/enable for the deliverer to take the flow. */
+const START_WAIT_MS = 10_000;
 
 export interface ActivationRoutesOptions extends AuthDeps {
   service: ActivationService;
   /** The deliverer's reports, once it runs. */
   reports: () => DeliveryReports | undefined;
+  /** Resend and replay: here, or on the hub that delivers the flow. */
+  commands: DeliveryCommands;
 }
 
 type Obj = Record<string, unknown>;
@@ -73,6 +78,16 @@ export async function activationRoutes(app: FastifyInstance, o: ActivationRoutes
     const n = Number(request.headers["content-length"] ?? 0);
     if (n > ACTIVATION_BODY_LIMIT) throw new ApiError(413, ErrorCodes.bodyTooLarge, `Request body is larger than the limit of ${ACTIVATION_BODY_LIMIT} bytes`);
   });
+
+  // A created or enabled flow is answered once this server delivers it from a fixed log position
+  // (what is written after the answer arrives as transitions); bounded, so a slow store never holds the answer long.
+  const startedHere = async (t: { orgId: string; sandboxName: string }, flowId: string): Promise<void> => {
+    const started = o.reports()?.delivering?.({ orgId: t.orgId, sandboxName: t.sandboxName }, flowId);
+    if (started === undefined) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([started.catch(() => false), new Promise((r) => (timer = setTimeout(r, START_WAIT_MS)))]);
+    clearTimeout(timer);
+  };
 
   // ---- connection specs --------------------------------------------------------------
 
@@ -145,7 +160,7 @@ export async function activationRoutes(app: FastifyInstance, o: ActivationRoutes
     ...config,
     schema: {
       tags, summary: "Create a target connection (where and how data is sent)",
-      description: "Body: {name, description?, baseConnectionId, connectionSpec: {id, version}, data?: {format: json}, params}. params by spec: HTTP API {httpEndpoint, headers?}; NATS {subject}; file {format, compression, exportMode, frequency}. Webhook URLs are checked (form and every resolved address).",
+      description: "Body: {name, description?, baseConnectionId, connectionSpec: {id, version}, data?: {format: json}, params}. params by spec: HTTP API {httpEndpoint, headers?}; NATS {subject, serverUrl?} (nats:// or tls://; default: the server's natsUrl); file {format, compression, exportMode, frequency}. Webhook and NATS server URLs are checked (form and every resolved address).",
       headers: authHeaders, body: bodySchema("Target connection"), response: { 201: created, ...commonErrorResponses },
     },
   }, async (request, reply) => {
@@ -191,8 +206,11 @@ export async function activationRoutes(app: FastifyInstance, o: ActivationRoutes
       headers: authHeaders, body: bodySchema("Flow"), response: { 201: created, ...commonErrorResponses },
     },
   }, async (request, reply) => {
+    const t = ref(request);
+    const out = await svc.createFlow(t, request.body ?? {}, actor(request));
+    await startedHere(t, String(out.id));
     reply.code(201);
-    return svc.createFlow(ref(request), request.body ?? {}, actor(request));
+    return out;
   });
 
   app.get<{ Querystring: PageQ }>("/flows", {
@@ -231,7 +249,12 @@ export async function activationRoutes(app: FastifyInstance, o: ActivationRoutes
       querystring: { type: "object", properties: { op: { type: "string", enum: ["enable", "disable"] } }, required: ["op"] },
       response: { 200: created, ...errors },
     },
-  }, async (request) => svc.setFlowState(ref(request), request.params.id, request.query.op === "enable" ? "enabled" : "disabled", actor(request)));
+  }, async (request) => {
+    const t = ref(request);
+    const out = await svc.setFlowState(t, request.params.id, request.query.op === "enable" ? "enabled" : "disabled", actor(request));
+    if (request.query.op === "enable") await startedHere(t, request.params.id);
+    return out;
+  });
 
   app.post<{ Params: { id: string } }>("/flows/:id/signingSecret", {
     schema: {
@@ -272,10 +295,47 @@ export async function activationRoutes(app: FastifyInstance, o: ActivationRoutes
       if (i >= 0) throw invalid(`audienceIds[${i}] '${wanted[i]!}' is not an audience of this flow`);
     }
     if (r.state !== "enabled") throw new ApiError(409, "SEGMENTD-DESTINATION-STATE-409", `Flow '${r.id}' is disabled; enable it before resending`);
+    const out = await o.commands.run(r.scope, r.id, { op: "resend", ...(wanted === undefined ? {} : { audienceIds: wanted }) });
+    reply.code(202);
+    return out;
+  });
+
+  const running = (): DeliveryReports => {
     const reports = o.reports();
     if (!reports) throw new ApiError(503, ErrorCodes.unavailable, "Delivery is not running in this server");
+    return reports;
+  };
+
+  app.get<{ Params: { id: string } }>("/flows/:id/deadLetters", {
+    schema: {
+      tags, summary: "Deliveries that ran out of retries (segmentd extension)",
+      description: "Answers {items: [{unitId, webhookId, items, attempts, lastError}]}: each a delivery (one request's transitions) retried for the flow's retry period without success.",
+      headers: authHeaders, params: idParams, response: { 200: itemsOf, ...errors, 503: { ...commonErrorResponses[400], description: "Delivery is not running" } },
+    },
+  }, async (request) => {
+    const r = await svc.getFlowRecord(ref(request), request.params.id);
+    return { items: await running().deadLetters(r.scope, r.id) };
+  });
+
+  app.post<{ Params: { id: string }; Body: { unitIds?: string[] } | undefined }>("/flows/:id/deadLetters/replay", {
+    ...config,
+    preValidation: async (request) => {
+      request.body ??= {};
+    },
+    schema: {
+      tags, summary: "Send dead letters again (segmentd extension)",
+      description: "Body (optional): {unitIds: [...]}; default every dead letter of the flow. They go back to the flow's queue with a fresh retry period, under the same webhook-id. Answers 202 {replayed}.",
+      headers: authHeaders, params: idParams,
+      body: { type: "object", properties: { unitIds: { type: "array", maxItems: 1000, items: { type: "string", minLength: 1, maxLength: 256 } } }, additionalProperties: false },
+      response: { 202: { type: "object", properties: { replayed: { type: "integer" } }, required: ["replayed"] }, ...errors, 409: { ...commonErrorResponses[400], description: "The flow is disabled" }, 503: { ...commonErrorResponses[400], description: "Delivery is not running here" } },
+    },
+  }, async (request, reply) => {
+    const r = await svc.getFlowRecord(ref(request), request.params.id);
+    if (r.state !== "enabled") throw new ApiError(409, "SEGMENTD-DESTINATION-STATE-409", `Flow '${r.id}' is disabled; enable it before replaying`);
+    const unitIds = request.body?.unitIds;
+    const out = await o.commands.run(r.scope, r.id, { op: "replayDead", ...(unitIds === undefined ? {} : { unitIds }) });
     reply.code(202);
-    return reports.resend(r.scope, r.id, wanted);
+    return out;
   });
 
   // ---- runs ----------------------------------------------------------------------------

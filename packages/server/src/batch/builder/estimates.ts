@@ -12,6 +12,7 @@
  * (`toBoolean`) and give a boolean, so an entry's flag for `a and b` is its flag for `a` and its
  * flag for `b`.
  */
+import type { QueryExpander } from "../../services/definition-analysis.js";
 import { format, parse, PqlError, type Expr, type Query } from "@segmentd/pql";
 import type { Clock } from "../../platform/clock.js";
 import { NO_MERGE_POLICY, type MergePolicySpec } from "../../profiles/types.js";
@@ -51,6 +52,8 @@ export class BuilderEstimator {
     private readonly profiles: PreviewStore,
     private readonly snapshots: SnapshotCache,
     private readonly clock: Clock,
+    /** Computed attribute paths become their aggregates, as a definition's save makes them (computed/expand.ts). */
+    private readonly expand?: QueryExpander,
   ) {}
 
   async estimate(ctx: TenantContext, input: BuilderEstimateInput): Promise<BuilderEstimates> {
@@ -69,6 +72,15 @@ export class BuilderEstimator {
       if (costly !== null) throw costly;
       return q;
     });
+    if (this.expand !== undefined) {
+      for (const [i, q] of queries.entries()) {
+        const x = await this.expand(ctx, q);
+        if (x === q) continue;
+        const costly = costRefusal(format(x), x, ctx.limits, `expressions[${i}]`);
+        if (costly !== null) throw costly;
+        queries[i] = x;
+      }
+    }
     const budget = new EvaluationBudget(ctx.limits, { deadline: true });
     const scope = scopeOf(ctx);
     // The preview's merge rule for its graphType (preview-service.ts).

@@ -41,7 +41,9 @@
  *   completed is too late (the job SUCCEEDS). A finished job is deleted
  *   (200, as Adobe's "cancel or delete");
  * - start-up recovery: a job left NEW / PROCESSING by a stop is FAILED, a
- *   CANCELLING one CANCELLED; their loading batches are aborted.
+ *   CANCELLING one CANCELLED; their loading batches are aborted. Several hubs:
+ *   a job records its hub, recovery takes only dead hubs' jobs, and a DELETE
+ *   through another hub stores CANCELLING for the running hub to read.
  * Every request field is type-checked; a refused request stores nothing.
  * Without filter.segments (absent or empty) every profile of the sandbox is
  * exported, as AEP does, under the given merge policy or the sandbox's default
@@ -53,9 +55,10 @@
  * jobType is always BATCH; no computeGatewayJobId.
  */
 import type { Clock } from "../../platform/clock.js";
+import { claimedElsewhere } from "../../platform/roles.js";
 import type { Logger } from "../../platform/logger.js";
 import type { DatasetCatalog, IdentityGraph, IngestBatches, MembershipReads, ProfileReads } from "../../profiles/store.js";
-import { NO_MERGE_POLICY, type Identity, type JsonObject, type JsonValue, type MembershipStatus, type MergePolicySpec, type TenantScope, type ValidRecord } from "../../profiles/types.js";
+import { NO_MERGE_POLICY, type Identity, type JsonObject, type MembershipStatus, type MergePolicySpec, type TenantScope, type ValidRecord } from "../../profiles/types.js";
 import { badRequest, notFound } from "../../services/errors.js";
 import { scopeOf } from "../../services/tenancy.js";
 import type { MetadataStore } from "../../stores/types.js";
@@ -64,6 +67,7 @@ import type { BatchTenant, JobService } from "../jobs/job-service.js";
 import type { JobStatus, TimeMetric } from "../jobs/segment-job.js";
 import type { BatchRepository, StoredResource } from "../store/types.js";
 import { exportFileName, exportRecordId, RECORDS_PER_FILE } from "./export-files.js";
+import { bad, booleanAt, fieldList, fieldsAt, isObject, objectAt, project, rangeAt, timeAt } from "./export-request-checks.js";
 
 /** Audience members and profiles read; a dataset destination is written through a batch of its own. */
 export type ExportStore = DatasetCatalog & IngestBatches & IdentityGraph & ProfileReads & MembershipReads;
@@ -134,6 +138,15 @@ export interface ExportJob {
   requestId: string;
 }
 
+/** As stored: the job, and the hub running it (several hubs; never shown by the API). */
+type StoredExport = ExportJob & { runBy?: string };
+
+/** Several hubs: who runs this process's exports, and which runners are alive now. */
+export interface ExportRunners {
+  runnerId?: string;
+  liveRunners?: () => ReadonlySet<string> | undefined;
+}
+
 /** The request's times as epoch ms (validated once, at create). */
 interface RunPlan {
   qualifiedFrom: number | null;
@@ -152,92 +165,14 @@ class ExportFailure extends Error {
   }
 }
 
-function project(entity: JsonObject, paths: readonly string[] | null): JsonObject {
-  if (paths === null) return entity;
-  const out: JsonObject = {};
-  for (const p of paths) {
-    const parts = p.split(".");
-    let src: JsonValue | undefined = entity;
-    for (const k of parts) src = src !== null && typeof src === "object" && !Array.isArray(src) ? src[k] : undefined;
-    if (src === undefined) continue;
-    let dst = out;
-    parts.slice(0, -1).forEach((k) => {
-      const next = dst[k];
-      dst = (dst[k] = next !== null && typeof next === "object" && !Array.isArray(next) ? next : {}) as JsonObject;
-    });
-    dst[parts[parts.length - 1]!] = src;
-  }
-  return out;
-}
-
-function fieldList(text: string | undefined): string[] | null {
-  return text === undefined ? null : text.split(",").map((x) => x.trim()).filter((x) => x !== "");
-}
-
-// ---- request validation ------------------------------------------------------
-
-const bad = (message: string) => badRequest(message, BatchErrorCodes.badExport);
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function show(v: unknown): string {
-  const text = JSON.stringify(v) ?? String(v);
-  return text.length > 60 ? `${text.slice(0, 60)}...` : text;
-}
-
-function objectAt(v: unknown, path: string, allowed: readonly string[]): Record<string, unknown> {
-  if (!isObject(v)) throw bad(`${path} must be an object`);
-  for (const k of Object.keys(v)) {
-    if (!allowed.includes(k)) throw bad(`${path}.${k} is not supported: use ${allowed.join(", ")}`);
-  }
-  return v;
-}
-
-function booleanAt(v: unknown, path: string): boolean | undefined {
-  if (v === undefined) return undefined;
-  if (typeof v !== "boolean") throw bad(`${path} must be a boolean (true or false), got ${show(v)}`);
-  return v;
-}
-
-function fieldsAt(v: unknown, path: string): string | undefined {
-  if (v === undefined) return undefined;
-  if (typeof v !== "string") throw bad(`${path} must be a comma-separated string of field paths`);
-  return v;
-}
-
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
-
-/** Epoch ms of an RFC 3339 date-time (seconds and zone required); null when it is not one. */
-export function parseRfc3339(v: string): number | null {
-  const m = RFC3339.exec(v);
-  if (m === null) return null;
-  const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
-  const daysInMonth = new Date(Date.UTC(y, mo, 0)).getUTCDate();
-  if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth || h > 23 || mi > 59 || s > 59) return null;
-  if (m[8] !== undefined && (Number(m[8]) > 23 || Number(m[9]) > 59)) return null;
-  const ms = Date.parse(v.toUpperCase());
-  return Number.isNaN(ms) ? null : ms;
-}
-
-function timeAt(v: unknown, path: string): { text: string; ms: number } | undefined {
-  if (v === undefined) return undefined;
-  const ms = typeof v === "string" ? parseRfc3339(v) : null;
-  if (ms === null) throw bad(`${path} must be an RFC 3339 date-time such as 2026-01-31T00:00:00Z, got ${show(v)}`);
-  return { text: v as string, ms };
-}
-
-function rangeAt(v: unknown, path: string, keys: readonly [string, string]): { from?: { text: string; ms: number }; to?: { text: string; ms: number } } {
-  const o = objectAt(v, path, keys);
-  const from = timeAt(o[keys[0]], `${path}.${keys[0]}`);
-  const to = timeAt(o[keys[1]], `${path}.${keys[1]}`);
-  if (from !== undefined && to !== undefined && from.ms > to.ms) throw bad(`${path}.${keys[0]} must not be after ${path}.${keys[1]}`);
-  return { ...(from === undefined ? {} : { from }), ...(to === undefined ? {} : { to }) };
-}
-
 function key(scope: TenantScope, id: number | string): string {
   return `${scope.orgId}\u0000${scope.sandboxName}\u0000${id}`;
+}
+
+/** The job as the API shows it: without the hub that runs it. */
+function view(doc: StoredExport): ExportJob {
+  const { runBy: _runBy, ...job } = doc;
+  return job;
 }
 
 function sleep(ms: number): Promise<void> {
@@ -262,7 +197,18 @@ export class ExportService {
     private readonly logger?: Pick<Logger, "error">,
     /** Runs the segment job of evaluationInfo.segmentation. */
     private readonly jobs?: JobService,
+    private readonly runners: ExportRunners = {},
   ) {}
+
+  /** The stored document of the runner's copy: with this hub's id when there are several. */
+  private stored(job: ExportJob): StoredExport {
+    return this.runners.runnerId === undefined ? job : { ...job, runBy: this.runners.runnerId };
+  }
+
+  /** Another live hub runs (or has just created) this active job, which this process does not run. */
+  private runsElsewhere(doc: StoredExport, live = this.runners.liveRunners?.()): boolean {
+    return live !== undefined && claimedElsewhere({ by: doc.runBy, self: this.runners.runnerId, live, at: doc.updateTime, now: this.clock.now() });
+  }
 
   async create(ctx: BatchTenant, input: unknown, requestId: string, profileInstanceId = "ups"): Promise<ExportJob> {
     const scope = scopeOf(ctx);
@@ -414,17 +360,20 @@ export class ExportService {
    */
   private insert(scope: TenantScope, job: ExportJob): Promise<string> {
     const run = this.inserting.then(async () => {
-      const all = await this.repo.list<ExportJob>(KIND, scope, { direction: "desc", offset: 0, limit: Number.MAX_SAFE_INTEGER });
-      job.id = all.items.reduce((max, r) => Math.max(max, r.doc.id), 0) + 1;
-      const k = key(scope, job.id);
-      this.active.add(k);
-      try {
-        await this.repo.insert(KIND, { scope, id: String(job.id), status: "NEW", creationTime: job.creationTime, doc: job });
-      } catch (e) {
-        this.active.delete(k);
-        throw e;
+      // Several hubs may number a job at once: the one whose insert finds the id taken numbers again.
+      for (let attempt = 0; ; attempt++) {
+        const all = await this.repo.list<ExportJob>(KIND, scope, { direction: "desc", offset: 0, limit: Number.MAX_SAFE_INTEGER });
+        job.id = all.items.reduce((max, r) => Math.max(max, r.doc.id), 0) + 1;
+        const k = key(scope, job.id);
+        this.active.add(k);
+        try {
+          await this.repo.insert(KIND, { scope, id: String(job.id), status: "NEW", creationTime: job.creationTime, doc: this.stored(job) });
+          return k;
+        } catch (e) {
+          this.active.delete(k);
+          if (attempt >= 20 || (await this.repo.get(KIND, scope, String(job.id))) === null) throw e;
+        }
       }
-      return k;
     });
     this.inserting = run.catch(() => undefined);
     return run;
@@ -445,9 +394,10 @@ export class ExportService {
    * records were staged by a run that is gone). Their loading batches are aborted;
    * CANCELLING ends CANCELLED, NEW / PROCESSING end FAILED.
    */
-  async recover(): Promise<void> {
-    for (const r of await this.repo.listAllByStatus<ExportJob>(KIND, ACTIVE)) {
-      if (this.active.has(key(r.scope, r.id))) continue;
+  async recover(liveRunners?: ReadonlySet<string>): Promise<void> {
+    for (const r of await this.repo.listAllByStatus<StoredExport>(KIND, ACTIVE)) {
+      // Several hubs: what another live hub runs is its own (the schedules holder's pass looks again).
+      if (this.active.has(key(r.scope, r.id)) || this.runsElsewhere(r.doc, liveRunners)) continue;
       await this.abandon(r, r.status === "CANCELLING" ? "CANCELLED" : "FAILED");
     }
   }
@@ -470,7 +420,14 @@ export class ExportService {
   /** Stores the runner's copy of the job while the stored status is one of `from`. */
   private async write(scope: TenantScope, job: ExportJob, from: readonly ExportStatus[]): Promise<boolean> {
     job.updateTime = this.clock.now();
-    return this.repo.updateIf(KIND, { scope, id: String(job.id), status: job.status, creationTime: job.creationTime, doc: job }, from);
+    return this.repo.updateIf(KIND, { scope, id: String(job.id), status: job.status, creationTime: job.creationTime, doc: this.stored(job) }, from);
+  }
+
+  /** Several hubs: a DELETE through another hub stored CANCELLING; this runner takes it as its own cancel. */
+  private async noteStoredCancel(scope: TenantScope, k: string, id: number): Promise<void> {
+    if (this.runners.liveRunners === undefined || this.cancelRequested.has(k)) return;
+    const r = await this.repo.get<StoredExport>(KIND, scope, String(id));
+    if (r === null || r.status === "CANCELLING" || !ACTIVE.includes(r.status as ExportStatus)) this.cancelRequested.add(k);
   }
 
   private async policy(ctx: BatchTenant, id: string): Promise<MergePolicySpec> {
@@ -483,8 +440,9 @@ export class ExportService {
   }
 
   /** Waits for the export's segment job; ExportFailure unless it SUCCEEDED. */
-  private async awaitSegmentation(ctx: BatchTenant, segmentJobId: string, cancelled: () => boolean): Promise<void> {
+  private async awaitSegmentation(ctx: BatchTenant, segmentJobId: string, cancelled: () => boolean, look: () => Promise<void>): Promise<void> {
     for (let delay = 5; ; delay = Math.min(delay * 2, 200)) {
+      await look();
       const seg = await this.jobs!.get(ctx, segmentJobId);
       if (seg.status === "SUCCEEDED") return;
       if (FINISHED_SEGMENT_JOB.includes(seg.status)) {
@@ -555,6 +513,7 @@ export class ExportService {
     const scope = scopeOf(ctx);
     const k = key(scope, job.id);
     const cancelled = () => this.cancelRequested.has(k);
+    const look = () => this.noteStoredCancel(scope, k, job.id);
     const start = this.clock.now();
     job.status = "PROCESSING";
     job.metrics.totalTime = { startTimeInMs: start };
@@ -562,7 +521,7 @@ export class ExportService {
     try {
       // Cancelled before it started.
       if (!(await this.write(scope, job, ["NEW"]))) throw new ExportCancelled();
-      if (job.evaluationInfo?.segmentJobId !== undefined) await this.awaitSegmentation(ctx, job.evaluationInfo.segmentJobId, cancelled);
+      if (job.evaluationInfo?.segmentJobId !== undefined) await this.awaitSegmentation(ctx, job.evaluationInfo.segmentJobId, cancelled, look);
       const policy = await this.policy(ctx, job.mergePolicy.id);
       const exportStart = this.clock.now();
       // segmentPerBatch without segments: every profile goes to one batch (destination.batchId).
@@ -582,6 +541,7 @@ export class ExportService {
         if (!(await this.write(scope, job, ["PROCESSING"]))) throw new ExportCancelled();
         for (let i = 0; i < pids.length; i += PAGE) {
           const page = pids.slice(i, i + PAGE);
+          await look();
           const times = await this.profiles.profileDataTimes(scope, page);
           const records: ValidRecord[] = [];
           for (let j = 0; j < page.length; j++) {
@@ -605,6 +565,7 @@ export class ExportService {
         }
       }
       // Last point where a cancel takes effect: after this the batches are completed.
+      await look();
       if (cancelled()) throw new ExportCancelled();
       const writeStart = this.clock.now();
       job.metrics.profileExportTime = { startTimeInMs: exportStart, endTimeInMs: writeStart, totalTimeInMs: writeStart - exportStart };
@@ -646,9 +607,9 @@ export class ExportService {
   }
 
   async get(ctx: BatchTenant, id: string): Promise<ExportJob> {
-    const r = await this.repo.get<ExportJob>(KIND, scopeOf(ctx), id);
+    const r = await this.repo.get<StoredExport>(KIND, scopeOf(ctx), id);
     if (r === null) throw notFound("Export job", id);
-    return r.doc;
+    return view(r.doc);
   }
 
   /**
@@ -660,7 +621,7 @@ export class ExportService {
   async cancel(ctx: BatchTenant, id: string): Promise<{ status: true; message: string }> {
     const scope = scopeOf(ctx);
     for (;;) {
-      const r = await this.repo.get<ExportJob>(KIND, scope, id);
+      const r = await this.repo.get<StoredExport>(KIND, scope, id);
       if (r === null) throw notFound("Export job", id);
       const status = r.status as ExportStatus;
       if (!ACTIVE.includes(status)) {
@@ -668,7 +629,9 @@ export class ExportService {
         return { status: true, message: DELETE_MESSAGE };
       }
       const k = key(scope, r.doc.id);
-      if (!this.active.has(k)) {
+      // Run by another live hub: CANCELLING stored, which its runner reads at its next page.
+      const elsewhere = !this.active.has(k) && this.runsElsewhere(r.doc);
+      if (!this.active.has(k) && !elsewhere) {
         if (await this.abandon(r, "CANCELLED")) return { status: true, message: CANCEL_MESSAGE };
         continue;
       }
@@ -676,7 +639,7 @@ export class ExportService {
       r.doc.status = "CANCELLING";
       r.doc.updateTime = this.clock.now();
       if (await this.repo.updateIf(KIND, { ...r, status: "CANCELLING" }, [status])) {
-        this.cancelRequested.add(k);
+        if (!elsewhere) this.cancelRequested.add(k);
         return { status: true, message: CANCEL_MESSAGE };
       }
       // The status moved under us (NEW → PROCESSING, or the job finished): decide again.
@@ -685,8 +648,8 @@ export class ExportService {
 
   /** Newest first; `offset` is AEP's cursor `<creationTime>_<id>` of the last job of the previous page. */
   async list(ctx: BatchTenant, q: { limit: number; offset?: string; status?: string }): Promise<{ items: ExportJob[]; next: string | null }> {
-    const all = await this.repo.list<ExportJob>(KIND, scopeOf(ctx), { direction: "desc", offset: 0, limit: Number.MAX_SAFE_INTEGER, ...(q.status === undefined ? {} : { status: q.status }) });
-    let jobs = all.items.map((r) => r.doc).sort((a, b) => b.creationTime - a.creationTime || b.id - a.id);
+    const all = await this.repo.list<StoredExport>(KIND, scopeOf(ctx), { direction: "desc", offset: 0, limit: Number.MAX_SAFE_INTEGER, ...(q.status === undefined ? {} : { status: q.status }) });
+    let jobs = all.items.map((r) => view(r.doc)).sort((a, b) => b.creationTime - a.creationTime || b.id - a.id);
     if (q.offset !== undefined) {
       const m = /^(\d+)_(\d+)$/.exec(q.offset);
       if (m === null) throw badRequest(`Invalid offset "${q.offset.slice(0, 50)}": use <creationTime>_<id> from page.pageOffset`, BatchErrorCodes.badFilter);

@@ -21,7 +21,9 @@
 import { parse } from "@segmentd/pql";
 import type { Logger } from "../../platform/logger.js";
 import type { Clock } from "../../platform/clock.js";
+import { claimedElsewhere } from "../../platform/roles.js";
 import type { MembershipWrites } from "../../profiles/store.js";
+import type { MembershipSet } from "../../profiles/membership-sets.js";
 import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope } from "../../profiles/types.js";
 import type { MetadataStore } from "../../stores/types.js";
 import { SnapshotCache } from "../columnar/cache.js";
@@ -34,6 +36,8 @@ import type { EvaluationLimits } from "../../services/evaluation-budget.js";
 export type JobRunnerStore = EvaluationStore & MembershipWrites;
 
 export interface JobRunnerOptions {
+  /** Recorded on the jobs this runner processes (several hubs: `recover` leaves a live runner's jobs alone). */
+  runnerId?: string;
   metadata: MetadataStore;
   profiles: JobRunnerStore;
   repo: BatchRepository;
@@ -50,6 +54,8 @@ export interface JobRunnerOptions {
   onProgress?: (jobId: string, profilesProcessed: number) => void;
   /** The sandbox's evaluation budgets (per profile: units and time); the defaults when absent. */
   limits?: (scope: TenantScope) => EvaluationLimits | undefined;
+  /** Told of a job's sets once they are written (the edge projection follows them); must not throw or wait. */
+  onWritten?: (scope: TenantScope, sets: readonly MembershipSet[]) => void;
 }
 
 const KIND = "segment-job" as const;
@@ -83,13 +89,23 @@ export class JobRunner {
     this.cancelRequested.add(key(scope, id));
   }
 
-  async recover(): Promise<void> {
+  /**
+   * After a crash: PROCESSING jobs fail (interrupted), CANCELLING ones are cancelled, NEW and QUEUED
+   * ones are queued here. `liveRunners` (several hubs): PROCESSING jobs those runners process are left alone.
+   */
+  async recover(liveRunners?: ReadonlySet<string>): Promise<void> {
     for (const r of await this.o.repo.listAllByStatus<StoredJob>(KIND, ["PROCESSING"])) {
+      // Several hubs: a job another live hub (or this one) processes is not interrupted.
+      // (Nor one that started moments ago: its hub may have joined after the heartbeats were read.)
+      // (This hub's own jobs too: it is among the live ones.)
+      if (liveRunners !== undefined && claimedElsewhere({ by: r.doc.runBy, live: liveRunners, at: r.doc.job.updateTime, now: this.o.clock.now() })) continue;
       await this.finish(r, "FAILED", { code: "SEGMENTD-JOB-INTERRUPTED", msg: "The service stopped while the job was processing; no membership of this job was written" }, ["PROCESSING"]);
     }
     for (const r of await this.o.repo.listAllByStatus<StoredJob>(KIND, ["CANCELLING"])) await this.finish(r, "CANCELLED", undefined, ["CANCELLING"]);
     for (const r of await this.o.repo.listAllByStatus<StoredJob>(KIND, ["NEW"])) await this.transition(r.scope, r.id, ["NEW"], "QUEUED");
-    for (const r of await this.o.repo.listAllByStatus<StoredJob>(KIND, ["QUEUED"])) this.queue.push({ scope: r.scope, id: r.id });
+    // (Run again by the hub holding the schedules lease: what is queued here already is not queued twice.)
+    const queued = new Set(this.queue.map((q) => key(q.scope, q.id)));
+    for (const r of await this.o.repo.listAllByStatus<StoredJob>(KIND, ["QUEUED"])) if (!queued.has(key(r.scope, r.id))) this.queue.push({ scope: r.scope, id: r.id });
     this.pump();
   }
 
@@ -171,6 +187,7 @@ export class JobRunner {
       s.job.metrics.totalTime = { startTimeInMs: startedAt };
       s.job.metrics.profileSegmentationTime = {};
       s.job.metrics.profilesProcessed = 0;
+      if (this.o.runnerId !== undefined) s.runBy = this.o.runnerId;
     });
     // Cancelled (or removed) while queued.
     if (started === null) return;
@@ -201,7 +218,10 @@ export class JobRunner {
       await pendingProgress;
       // Last point where a cancel takes effect: after this the single write transaction runs.
       if (cancelled()) throw new JobCancelledError();
+      // Copied first: a store in a worker thread takes the sets' buffers (they are empty afterwards).
+      const written = this.o.onWritten === undefined ? undefined : outcome.memberships.map((s) => ({ definitionId: s.definitionId, entered: s.entered.slice(), reentered: s.reentered.slice(), exited: s.exited.slice() }));
       await this.o.profiles.applyMembershipSets(scope, outcome.memberships, { source: "batch", at: segStart });
+      if (written !== undefined) this.o.onWritten?.(scope, written);
       const segEnd = this.o.clock.now();
       const r = await this.o.repo.get<StoredJob>("segment-job", scope, id);
       if (r === null) return;

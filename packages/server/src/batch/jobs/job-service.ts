@@ -23,7 +23,17 @@ const DEFINITION_PAGE = 100;
 /** What the batch services need of a tenant (schedules run jobs without a request). */
 export type BatchTenant = Pick<TenantContext, "orgId" | "sandbox">;
 
+/** A job created with a given id that exists already (a schedule's firing made by another pass). */
+export class DuplicateJobError extends Error {
+  constructor(readonly jobId: string) {
+    super(`segment job ${jobId} exists already`);
+    this.name = "DuplicateJobError";
+  }
+}
+
 export interface CreateJobInput {
+  /** The job's id (default a random one); a job with this id existing already: DuplicateJobError, nothing created. */
+  id?: string;
   /** Definition ids, or ["*"] for every batch-enabled definition. */
   segmentIds: string[];
   source: "api" | "scheduler";
@@ -112,7 +122,7 @@ export class JobService {
       throw e;
     }
     const now = this.clock.now();
-    const id = randomUUID();
+    const id = input.id ?? randomUUID();
     const segments: JobSegment[] = all
       ? [{ segmentId: "*" }]
       : records.map((r) => ({
@@ -140,7 +150,13 @@ export class JobService {
       updateEpoch: Math.floor(now / 1000),
     };
     const stored: StoredJob = { job, definitionIds: records.map((r) => r.definition.id) };
-    await this.repo.insert(KIND, { scope: scopeOf(ctx), id, status: "NEW", creationTime: now, doc: stored });
+    try {
+      await this.repo.insert(KIND, { scope: scopeOf(ctx), id, status: "NEW", creationTime: now, doc: stored });
+    } catch (err) {
+      // The primary key refused it: the job exists (made by another process), not an error of the store.
+      if (input.id !== undefined && (await this.repo.get(KIND, scopeOf(ctx), id)) !== null) throw new DuplicateJobError(id);
+      throw err;
+    }
     await this.runner.enqueue(scopeOf(ctx), id);
     // AEP answers with the job as created (status NEW), whatever happened since.
     return job;

@@ -62,6 +62,8 @@ export interface StoredJob {
   job: SegmentJob;
   /** The definitions the job evaluates (resolved at create time, also for "*"). */
   definitionIds: string[];
+  /** The runner (hub) processing it, when it has an id (several hubs); internal. */
+  runBy?: string;
 }
 
 export const JOBS_PATH = "/data/core/ups/segment/jobs";

@@ -11,7 +11,7 @@ import { parse, type Query } from "@segmentd/pql";
 import type { Clock } from "../../platform/clock.js";
 import type { Identity, MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { NO_MERGE_POLICY } from "../../profiles/types.js";
-import { analyzeExpression, type ExpressionInput } from "../../services/definition-analysis.js";
+import { analyzeExpression, type ExpressionInput, type QueryExpander } from "../../services/definition-analysis.js";
 import { EvaluationBudget } from "../../services/evaluation-budget.js";
 import { DEFAULT_LIMITS } from "../../platform/config.js";
 import { evaluationInfoOf, type EvaluationInfoInput } from "../../services/definitions.js";
@@ -93,6 +93,8 @@ export class ImpactService {
     private readonly snapshots: SnapshotCache,
     private readonly clock: Clock,
     private readonly eligibility: EligibilityOf,
+    /** Computed attribute paths become their aggregates, as a definition's save makes them. */
+    private readonly expand?: QueryExpander,
   ) {}
 
   async impact(ctx: TenantContext, id: string, input: ImpactInput): Promise<Impact> {
@@ -113,7 +115,8 @@ export class ImpactService {
     let after: ImpactSide = { ...before };
     if (input.expression !== undefined) {
       // Validation, limits and an inSegment cycle through this definition are refused as on save.
-      const a = await analyzeExpression(this.meta.definitions, scope, input.expression, ctx.limits, id);
+      const expand = this.expand;
+      const a = await analyzeExpression(this.meta.definitions, scope, input.expression, ctx.limits, id, expand === undefined ? undefined : (q) => expand(ctx, q));
       after = { ...after, query: a.query, text: a.text };
     }
     if (input.mergePolicyId !== undefined) after = { ...after, mergePolicyId: input.mergePolicyId, policy: await this.policy(ctx, input.mergePolicyId, true) };

@@ -19,8 +19,9 @@
  * Opted-out profiles are excluded, as for a definition with the default
  * dataGovernancePolicy (decisions §2).
  */
+import type { QueryExpander } from "../../services/definition-analysis.js";
 import { randomUUID } from "node:crypto";
-import { compile, parse, PqlError, toBoolean, walk, type Query } from "@segmentd/pql";
+import { compile, format, parse, PqlError, toBoolean, walk, type Query } from "@segmentd/pql";
 import type { Clock } from "../../platform/clock.js";
 import type { Logger } from "../../platform/logger.js";
 import type { MembershipReads } from "../../profiles/store.js";
@@ -214,6 +215,8 @@ export class PreviewService {
     private readonly logger?: Pick<Logger, "error">,
     /** Resident snapshots (shared with the job runner): estimates without a scan. */
     private readonly snapshots?: SnapshotCache,
+    /** Computed attribute paths become their aggregates, as a definition's save makes them (computed/expand.ts). */
+    private readonly expand?: QueryExpander,
   ) {}
 
   async create(ctx: BatchTenant & { limits?: SandboxLimits }, input: PreviewInput): Promise<{ state: PreviewState; previewQueryId: string; previewQueryStatus: PreviewState; previewId: string; previewExecutionId: number }> {
@@ -235,8 +238,14 @@ export class PreviewService {
       if (e instanceof PqlError) throw badRequest(`Invalid predicateExpression: ${e.message}`, BatchErrorCodes.badPreview);
       throw e;
     }
+    let text = input.predicateExpression;
+    if (this.expand !== undefined) {
+      const expanded = await this.expand(ctx, query);
+      if (expanded !== query) text = format(expanded);
+      query = expanded;
+    }
     // Refused before anything is stored: a preview evaluates the expression over every profile.
-    const costly = costRefusal(input.predicateExpression, query, limits, "predicateExpression");
+    const costly = costRefusal(text, query, limits, "predicateExpression");
     if (costly !== null) throw costly;
     const now = this.clock.now();
     // AEP's preview ids are opaque base64 strings.
@@ -244,7 +253,8 @@ export class PreviewService {
     const stored: StoredPreview = {
       previewId,
       previewExecutionId: 0,
-      expression: input.predicateExpression,
+      // What is evaluated: computed attributes' aggregates in place of their paths.
+      expression: text,
       graphType,
       state: "NEW",
       totalRows: 0,

@@ -7,7 +7,10 @@
  * The scheduler (`tick`) is driven by a timer in production and called
  * directly by tests with a ManualClock. Each schedule remembers the instant it
  * last fired (`lastFiredAt`, internal), so a restart does not fire twice; a
- * firing missed while the service was down fires once at the next tick.
+ * firing missed while the service was down fires once at the next tick. A
+ * firing's job id is derived from the schedule and its due time: two hubs'
+ * passes, or a pass after a crash between the job and `lastFiredAt`, create
+ * one job per due time (issue #43; the hubs' scheduler runs under a lease).
  *
  * The daily job (#39): in AEP every batch audience is evaluated by a daily
  * scheduled job. Every sandbox gets one default schedule (`profile-default`,
@@ -26,7 +29,7 @@ import type { Logger } from "../../platform/logger.js";
 import { ApiError, badRequest, notFound } from "../../services/errors.js";
 import { scopeOf } from "../../services/tenancy.js";
 import { BatchErrorCodes } from "../errors.js";
-import type { BatchTenant, JobService } from "../jobs/job-service.js";
+import { DuplicateJobError, type BatchTenant, type JobService } from "../jobs/job-service.js";
 import type { BatchRepository, StoredResource } from "../store/types.js";
 import { CronError, parseCron } from "./cron.js";
 import type { SandboxRef } from "../../stores/records.js";
@@ -76,10 +79,20 @@ export interface ScheduleServiceOptions {
   sandboxes?: () => BatchTenant[];
 }
 
-/** The default schedule's id: UUID-shaped, the same for a sandbox on every process. */
-function defaultScheduleId(orgId: string, sandboxName: string): string {
-  const h = createHash("sha256").update(`segmentd-default-schedule\u0000${orgId}\u0000${sandboxName}`).digest("hex");
+/** A UUID-shaped id (version 5's layout) derived from `parts`: the same on every process. */
+function derivedId(...parts: string[]): string {
+  const h = createHash("sha256").update(parts.join("\u0000")).digest("hex");
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 3) | 8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+/** The default schedule's id: the same for a sandbox on every process. */
+function defaultScheduleId(orgId: string, sandboxName: string): string {
+  return derivedId("segmentd-default-schedule", orgId, sandboxName);
+}
+
+/** A firing's segment job id: the same for a schedule's due time on every process. */
+export function firingJobId(scheduleId: string, due: number): string {
+  return derivedId("segmentd-schedule-firing", scheduleId, String(due));
 }
 
 function view(r: StoredSchedule): ScheduleView {
@@ -132,6 +145,8 @@ export class ScheduleService {
   private readonly defaultCron: string | false;
   /** Sandboxes whose default schedule this process has seen to (org NUL sandbox). */
   private readonly ensured = new Set<string>();
+  /** Firings found already made (another process's pass, or a pass after a crash): no second job. */
+  readonly stats = { alreadyFired: 0 };
 
   constructor(
     private readonly repo: BatchRepository,
@@ -294,10 +309,12 @@ export class ScheduleService {
         continue;
       }
       if (due === null || due > now) continue;
-      // Record the firing first: a crash after it loses one run rather than running twice.
-      await this.repo.update(KIND, { ...r, doc: { ...r.doc, lastFiredAt: now } satisfies StoredSchedule });
+      // Exactly once per due time, across processes and crashes: the firing's job id is derived
+      // from the schedule and the due time, so a second creation (another hub's pass, or a pass
+      // after a crash between the job and the record below) finds it there and creates nothing.
       try {
         const job = await this.jobs.create({ orgId: s.imsOrgId, sandbox: s.sandbox }, {
+          id: firingJobId(s.id, due),
           segmentIds: s.properties.segments,
           source: "scheduler",
           requestId: randomUUID(),
@@ -305,8 +322,17 @@ export class ScheduleService {
         });
         created.push(job.id);
       } catch (err) {
-        // E.g. the schedule names definitions deleted since: this firing is skipped, the next one retries.
-        this.logger?.error({ err, scheduleId: s.id }, "scheduled segment job could not be created");
+        if (err instanceof DuplicateJobError) {
+          this.stats.alreadyFired++;
+        } else {
+          // E.g. the schedule names definitions deleted since: this firing is skipped, the next one retries.
+          this.logger?.error({ err, scheduleId: s.id }, "scheduled segment job could not be created");
+        }
+      }
+      // Only if nobody moved it meanwhile (a PATCH of its cron or state resets lastFiredAt itself).
+      const latest = await this.repo.get<StoredSchedule>(KIND, r.scope, s.id);
+      if (latest !== null && latest.doc.lastFiredAt === r.doc.lastFiredAt) {
+        await this.repo.update(KIND, { ...latest, doc: { ...latest.doc, lastFiredAt: now } satisfies StoredSchedule });
       }
     }
     return created;

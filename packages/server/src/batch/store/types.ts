@@ -7,7 +7,7 @@
  */
 import type { TenantScope } from "../../profiles/types.js";
 
-export type ResourceKind = "segment-job" | "schedule" | "export-job" | "preview" | "schedule-default";
+export type ResourceKind = "segment-job" | "schedule" | "export-job" | "preview" | "schedule-default" | "backfill";
 
 export interface StoredResource<T> {
   scope: TenantScope;

@@ -37,9 +37,11 @@ export async function healthRoutes(app: FastifyInstance, opts: HealthRoutesOptio
     app.addHook("onClose", async () => { stop(); });
   }
 
-  app.get("/healthz", { schema: { tags, summary: "Liveness: the process serves requests", response: { 200: statusSchema } } }, async () => ({ status: "ok" }));
+  // Probes (HAProxy checks every hub each second) log only their failures.
+  app.get("/healthz", { logLevel: "warn", schema: { tags, summary: "Liveness: the process serves requests", response: { 200: statusSchema } } }, async () => ({ status: "ok" }));
 
   app.get("/readyz", {
+    logLevel: "warn",
     schema: { tags, summary: "Readiness: the metadata store is reachable and the profile store can serve", response: { 200: statusSchema, 503: statusSchema } },
   }, async (request, reply) => {
     try {

@@ -29,7 +29,7 @@ function codec<T extends string>(what: string, names: readonly T[]): { codes: Re
 }
 
 const STATUSES = codec<MembershipStatus>("membership status", ["realized", "exited"]);
-const SOURCES = codec<MembershipSource>("membership source", ["batch", "streaming", "edge"]);
+const SOURCES = codec<MembershipSource>("membership source", ["batch", "streaming", "edge", "backfill"]);
 export const STATUS_CODE = STATUSES.codes;
 export const SOURCE_CODE = SOURCES.codes;
 export const statusCode = STATUSES.code;
@@ -140,7 +140,7 @@ export function migrateTextMemberships(db: Database.Database): boolean {
       SELECT m.tid, m.pid, c.code, ${status("m.status")}, segmentd_encode_time(m.lqt) FROM memberships_text m JOIN definition_codes c ON c.id = m.def`);
     db.exec(`INSERT INTO transitions (seq, tid, pid, def, from_status, to_status, source, at)
       SELECT t.seq, t.tid, t.pid, c.code, ${status("t.from_status")}, ${status("t.to_status")},
-        CASE t.source WHEN 'batch' THEN ${SOURCE_CODE.batch} WHEN 'streaming' THEN ${SOURCE_CODE.streaming} WHEN 'edge' THEN ${SOURCE_CODE.edge} END, t.at
+        CASE t.source WHEN 'batch' THEN ${SOURCE_CODE.batch} WHEN 'streaming' THEN ${SOURCE_CODE.streaming} WHEN 'edge' THEN ${SOURCE_CODE.edge} WHEN 'backfill' THEN ${SOURCE_CODE.backfill} END, t.at
       FROM transitions_text t JOIN definition_codes c ON c.id = t.def`);
     db.exec("DROP TABLE memberships_text; DROP TABLE transitions_text;");
   })();

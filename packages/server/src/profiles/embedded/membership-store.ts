@@ -5,7 +5,8 @@ import type Database from "better-sqlite3";
 import { addStoredStatus, planMembershipChanges, type StoredStatuses } from "../scan-assembly.js";
 import { type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type TransitionQuery } from "../store.js";
 import type { Membership, MembershipStatus, MembershipTransition, TenantScope } from "../types.js";
-import { jsonIntegers, KIND_EXITED, KIND_REENTERED, pidMajorCodes, planMembershipSets, setGroups, transitionCounts, type PlannedSet } from "../membership-sets.js";
+import { jsonIntegers, KIND_EXITED, KIND_REENTERED, pidMajorCodes, planMembershipSets, planMembershipTargets, setGroups, setOfPlanned, STORED_EXITED, STORED_NONE, STORED_REALIZED, targetChanges, transitionCounts, lowerBound,
+  type MembershipTargets, type PlannedSet } from "../membership-sets.js";
 import { sourceCode, sourceName, STATUS_CODE, statusCode, statusName } from "./membership-codes.js";
 import { MEMBERSHIP_READ_CHUNK, MEMBERSHIP_WRITE_CHUNK, MIN_RANGE_READ, SOLO_MEMBERSHIP_CHANGES, MEMBERSHIP_SET_ROWS, rowsSql, type StoredMembershipRow, SELECT_MEMBERSHIPS, membershipOf, definitionIdsOf, type StoreCtx } from "./store-context.js";
 
@@ -97,30 +98,85 @@ export async function applyMembershipSets(s: StoreCtx, scope: TenantScope, sets:
   const defs = s.defCodes.ensure(planned.map((p) => p.definitionId));
   const source = sourceCode(opts.source);
   return s.write(() => {
-    const lqt = opts.at;
-    s.db.exec("CREATE TEMP TABLE IF NOT EXISTS membership_set_codes (idx INTEGER PRIMARY KEY, def INTEGER NOT NULL, status INTEGER NOT NULL)");
-    const upsert = s.stmt(`INSERT INTO memberships (tid, pid, def, status, lqt) SELECT ${tid}, v.value / CAST(@modulus AS INTEGER), r.def, r.status, @lqt
-      FROM json_each(CAST(@ids AS TEXT)) AS v CROSS JOIN temp.membership_set_codes AS r ON r.idx = v.value % CAST(@modulus AS INTEGER)
-      WHERE true ON CONFLICT (tid, pid, def) DO UPDATE SET status = excluded.status, lqt = excluded.lqt`);
-    const addRow = s.stmt("INSERT INTO temp.membership_set_codes (idx, def, status) VALUES (?, ?, ?)");
-    for (const g of setGroups(planned)) {
-      s.stmt("DELETE FROM temp.membership_set_codes").run();
-      for (let k = 0; k < g.count; k++) {
-        addRow.run(2 * k, defs.get(planned[g.first + k]!.definitionId)!, STATUS_CODE.realized);
-        addRow.run(2 * k + 1, defs.get(planned[g.first + k]!.definitionId)!, STATUS_CODE.exited);
-      }
-      const { codes, modulus } = pidMajorCodes(planned, g.first, g.count);
-      for (let i = 0; i < codes.length; i += MEMBERSHIP_SET_ROWS) upsert.run({ modulus, lqt, ids: jsonIntegers(codes, i, Math.min(codes.length, i + MEMBERSHIP_SET_ROWS)) });
-    }
-    const record = s.stmt(`INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at)
-      SELECT ${tid}, value >> 2, @def, CASE value & 3 WHEN ${KIND_REENTERED} THEN ${STATUS_CODE.exited} WHEN ${KIND_EXITED} THEN ${STATUS_CODE.realized} END,
-        CASE value & 3 WHEN ${KIND_EXITED} THEN ${STATUS_CODE.exited} ELSE ${STATUS_CODE.realized} END, @source, @at FROM json_each(CAST(@ids AS TEXT))`);
-    for (const p of planned) {
-      const def = defs.get(p.definitionId)!;
-      for (let i = 0; i < p.codes.length; i += MEMBERSHIP_SET_ROWS) record.run({ def, source, at: opts.at, ids: jsonIntegers(p.codes, i, Math.min(p.codes.length, i + MEMBERSHIP_SET_ROWS)) });
-    }
+    writePlannedSets(s, tid, planned, defs, source, opts.at);
     return counts;
   }, total >= SOLO_MEMBERSHIP_CHANGES, true);
+}
+
+/**
+ * A backfill's chunk (membership-sets.ts MembershipTargets): the stored statuses read and the net
+ * change written in one write job, set-based as applyMembershipSets writes (no row objects, no
+ * per-row statements); answers the transitions recorded as a set. The same result as
+ * applyMembershipChanges with these changes without `from`.
+ */
+export async function applyMembershipTargets(s: StoreCtx, scope: TenantScope, targets: MembershipTargets, opts: MembershipSetOptions): Promise<MembershipSet> {
+  // async: invalid targets reject (planMembershipTargets throws) before anything is queued.
+  const planned = planMembershipTargets(targets, opts);
+  if (planned.pids.length === 0) return setOfPlanned({ definitionId: targets.definitionId, codes: new Float64Array(0) });
+  const tid = s.tenantForWrite(scope);
+  const defs = s.defCodes.ensure([targets.definitionId]);
+  const source = sourceCode(opts.source);
+  return s.write(() => {
+    const change = targetChanges(planned, readTargetStatuses(s, tid, defs.get(targets.definitionId)!, planned.pids));
+    if (change.codes.length > 0) writePlannedSets(s, tid, [change], defs, source, opts.at);
+    return setOfPlanned(change);
+  }, planned.pids.length >= SOLO_MEMBERSHIP_CHANGES, true);
+}
+
+/**
+ * STORED_* of each of the ascending profile ids for one definition: dense windows (as
+ * readStoredStatuses defines them) with one range scan of memberships_def, the others with one
+ * primary-key search each (cheaper per id than a join of the list to memberships: see there).
+ */
+function readTargetStatuses(s: StoreCtx, tid: number, def: number, pids: Float64Array): Uint8Array {
+  const out = new Uint8Array(pids.length);
+  const code = (status: number) => (status === STATUS_CODE.realized ? STORED_REALIZED : status === STATUS_CODE.exited ? STORED_EXITED : STORED_NONE);
+  // The statements readStoredStatuses prepares (s.stmt caches them by text: their row mode is left as it is there).
+  const range = s.stmt(`SELECT pid, status FROM memberships WHERE tid = ? AND def = ? AND status IN (${STATUS_CODE.realized}, ${STATUS_CODE.exited}) AND pid BETWEEN ? AND ?`);
+  const point = s.stmt(`SELECT status FROM memberships WHERE tid = ${tid} AND pid = ? AND def = ?`).pluck();
+  for (let i = 0; i < pids.length;) {
+    let j = i + 1;
+    while (j < pids.length && j - i < MEMBERSHIP_READ_CHUNK && pids[j]! - pids[i]! + 1 <= 2 * (j - i + 1)) j++;
+    if (j - i >= MIN_RANGE_READ) {
+      for (const { pid, status } of range.all(tid, def, pids[i]!, pids[j - 1]!) as Array<{ pid: number; status: number }>) {
+        const k = lowerBound(pids, i, j, pid);
+        if (k < j && pids[k] === pid) out[k] = code(status);
+      }
+    } else {
+      for (let k = i; k < j; k++) {
+        const status = point.get(pids[k]!, def) as number | undefined;
+        if (status !== undefined) out[k] = code(status);
+      }
+    }
+    i = j;
+  }
+  return out;
+}
+
+/** The writes of applyMembershipSets (in the caller's write job). */
+function writePlannedSets(s: StoreCtx, tid: number, planned: readonly PlannedSet[], defs: ReadonlyMap<string, number>, source: number, at: number): void {
+  const lqt = at;
+  s.db.exec("CREATE TEMP TABLE IF NOT EXISTS membership_set_codes (idx INTEGER PRIMARY KEY, def INTEGER NOT NULL, status INTEGER NOT NULL)");
+  const upsert = s.stmt(`INSERT INTO memberships (tid, pid, def, status, lqt) SELECT ${tid}, v.value / CAST(@modulus AS INTEGER), r.def, r.status, @lqt
+    FROM json_each(CAST(@ids AS TEXT)) AS v CROSS JOIN temp.membership_set_codes AS r ON r.idx = v.value % CAST(@modulus AS INTEGER)
+    WHERE true ON CONFLICT (tid, pid, def) DO UPDATE SET status = excluded.status, lqt = excluded.lqt`);
+  const addRow = s.stmt("INSERT INTO temp.membership_set_codes (idx, def, status) VALUES (?, ?, ?)");
+  for (const g of setGroups(planned)) {
+    s.stmt("DELETE FROM temp.membership_set_codes").run();
+    for (let k = 0; k < g.count; k++) {
+      addRow.run(2 * k, defs.get(planned[g.first + k]!.definitionId)!, STATUS_CODE.realized);
+      addRow.run(2 * k + 1, defs.get(planned[g.first + k]!.definitionId)!, STATUS_CODE.exited);
+    }
+    const { codes, modulus } = pidMajorCodes(planned, g.first, g.count);
+    for (let i = 0; i < codes.length; i += MEMBERSHIP_SET_ROWS) upsert.run({ modulus, lqt, ids: jsonIntegers(codes, i, Math.min(codes.length, i + MEMBERSHIP_SET_ROWS)) });
+  }
+  const record = s.stmt(`INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at)
+    SELECT ${tid}, value >> 2, @def, CASE value & 3 WHEN ${KIND_REENTERED} THEN ${STATUS_CODE.exited} WHEN ${KIND_EXITED} THEN ${STATUS_CODE.realized} END,
+      CASE value & 3 WHEN ${KIND_EXITED} THEN ${STATUS_CODE.exited} ELSE ${STATUS_CODE.realized} END, @source, @at FROM json_each(CAST(@ids AS TEXT))`);
+  for (const p of planned) {
+    const def = defs.get(p.definitionId)!;
+    for (let i = 0; i < p.codes.length; i += MEMBERSHIP_SET_ROWS) record.run({ def, source, at, ids: jsonIntegers(p.codes, i, Math.min(p.codes.length, i + MEMBERSHIP_SET_ROWS)) });
+  }
 }
 
 /**

@@ -23,7 +23,7 @@ import { DEFAULT_IDENTITY_CACHE_ENTRIES, IdentityPidCache } from "./identity-cac
 import { mergeTouched, touchProfiles, type FeedHistory } from "../change-feed.js";
 import { SqliteChangeLog } from "./change-log.js";
 import { clampQuarantineLimit, parseStoredBody, QuarantineLog, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineKind, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
-import { type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeQuery, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ProfileWithFragments, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery, type DecidedChanges, type DecidedAppendResult, type LoggedTransition } from "../store.js";
+import { type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeQuery, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type MembershipTargets, type ProfileDataTimes, type ProfileStore, type ProfileWithFragments, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery, type DecidedChanges, type DecidedAppendResult, type LoggedTransition, type ProfileSelection } from "../store.js";
 import type { Dataset, DatasetInput, Identity, JsonObject, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, StoredEvent, TenantScope, ValidRecord } from "../types.js";
 import { SQLITE_SCHEMA } from "./schema.js";
 import { EventIndexMerger, MERGE_AT, MERGE_STEP, MERGE_STEP_MIN, migrateEventIndex } from "./event-index.js";
@@ -35,7 +35,7 @@ import { type EventRow, type QueuedWrite, NO_TENANT, WAL_CATCH_UP_BYTES, SCAN_CA
 import { createDataset, getDataset, listDatasets, deleteDataset, deleteByIdentities, deleteDatasetRecords, updateFields } from "./lifecycle-writes.js";
 import { append, appendDecided, createBatch, getBatch, listBatches, setBatchStatus, stageBatchRecords, completeBatch, abortBatch } from "./append-batches.js";
 import { findProfileId, findProfileIds, graphIdentities, getProfile, getProfileWithFragments, getEvents, eventsStoredThrough, scanProfiles, countProfiles, listProfileIds, profileDataTimes, listLakeRecords } from "./profile-reads.js";
-import { applyMembershipChanges, writeMembershipChanges, applyMembershipSets, getMemberships, listMembers, listMemberIds, listMemberPids, countMembers, listTransitions } from "./membership-store.js";
+import { applyMembershipChanges, writeMembershipChanges, applyMembershipSets, applyMembershipTargets, getMemberships, listMembers, listMemberIds, listMemberPids, countMembers, listTransitions } from "./membership-store.js";
 import * as transitionLog from "./transition-log.js";
 
 export interface EmbeddedStoreOptions {
@@ -630,6 +630,9 @@ export class EmbeddedProfileStore implements ProfileStore {
   applyMembershipSets(scope: TenantScope, sets: readonly MembershipSet[], opts: MembershipSetOptions): Promise<MembershipSetCounts> {
     return applyMembershipSets(this.ctx, scope, sets, opts);
   }
+  applyMembershipTargets(scope: TenantScope, targets: MembershipTargets, opts: MembershipSetOptions): Promise<MembershipSet> {
+    return applyMembershipTargets(this.ctx, scope, targets, opts);
+  }
   getMemberships(scope: TenantScope, profileId: string): Promise<Membership[]> {
     return getMemberships(this.ctx, scope, profileId);
   }
@@ -665,6 +668,9 @@ export class EmbeddedProfileStore implements ProfileStore {
 
   graphIdentitiesOf(scope: TenantScope, profileIds: readonly string[]): Promise<Identity[][]> {
     return transitionLog.graphIdentitiesOf(this.ctx, this.tid(scope, false), profileIds);
+  }
+  profileSelections(scope: TenantScope, profileIds: readonly string[], policy: MergePolicySpec, paths: readonly string[]): Promise<ProfileSelection[]> {
+    return transitionLog.profileSelections(this.ctx, scope, this.tid(scope, false), profileIds, policy, paths);
   }
   deleteByIdentities(scope: TenantScope, identities: readonly Identity[], datasets: readonly string[] | "ALL"): Promise<DeleteCounts> {
     return deleteByIdentities(this.ctx, scope, identities, datasets);

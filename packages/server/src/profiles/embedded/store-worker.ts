@@ -10,6 +10,8 @@
 import { parentPort, workerData } from "node:worker_threads";
 import type { MembershipChange, ProfileStore, ScannedProfile } from "../store.js";
 import { EmbeddedProfileStore, type EmbeddedStoreOptions } from "./sqlite-store.js";
+import { wireTransitions } from "./wire-transitions.js";
+import { wireSelections } from "./wire-selections.js";
 import { toWire, unwireChanges, unwireIdentities, unwireRecords, type FeedDelta, type WireChanges, type WireRecords, type WorkerCall, type WorkerReply } from "./worker-store.js";
 
 const port = parentPort;
@@ -87,6 +89,14 @@ async function run(method: string, args: unknown[]): Promise<unknown> {
       cursors.delete(id);
       await it?.return?.();
       return undefined;
+    }
+    case "readTransitionLog": {
+      const [scope, q] = args as Parameters<ProfileStore["readTransitionLog"]>;
+      return wireTransitions(await store.readTransitionLog(scope, q));
+    }
+    case "profileSelections": {
+      const [scope, ids, policy, paths] = args as Parameters<ProfileStore["profileSelections"]>;
+      return wireSelections(await store.profileSelections(scope, ids, policy, paths));
     }
     case "workerStats":
       return { openCursors: cursors.size };

@@ -27,10 +27,12 @@ import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import type { FeedHistory } from "../change-feed.js";
 import { FeedMirror, type FeedDelta } from "./feed-mirror.js";
-import { StoreError, StoreUnavailableError, type AppendOptions, type AppendResult, type DecidedAppendResult, type DecidedChanges, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeQuery, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type ProfileDataTimes, type ProfileStore, type ProfileWithFragments, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery, type LoggedTransition } from "../store.js";
+import { StoreError, StoreUnavailableError, type AppendOptions, type AppendResult, type DecidedAppendResult, type DecidedChanges, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeQuery, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type MembershipTargets, type ProfileDataTimes, type ProfileStore, type ProfileWithFragments, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery, type LoggedTransition, type ProfileSelection } from "../store.js";
 import type { Dataset, DatasetInput, Identity, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, TenantScope, ValidRecord } from "../types.js";
 import type { EmbeddedStoreOptions } from "./sqlite-store.js";
 import { withLazyBody } from "../lazy-body.js";
+import { unwireSelections, type WireSelections } from "./wire-selections.js";
+import { unwireTransitions, type WireTransitions } from "./wire-transitions.js";
 import { QuarantineLog, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
 import { sandboxNameKey } from "../../platform/tenant.js";
 
@@ -614,6 +616,9 @@ export class WorkerProfileStore implements ProfileStore {
     }
     return this.call("applyMembershipSets", [scope, sets, opts], false, [...buffers]);
   }
+  applyMembershipTargets(scope: TenantScope, targets: MembershipTargets, opts: MembershipSetOptions): Promise<MembershipSet> {
+    return this.call("applyMembershipTargets", [scope, targets, opts]);
+  }
   getMemberships(scope: TenantScope, profileId: string): Promise<Membership[]> {
     return this.call("getMemberships", [scope, profileId]);
   }
@@ -638,11 +643,14 @@ export class WorkerProfileStore implements ProfileStore {
   async transactionsInProgress(): Promise<string[]> {
     return [];
   }
-  readTransitionLog(scope: TenantScope, q: { afterSeq: number; throughSeq: number; definitionIds: readonly string[]; limit: number }): Promise<LoggedTransition[]> {
-    return this.call("readTransitionLog", [scope, q]);
+  async readTransitionLog(scope: TenantScope, q: { afterSeq: number; throughSeq: number; definitionIds: readonly string[]; limit: number }): Promise<LoggedTransition[]> {
+    return unwireTransitions(await this.call<WireTransitions>("readTransitionLog", [scope, q]));
   }
   graphIdentitiesOf(scope: TenantScope, profileIds: readonly string[]): Promise<Identity[][]> {
     return this.call("graphIdentitiesOf", [scope, profileIds]);
+  }
+  async profileSelections(scope: TenantScope, profileIds: readonly string[], policy: MergePolicySpec, paths: readonly string[]): Promise<ProfileSelection[]> {
+    return unwireSelections(await this.call<WireSelections>("profileSelections", [scope, profileIds, policy, paths]), paths.length);
   }
 
   // ---- change feed --------------------------------------------------------------

@@ -2,14 +2,14 @@
 // profile by identity under a merge policy, and the experience events of a
 // profile (time range, order, paging); several profiles in one request (POST);
 // deleting an entity by identity (DELETE).
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { registerTenantHooks } from "../../http/auth.js";
 import { epochMsParam } from "../../http/routes/paging-params.js";
 import { tenantOf } from "../../http/request-context.js";
 import { ApiError, badRequest, ErrorCodes, notFound } from "../../services/errors.js";
 import { normalizeNamespace } from "../validate.js";
 import type { IdentityGraph, LifecycleWrites, ProfileReads } from "../store.js";
-import type { Identity, JsonObject, MergedProfile } from "../types.js";
+import type { Identity, JsonObject, MergedProfile, MergePolicySpec } from "../types.js";
 import { getPath, setPath } from "../xdm-object.js";
 import { mapStoreErrors, profileScope, type ProfileRoutesOptions } from "./context.js";
 
@@ -119,6 +119,34 @@ export function pickFields(entity: JsonObject, fields: string | undefined): Json
   return out;
 }
 
+/**
+ * The merged profile with the fields computed from its events (opts.computedValues: computed
+ * attributes under the tenant's field group), merged one level down beside the profile's own.
+ */
+async function withComputedValues(opts: ProfileRoutesOptions<ProfileReads & IdentityGraph & LifecycleWrites>, request: FastifyRequest, identity: Identity, policy: MergePolicySpec, p: MergedProfile): Promise<MergedProfile> {
+  const compute = opts.computedValues;
+  if (compute === undefined) return p;
+  const scope = profileScope(request);
+  const readEvents = async (since: number, until: number): Promise<Record<string, unknown>[]> => {
+    const out: Record<string, unknown>[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await opts.profiles.getEvents(scope, identity, policy, { startTime: since, endTime: until, order: "asc", ...(cursor === undefined ? {} : { cursor }) });
+      for (const e of page.events) out.push(e.body);
+      cursor = page.next ?? undefined;
+    } while (cursor !== undefined);
+    return out;
+  };
+  const extra = await compute(tenantOf(request), readEvents, opts.clock.now());
+  if (extra === null) return p;
+  const entity: JsonObject = { ...p.entity };
+  for (const [k, v] of Object.entries(extra)) {
+    const mine = entity[k];
+    entity[k] = mine !== null && typeof mine === "object" && !Array.isArray(mine) && v !== null && typeof v === "object" && !Array.isArray(v) ? { ...mine, ...v } : v;
+  }
+  return { ...p, entity };
+}
+
 /** A merged profile as the entities API shows it (GET and POST). */
 function entityView(p: MergedProfile, policyId: string | undefined, fields: string | undefined): JsonObject {
   const view: JsonObject = { entityId: p.profileId };
@@ -162,7 +190,7 @@ export async function accessRoutes(app: FastifyInstance, opts: ProfileRoutesOpti
       // first identity that found it); without stitching each identity is its own entity.
       const key = out[p.profileId] === undefined || policy.identityGraph.type === "pdg" ? p.profileId : `${p.profileId}:${identity.namespace}:${identity.id}`;
       if (out[key] !== undefined) continue;
-      out[key] = { requestedIdentity: { entityId: item.entityId, entityIdNS: { code: item.entityIdNS.code } }, ...entityView(p, policy.id, fields) };
+      out[key] = { requestedIdentity: { entityId: item.entityId, entityIdNS: { code: item.entityIdNS.code } }, ...entityView(await withComputedValues(opts, request, identity, policy, p), policy.id, fields) };
     }
     return out;
   });
@@ -191,7 +219,7 @@ export async function accessRoutes(app: FastifyInstance, opts: ProfileRoutesOpti
       const identity = { namespace: normalizeNamespace(q.entityIdNS), id: q.entityId };
       const p = await opts.profiles.getProfile(scope, identity, policy);
       if (p === null) throw notFound("Profile", `${q.entityIdNS}:${q.entityId}`);
-      return { [p.profileId]: entityView(p, policy.id, q.fields) };
+      return { [p.profileId]: entityView(await withComputedValues(opts, request, identity, policy, p), policy.id, q.fields) };
     }
     if (q["schema.name"] === EVENT_SCHEMA) {
       const id = q.relatedEntityId ?? q.entityId;

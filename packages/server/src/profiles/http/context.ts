@@ -10,7 +10,7 @@ import type { TenantContext } from "../../services/tenancy.js";
 import type { FastifyRequest } from "fastify";
 import { ApiError, ErrorCodes } from "../../services/errors.js";
 import { StoreError, type DatasetCatalog, type IdentityGraph, type IngestBatches, type LifecycleWrites, type ProfileReads, type RecordAppends, type StoreHealth } from "../store.js";
-import { NO_MERGE_POLICY, type IdentityFieldDescriptor, type MergePolicySpec, type SchemaClass, type ValidRecord } from "../types.js";
+import { NO_MERGE_POLICY, type IdentityFieldDescriptor, type JsonObject, type MergePolicySpec, type SchemaClass, type ValidRecord } from "../types.js";
 import type { ValidationLimits } from "../validate.js";
 import type { AheadDecision, IngestResult } from "../ingest.js";
 
@@ -69,6 +69,12 @@ export interface ProfileRoutesOptions<S = ProfileRoutesStore> extends AuthDeps {
    * engine's decideAhead). onStored then gets the settled decision in `result.ahead`.
    */
   decideAhead?: (tenant: TenantContext, records: readonly ValidRecord[]) => Promise<AheadDecision | null>;
+  /**
+   * Fields computed from a profile's events at `now` (computed attributes: `{_<TENANT_ID>:
+   * {ComputedAttributes: {...}}}`), added to the merged profile the entities API returns; null
+   * when there are none. `readEvents` reads the profile's events in a time range.
+   */
+  computedValues?: (tenant: TenantContext, readEvents: (since: number, until: number) => Promise<readonly Record<string, unknown>[]>, now: number) => Promise<JsonObject | null>;
 }
 
 export function profileScope(request: FastifyRequest): TenantRef {

@@ -1,7 +1,8 @@
 // Memberships of the PostgreSQL profile store: change and set writes (with their
 // transitions) and membership/transition reads.
 import type pg from "pg";
-import { jsonIntegers, KIND_EXITED, KIND_REENTERED, planMembershipSets, transitionCounts, type PlannedSet } from "../membership-sets.js";
+import { jsonIntegers, KIND_EXITED, KIND_REENTERED, planMembershipSets, planMembershipTargets, setOfPlanned, STORED_EXITED, STORED_NONE, STORED_REALIZED, targetChanges, transitionCounts, lowerBound,
+  type MembershipTargets, type PlannedSet } from "../membership-sets.js";
 import { addStoredStatus, planMembershipChanges, toMembership, type MembershipRow, type StoredStatuses } from "../scan-assembly.js";
 import type { MembershipChange, MembershipSet, MembershipSetCounts, MembershipSetOptions, TransitionQuery } from "../store.js";
 import type { Membership, MembershipStatus, MembershipTransition, TenantScope } from "../types.js";
@@ -58,19 +59,50 @@ export async function applyMembershipSets(ctx: PgStoreContext, scope: TenantScop
   if (counts.realized + counts.exited === 0) return counts;
   const lqt = new Date(opts.at).toISOString();
   return ctx.write(scope, async (c, tid) => {
-    for (const p of planned) {
-      for (let i = 0; i < p.codes.length; i += MEMBERSHIP_CHUNK) {
-        const json = jsonIntegers(p.codes, i, Math.min(p.codes.length, i + MEMBERSHIP_CHUNK)).toString("latin1");
-        await c.query(`WITH u AS (SELECT code / 4 AS pid, code % 4 AS kind, ord FROM unnest($2::int8[]) WITH ORDINALITY AS x(code, ord)),
-          m AS (INSERT INTO memberships (tid, pid, def, status, lqt) SELECT $1, u.pid, $3, CASE u.kind WHEN ${KIND_EXITED} THEN 'exited' ELSE 'realized' END, $4 FROM u
-            ON CONFLICT (tid, pid, def) DO UPDATE SET status = EXCLUDED.status, lqt = EXCLUDED.lqt)
-          INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at)
-            SELECT $1, u.pid, $3, CASE u.kind WHEN ${KIND_REENTERED} THEN 'exited' WHEN ${KIND_EXITED} THEN 'realized' END,
-              CASE u.kind WHEN ${KIND_EXITED} THEN 'exited' ELSE 'realized' END, $5, $6 FROM u ORDER BY u.ord`,
-        [tid, `{${json.slice(1, -1)}}`, p.definitionId, lqt, opts.source, opts.at]);
+    for (const p of planned) await writePlannedSet(c, tid, p, lqt, opts);
+    return counts;
+  });
+}
+
+/** One planned set's upserts and transitions (in the caller's write job), MEMBERSHIP_CHUNK profiles a statement. */
+async function writePlannedSet(c: pg.PoolClient, tid: number, p: PlannedSet, lqt: string, opts: MembershipSetOptions): Promise<void> {
+  for (let i = 0; i < p.codes.length; i += MEMBERSHIP_CHUNK) {
+    const json = jsonIntegers(p.codes, i, Math.min(p.codes.length, i + MEMBERSHIP_CHUNK)).toString("latin1");
+    await c.query(`WITH u AS (SELECT code / 4 AS pid, code % 4 AS kind, ord FROM unnest($2::int8[]) WITH ORDINALITY AS x(code, ord)),
+      m AS (INSERT INTO memberships (tid, pid, def, status, lqt) SELECT $1, u.pid, $3, CASE u.kind WHEN ${KIND_EXITED} THEN 'exited' ELSE 'realized' END, $4 FROM u
+        ON CONFLICT (tid, pid, def) DO UPDATE SET status = EXCLUDED.status, lqt = EXCLUDED.lqt)
+      INSERT INTO transitions (tid, pid, def, from_status, to_status, source, at)
+        SELECT $1, u.pid, $3, CASE u.kind WHEN ${KIND_REENTERED} THEN 'exited' WHEN ${KIND_EXITED} THEN 'realized' END,
+          CASE u.kind WHEN ${KIND_EXITED} THEN 'exited' ELSE 'realized' END, $5, $6 FROM u ORDER BY u.ord`,
+    [tid, `{${json.slice(1, -1)}}`, p.definitionId, lqt, opts.source, opts.at]);
+  }
+}
+
+/**
+ * A backfill's chunk (membership-sets.ts MembershipTargets), in one write job: the stored statuses
+ * of the listed profiles read with one statement per MEMBERSHIP_CHUNK ids (the primary key, `pid =
+ * ANY`), then the net change written as applyMembershipSets writes it. The result of
+ * applyMembershipChanges with the same changes without `from`; the transitions as a set.
+ */
+export async function applyMembershipTargets(ctx: PgStoreContext, scope: TenantScope, targets: MembershipTargets, opts: MembershipSetOptions): Promise<MembershipSet> {
+  // async: invalid targets reject (planMembershipTargets throws) before anything is queued.
+  const planned = planMembershipTargets(targets, opts);
+  if (planned.pids.length === 0) return setOfPlanned({ definitionId: targets.definitionId, codes: new Float64Array(0) });
+  const lqt = new Date(opts.at).toISOString();
+  return ctx.write(scope, async (c, tid) => {
+    const { pids } = planned;
+    const stored = new Uint8Array(pids.length);
+    for (let i = 0; i < pids.length; i += MEMBERSHIP_CHUNK) {
+      const end = Math.min(pids.length, i + MEMBERSHIP_CHUNK);
+      const rows = (await c.query<[string, MembershipStatus]>({ text: "SELECT pid, status FROM memberships WHERE tid = $1 AND def = $2 AND pid = ANY($3::int8[])", values: [tid, targets.definitionId, `{${pids.subarray(i, end).join(",")}}`], rowMode: "array" })).rows;
+      for (const [pidText, status] of rows) {
+        const k = lowerBound(pids, i, end, Number(pidText));
+        if (k < end && pids[k] === Number(pidText)) stored[k] = status === "realized" ? STORED_REALIZED : status === "exited" ? STORED_EXITED : STORED_NONE;
       }
     }
-    return counts;
+    const change = targetChanges(planned, stored);
+    if (change.codes.length > 0) await writePlannedSet(c, tid, change, lqt, opts);
+    return setOfPlanned(change);
   });
 }
 

@@ -5,9 +5,9 @@
 // concurrent batches linking the same identities must not both create a graph.
 import { settleGroup, type WriteOutcome } from "../group-commit.js";
 import pg from "pg";
-import { createPool, lockForTransaction, withAdvisoryLock, withTransaction } from "../../storage-kit/postgres.js";
+import { createPool, lockForTransaction, runSchema, withAdvisoryLock, withTransaction } from "../../storage-kit/postgres.js";
 import { ChangeFeed, mergeTouched, recordTouched, touchProfiles } from "../change-feed.js";
-import { appendChangeLog, changeLogLock, createChangeLog, PG_TRIM_INTERVAL_MS, readChangeLog, trimChangeLog } from "./pg-change-log.js";
+import { appendChangeLog, changedAfterInLog, changeLogLock, createChangeLog, PG_TRIM_INTERVAL_MS, readChangeLog, ChangeLogTail, trimChangeLog } from "./pg-change-log.js";
 import { applyIsolated, decodeStaged, encodeStaged, STAGED_CHUNK } from "../batch-staging.js";
 import { newCatalogId } from "../ids.js";
 import { clampQuarantineLimit, QuarantineLog, storedBodyProblem, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineKind, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
@@ -30,6 +30,7 @@ import {
   type MembershipSet,
   type MembershipSetCounts,
   type MembershipSetOptions,
+  type MembershipTargets,
   type ProfileDataTimes,
   type ProfileStore,
   type ProfileWithFragments,
@@ -44,6 +45,7 @@ import {
   type DecidedChanges,
   type DecidedAppendResult,
   type LoggedTransition,
+  type ProfileSelection,
   landedAsDecided,
 } from "../store.js";
 import type {
@@ -78,6 +80,8 @@ export interface PostgresStoreOptions {
   poolSize?: number;
   /** Profile ids the change feed and its log keep per tenant (default DEFAULT_FEED_CAPACITY). */
   changeFeedCapacity?: number;
+  /** How often other processes' commits are read from the change log (ms; default 500; a snapshot's refresh reads them first anyway). */
+  changeLogReadMs?: number;
 }
 
 // int8 columns (ids, epoch ms) fit in a double; parse them as numbers for this
@@ -113,6 +117,8 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
   private readonly pool: pg.Pool;
   private readonly tids = new Map<string, number>();
   private readonly ready: Promise<void>;
+  /** Reads every process's commits from the change log into the feed (set once ready). */
+  private logTail: ChangeLogTail | null = null;
   /**
    * Change feed (changesSince): read back from the change log when the store opens
    * (pg-change-log.ts), then fed after each group's commit with the profiles its writes touched
@@ -120,6 +126,7 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
    */
   private feed: ChangeFeed;
   private readonly changeLock: string;
+  private readonly changeLogStats = { commits: 0, lockWaitMs: 0 };
   private lastLogTrim = 0;
   private trimming: Promise<void> = Promise.resolve();
   private readonly tidKeys = new Map<number, string>();
@@ -150,11 +157,14 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
     // processes starting at once): serialise schema set-up on an advisory lock.
     this.ready = withAdvisoryLock(pool, "segmentd_profiles_schema", async (c) => {
       await c.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-      await c.query(PG_SCHEMA);
+      await runSchema(c, PG_SCHEMA);
       await createChangeLog(c);
     }).then(async () => {
       // Before any write (they wait for ready): recorded versions continue from the log's.
-      this.feed = new ChangeFeed(opts.changeFeedCapacity, Date.now(), await readChangeLog(pool, this.changeLock));
+      const history = await readChangeLog(pool, this.changeLock);
+      this.feed = new ChangeFeed(opts.changeFeedCapacity, Date.now(), history);
+      // Other processes (hubs) may write this database: their changes are learnt from the log.
+      this.logTail = new ChangeLogTail(pool, this.feed, history.current, this.tidKeys, opts.changeLogReadMs);
     });
   }
 
@@ -163,6 +173,7 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
     this.closed ??= (async () => {
       this.closing = true;
       await this.ready.catch(() => undefined);
+      await this.logTail?.stop();
       await Promise.all([...this.persisting]);
       while (this.draining || this.pending.length > 0) await new Promise((r) => setTimeout(r, 5));
       this.trimLog(true);
@@ -176,7 +187,7 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
   // ---- health and quarantine (quarantine.ts) ------------------------------------
 
   async status(): Promise<ProfileStoreStatus> {
-    const base = { restarts: 0, quarantined: this.quarantine.count };
+    const base = { restarts: 0, quarantined: this.quarantine.count, changeLog: { ...this.changeLogStats } };
     if (this.closing) return { ...base, up: false, error: "the profile store is closed" };
     try {
       await this.ready;
@@ -266,9 +277,17 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
     return this.feed.changesSince(sandboxNameKey(scope), since);
   }
 
-  /** Resolves once the feed holds what the change log kept (versions from before the open are answered). */
-  changesReady(): Promise<void> {
-    return this.ready.catch(() => undefined);
+  /** Resolves once the feed holds what the change log kept (older versions answered) and what any process had committed at the call. */
+  async changesReady(): Promise<void> {
+    await this.ready.catch(() => undefined);
+    await this.logTail?.catchUp();
+  }
+
+  /** changesSince read from the change log table: every process's writes (a streaming worker's backfill fence); null: the log does not reach back to `since`. */
+  async changedAfterInLog(scope: TenantScope, since: number): Promise<ReadonlySet<string> | null> {
+    const tid = await this.tid(this.pool, scope, false);
+    if (tid === NO_TENANT) return new Set();
+    return changedAfterInLog(this.pool, tid, since);
   }
 
   /**
@@ -341,13 +360,15 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
           }
         }
         // Last in the transaction (its lock is held until COMMIT): the log commits or rolls back with the data.
-        version = await appendChangeLog(c, this.changeLock, touched);
+        version = await appendChangeLog(c, this.changeLock, touched, this.changeLogStats);
       });
     } catch (error) {
       settleGroup(jobs, outcomes, { error });
       return;
     }
-    // Only now (after COMMIT): the change feed, then the writers' promises.
+    // Only now (after COMMIT): the change feed, then the writers' promises. Every version below this group's has
+    // committed (the log's lock): reading the log now makes the next version answered exact (a failed read: it lags).
+    if (version !== undefined) await this.logTail?.catchUp().catch(() => undefined);
     this.recordFeed(touched, version);
     settleGroup(jobs, outcomes);
   }
@@ -598,6 +619,10 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
     return memberships.applyMembershipSets(this.ctx, scope, sets, opts);
   }
 
+  applyMembershipTargets(scope: TenantScope, targets: MembershipTargets, opts: MembershipSetOptions): Promise<MembershipSet> {
+    return memberships.applyMembershipTargets(this.ctx, scope, targets, opts);
+  }
+
   async applyPartitionBatch(fence: PartitionFence, writes: readonly PartitionBatchWrite[]): Promise<PartitionBatchResult> {
     await this.ready;
     return partitions.applyPartitionBatch(this.ctx, fence, writes);
@@ -653,6 +678,10 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
 
   graphIdentitiesOf(scope: TenantScope, profileIds: readonly string[]): Promise<Identity[][]> {
     return transitionLog.graphIdentitiesOf(this.ctx, scope, profileIds);
+  }
+
+  profileSelections(scope: TenantScope, profileIds: readonly string[], policy: MergePolicySpec, paths: readonly string[]): Promise<ProfileSelection[]> {
+    return transitionLog.profileSelections(this.ctx, scope, profileIds, policy, paths);
   }
 
   // ---- data lifecycle (pg-lifecycle.ts) ---------------------------------------

@@ -39,6 +39,7 @@ import {
 import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "../records.js";
 import { SqliteExternalAudiences } from "./sqlite-external-audiences.js";
 import { SqliteSchemas } from "./sqlite-schemas.js";
+import { SqliteComputedAttributes } from "./sqlite-computed-attributes.js";
 import { coreMigrations, definitionFilters, MIGRATIONS_TABLE, definitionOrderBy, mergePolicyFilters, mergePolicyOrderBy } from "../sql-common.js";
 import {
   DATASTREAM_COLUMN_NAMES,
@@ -342,6 +343,7 @@ export class SqliteMetadataStore implements MetadataStore {
   readonly mergePolicies: MergePolicyRepository;
   readonly datastreams: DatastreamRepository;
   readonly schemas: SqliteSchemas;
+  readonly computedAttributes: SqliteComputedAttributes;
   private closed = false;
 
   constructor(private readonly db: Db) {
@@ -350,6 +352,7 @@ export class SqliteMetadataStore implements MetadataStore {
     this.mergePolicies = new SqliteMergePolicies(db);
     this.datastreams = new SqliteDatastreams(db);
     this.schemas = new SqliteSchemas(db);
+    this.computedAttributes = new SqliteComputedAttributes(db);
   }
 
   async ping(): Promise<void> {

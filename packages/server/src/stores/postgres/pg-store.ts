@@ -34,6 +34,7 @@ import {
 import type { DatastreamRecord, DefinitionRecord, MergePolicyRecord } from "../records.js";
 import { PgExternalAudiences } from "./pg-external-audiences.js";
 import { PgSchemas } from "./pg-schemas.js";
+import { PgComputedAttributes } from "./pg-computed-attributes.js";
 import { coreMigrations, definitionFilters, MIGRATIONS_TABLE, definitionOrderBy, mergePolicyFilters, mergePolicyOrderBy } from "../sql-common.js";
 import {
   DATASTREAM_COLUMN_NAMES,
@@ -372,6 +373,7 @@ export class PgMetadataStore implements MetadataStore {
   readonly mergePolicies: MergePolicyRepository;
   readonly datastreams: DatastreamRepository;
   readonly schemas: PgSchemas;
+  readonly computedAttributes: PgComputedAttributes;
 
   constructor(private readonly pool: pg.Pool) {
     this.externalAudiences = new PgExternalAudiences(pool);
@@ -379,6 +381,7 @@ export class PgMetadataStore implements MetadataStore {
     this.mergePolicies = new PgMergePolicies(pool);
     this.datastreams = new PgDatastreams(pool);
     this.schemas = new PgSchemas(pool);
+    this.computedAttributes = new PgComputedAttributes(pool);
   }
 
   private closed = false;

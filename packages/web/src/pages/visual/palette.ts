@@ -11,10 +11,14 @@ import { fieldPath, h } from "../../dom.js";
 import { formatCount } from "../../format.js";
 import { dragSource } from "./drag.js";
 import type { AudienceRef } from "./env.js";
+import { computedMeta, isComputedPath, type ComputedField } from "./computed-fields.js";
 import type { PaletteItem } from "./palette-items.js";
 import { itemLabel, matchesQuery } from "./palette-items.js";
 
-export type PaletteState = { state: "loading" } | { state: "ready"; palette: BuilderPalette; audiences: AudienceRef[]; audiencesError?: string } | { state: "failed"; message: string };
+export type PaletteState =
+  | { state: "loading" }
+  | { state: "ready"; palette: BuilderPalette; audiences: AudienceRef[]; audiencesError?: string; computed?: ComputedField[]; computedError?: string }
+  | { state: "failed"; message: string };
 
 export interface PaletteView {
   element: HTMLElement;
@@ -67,8 +71,11 @@ export function createPalette(pick: (item: PaletteItem) => void, refresh: () => 
     const q = search.value;
     const { palette, audiences } = state;
     const attrs = palette.profile.fields
-      .filter((f) => f.type !== "object" && matchesQuery(f.path, q))
+      .filter((f) => f.type !== "object" && !isComputedPath(f.path) && matchesQuery(f.path, q))
       .map((f) => h("li", {}, itemButton({ kind: "attribute", field: f }, f.path, typeWord(f))));
+    const computed = (state.computed ?? [])
+      .filter((c) => matchesQuery(`${c.attribute.displayName} ${c.field.path}`, q))
+      .map((c) => h("li", {}, itemButton({ kind: "attribute", field: c.field }, c.field.path, `${c.attribute.displayName} · ${computedMeta(c.attribute)}`)));
     const events = palette.events.eventTypes.flatMap((t) => {
       const typeHit = matchesQuery(t.eventType, q);
       const fields = t.fields.filter((f) => f.type !== "object" && (typeHit || matchesQuery(`${t.eventType} ${f.path}`, q)));
@@ -95,11 +102,13 @@ export function createPalette(pick: (item: PaletteItem) => void, refresh: () => 
     const blockItems = blocks.filter(([item, name]) => matchesQuery(`${name} ${itemLabel(item)}`, q)).map(([item, name]) => h("li", {}, itemButton(item, name, "")));
     body.replaceChildren(
       section("v-pal-attrs", "Profile attributes", attrs, q ? "No attribute matches." : "No profile attributes in the sampled data yet."),
+      section("v-pal-computed", "Computed attributes", computed,
+        state.computedError ? `Computed attributes could not be listed (${state.computedError}).` : q ? "No computed attribute matches." : "No computed attributes in this sandbox yet."),
       section("v-pal-events", "Events", events, q ? "No event type matches." : "No events in the sampled data yet."),
       section("v-pal-audiences", "Audiences", auds, state.audiencesError ? `Audiences could not be listed (${state.audiencesError}).` : q ? "No audience matches." : "No other audiences yet."),
       section("v-pal-blocks", "Building blocks", blockItems, "No building block matches."),
       h("p", { class: "hint" }, `From ${formatCount(palette.profile.sampled)} sampled profiles and ${formatCount(palette.events.sampled)} events.`));
-    status.textContent = q.trim() === "" ? "" : `${attrs.length + events.length + auds.length + blockItems.length} matches`;
+    status.textContent = q.trim() === "" ? "" : `${attrs.length + computed.length + events.length + auds.length + blockItems.length} matches`;
   };
   search.addEventListener("input", paint);
 

@@ -17,6 +17,7 @@ import { pqlToRules, tryRulesToPql, validateModel } from "../../visual/index.js"
 import { createCanvas } from "./canvas.js";
 import type { AudienceRef, CanvasEnv } from "./env.js";
 import type { RuleCount } from "./estimate.js";
+import { computedFields, withComputedFields } from "./computed-fields.js";
 import { createPalette } from "./palette.js";
 import type { PaletteItem } from "./palette-items.js";
 import { addItem, firstControlId, itemLabel } from "./palette-items.js";
@@ -138,15 +139,24 @@ export function createVisualBuilder(ctx: PageContext, options: VisualBuilderOpti
 
   const loadPalette = (refresh: boolean) => {
     paletteView.set({ state: "loading" });
-    Promise.allSettled([ctx.api.builderFields(refresh), allAudiences(ctx)]).then(([fields, defs]) => {
+    Promise.allSettled([ctx.api.builderFields(refresh), allAudiences(ctx), ctx.api.computedAttributes()]).then(([fields, defs, cas]) => {
       if (ctx.left()) return;
       if (fields.status === "rejected") {
         paletteView.set({ state: "failed", message: messageOf(fields.reason) });
         return;
       }
-      palette = fields.value;
+      const computed = cas.status === "fulfilled" ? computedFields(cas.value) : [];
+      // Computed attributes are profile fields to the rule editors (their types pick the operators).
+      palette = withComputedFields(fields.value, computed);
       audiences = defs.status === "fulfilled" ? defs.value.filter((d) => d.id !== options.excludeSegmentId) : [];
-      paletteView.set({ state: "ready", palette, audiences, ...(defs.status === "rejected" ? { audiencesError: messageOf(defs.reason) } : {}) });
+      paletteView.set({
+        state: "ready",
+        palette,
+        audiences,
+        computed,
+        ...(defs.status === "rejected" ? { audiencesError: messageOf(defs.reason) } : {}),
+        ...(cas.status === "rejected" ? { computedError: messageOf(cas.reason) } : {}),
+      });
       // Field types decide operators: draw the rules again with them.
       if (model) render();
     });
