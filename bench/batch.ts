@@ -17,7 +17,9 @@
  * 4. runs ONE job: refresh of the snapshot + evaluation of the 100 definitions + persisting every
  *    membership in one transaction; prints wall time, its split and peak memory (RSS);
  * 5. runs a hand-written SQL query over the same SQLite store computing the same 100 audiences in
- *    one pass, checks that all 100 member counts agree, and prints the ratio;
+ *    one pass, checks that all 100 member counts agree, and prints the ratio; then DuckDB (#42's
+ *    reference, bench/lib/duckdb-reference.ts, its own process) over the same data in typed
+ *    columns: the same conditions into a membership table, counts compared, job 1 against it;
  * 6. times an estimate (preview) on the resident snapshot, and edit impact (issue #28: a definition's
  *    expression replaced by another's, both evaluated over every profile) for three edits, checking
  *    that entering + staying and leaving + staying equal job 1's counts of the two definitions;
@@ -50,6 +52,7 @@ import { compareEdit, type ImpactSide } from "../packages/server/src/batch/previ
 import { BuilderEstimator } from "../packages/server/src/batch/builder/estimates.js";
 import { DEFAULT_LIMITS } from "../packages/server/src/platform/config.js";
 import { SqliteBatchRepository } from "../packages/server/src/batch/store/sqlite-repository.js";
+import { runDuckReference } from "./lib/duckdb-reference.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -232,6 +235,27 @@ function handWrittenCounts(file: string, defs: readonly BenchDefinition[], measu
   } finally {
     db.close();
   }
+}
+
+/**
+ * DuckDB (#42's reference): the same hand-written conditions over the same data copied into typed
+ * columns, in a process of its own; job 1 against its evaluation, and persisting's share of job 1.
+ */
+async function duckReference(file: string, defs: readonly BenchDefinition[], measures: readonly string[], job: JobTiming): Promise<boolean> {
+  const db = new Database(file, { readonly: true });
+  const tid = (db.prepare("SELECT tid FROM tenants WHERE org = ? AND sandbox = ?").get(SCOPE.orgId, SCOPE.sandboxName) as { tid: number }).tid;
+  db.close();
+  const d = await runDuckReference({
+    file, tid, fColumns: F_COLUMNS, eColumns: E_COLUMNS, numeric: ["points", "total"],
+    conditions: defs.map((x) => x.sql), measures: [...measures], always: NOT_OPTED_OUT,
+  });
+  const jobMs = job.refreshMs + job.evalMs + job.persistMs;
+  console.log(`DuckDB ${d.version} (${d.threads} threads, own process): copied ${d.rows.profiles} profiles, ${d.rows.fragments} fragments, ${d.rows.events} events into columns in ${s(d.loadMs)}; `
+    + `the 100 audiences' membership table in ${s(d.evalMs)} (CPU ${s(d.evalCpuMs)}), counted in ${(d.countMs).toFixed(0)} ms; peak RSS ${gb(d.rssBytes)}`);
+  const ok = compare("DuckDB", defs, job.outcome, d.counts);
+  target("job 1 (evaluation + persisting) ≤ DuckDB's evaluation", `${s(jobMs)} against ${s(d.evalMs)}, ratio ${(jobMs / d.evalMs).toFixed(2)}`, jobMs <= d.evalMs);
+  target("persisting ≤ 25 % of job 1", `${((100 * job.persistMs) / jobMs).toFixed(0)} % (${s(job.persistMs)} of ${s(jobMs)})`, job.persistMs <= 0.25 * jobMs);
+  return ok;
 }
 
 interface JobTiming {
@@ -424,6 +448,7 @@ async function main(): Promise<void> {
   const hand = handWrittenCounts(file, defs, measures);
   console.log(`hand-written SQL (one pass over events and fragments, counts only): ${s(hand.ms)}; ratio job/SQL = ${(firstTotal / hand.ms).toFixed(2)} (evaluation only ${(first.evalMs / hand.ms).toFixed(2)}; target ≤ 1.5)`);
   let ok = compare("job 1", defs, first.outcome, hand.counts);
+  ok = (await duckReference(file, defs, measures, first)) && ok;
 
   const repo = new SqliteBatchRepository(":memory:");
   const previews = new PreviewService(store, repo, { now: () => NOW }, undefined, backend === "columnar" ? cache : undefined);
