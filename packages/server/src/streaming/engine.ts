@@ -375,17 +375,25 @@ export class StreamingEngine implements StreamingFeed {
   async holdIdle(tenant: TenantContext, profileIds: readonly string[], write: HeldWrite): Promise<{ busy: string[] }> {
     const tk = this.remember(tenant);
     const set = await this.opts.catalog.get(tenant, "continuous");
+    const held: string[] = [];
+    const busy: string[] = [];
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
-    const prefix = `${tk}\u0000`;
-    const heldKeys = this.queue.holdIdle(profileIds.map((pid) => prefix + pid), released);
-    const held = heldKeys.map((k) => k.slice(prefix.length));
-    const busy: string[] = [];
-    if (held.length < profileIds.length) {
-      const taken = new Set(held);
-      for (const pid of profileIds) if (!taken.has(pid)) busy.push(pid);
+    const started: Array<Promise<void>> = [];
+    for (const pid of profileIds) {
+      const key = `${tk}\u0000${pid}`;
+      if (this.queue.busy(key)) {
+        busy.push(pid);
+        continue;
+      }
+      held.push(pid);
+      started.push(new Promise<void>((got) => void this.queue.run(key, async () => {
+        got();
+        await released;
+      })));
     }
     try {
+      await Promise.all(started);
       const verdict = async (profileId: string, definitionId: string): Promise<boolean | null> => {
         const d = set.byId.get(definitionId);
         if (d === undefined) return null;

@@ -17,26 +17,6 @@ export class KeyedQueue {
     return next;
   }
 
-  /**
-   * Holds every idle key of `keys` until `released` settles: their later tasks wait for it. One
-   * promise for them all, not one per key (a backfill holds thousands at a time). Returns the
-   * held keys; the busy ones are left alone.
-   */
-  holdIdle(keys: Iterable<string>, released: Promise<void>): string[] {
-    const held: string[] = [];
-    for (const key of keys) {
-      if (this.tails.has(key)) continue;
-      this.tails.set(key, released);
-      held.push(key);
-    }
-    if (held.length > 0) {
-      void released.then(() => {
-        for (const key of held) if (this.tails.get(key) === released) this.tails.delete(key);
-      });
-    }
-    return held;
-  }
-
   /** Whether a task of this key is queued or running. */
   busy(key: string): boolean {
     return this.tails.has(key);
