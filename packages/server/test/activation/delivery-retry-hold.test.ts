@@ -73,7 +73,9 @@ describe("a unit waiting for its retry", { timeout: 120_000 }, () => {
     const got = new Map<string, number>();
     for (const r of before) if (r.outcome === 200) for (const p of r.profiles) got.set(p.profileId, (got.get(p.profileId) ?? 0) + p.seqs.length);
     const free = pids.filter((p) => !failed.has(p));
-    assert.ok(failed.size > 0 && free.length > PROFILES / 4, `failures held some profiles (${failed.size}), most are free (${free.length})`);
+    // The scenario's own randomness (the receiver fails 30 % at random): free profiles are typically
+    // 40–60 %, once 24 % on a loaded host; a hundred of them are enough to see a flow-wide hold.
+    assert.ok(failed.size > 0 && free.length >= PROFILES / 10, `failures held some profiles (${failed.size}), enough are free (${free.length})`);
     const behind = free.filter((p) => got.get(p) !== 2);
     assert.deepEqual(behind.slice(0, 10), [], `${behind.length} of ${free.length} profiles in no failed request lack a transition when the first retry comes`);
   });
