@@ -165,9 +165,11 @@ test("the issue's hostile searches end within their budget while /healthz and an
   const idle = await underProbe(() => sleep(3000));
   console.log(`idle: /healthz p99 ${p99(idle.health).toFixed(1)} ms (${idle.health.length}), list p99 ${p99(idle.list).toFixed(1)} ms (${idle.list.length})`);
   // Every latency measured while a hostile request runs, pooled: p99 over a few hundred samples.
+  // Three rounds of the cases: one round gives ~100 samples, whose "p99" is their maximum (one
+  // collection pause decides it; CI once saw 54 ms so); three make it the fourth largest.
   const health: number[] = [];
   const list: number[] = [];
-  for (const c of all) {
+  for (const c of [...all, ...all, ...all]) {
     const url = c.path === "namespaces"
       ? `${SEARCH}/namespaces?schema.name=_xdm.context.segmentdefinition&s=${encodeURIComponent(c.s)}`
       : `${SEARCH}/entities?schemaClass=_xdm.context.segmentdefinition&namespace=AEPSegments&s=${encodeURIComponent(c.s)}`;
