@@ -15,7 +15,10 @@
  *   receiver recovers, Replay sends the dead letter under its webhook-id → Activate now
  *   sends every member again (a run "Activate now") → pause / resume → a new signing
  *   secret, shown once, signs what follows → the list's health row (and a reload of a
- *   destination's address) → delete removes the flow and its connections.
+ *   destination's address) → delete removes the flow and its connections → a file export
+ *   (export now, a run's file downloaded) → a NATS JetStream subject on a real nats-server
+ *   of its own (the form's subject check, the server's refusal of a metadata server, then
+ *   the members as `existing` and a joiner as `realized`, read from the flow's stream).
  *
  * Every figure expected is computed here from the fixture and from what the receiver
  * logged, not read from the server. Screenshots at 1280×800 and 390×844 go to
@@ -30,6 +33,9 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
+import { connect } from "@nats-io/transport-node";
+import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { startNatsServer, type RunningNatsServer } from "../../server/src/cluster/nats-server.js";
 import { received, startReceiver, type Receiver } from "../../server/test/activation/delivery-harness.js";
 import { killAll } from "../../server/test/helpers/spawn.js";
 import { signIn, watchedBrowser, type WatchedBrowser } from "./helpers/browser.js";
@@ -56,6 +62,8 @@ const FIRST: Person[] = [
 ];
 const GUS: Person = { email: "gus@example.com", age: 61, country: "CA" };
 const HAL: Person = { email: "hal@example.com", age: 70, country: "US" };
+/** Joins while the NATS destination publishes. */
+const IVY: Person = { email: "ivy@example.com", age: 80, country: "US" };
 const over30 = (ps: Person[]) => ps.filter((p) => p.age > 30).map((p) => p.email).sort();
 
 describe("issue #38: the Destinations page in a real browser", { timeout: 300_000 }, () => {
@@ -410,6 +418,96 @@ describe("issue #38: the Destinations page in a real browser", { timeout: 300_00
     assert.match(await row.locator("th").innerText(), /Nightly files\s+File export/);
     await row.getByRole("link", { name: "Nightly files" }).click();
     await deleteShown();
+  });
+
+  it("creates a NATS JetStream destination: its members and then a change are published to the flow's stream", async () => {
+    const natsDir = mkdtempSync(path.join(tmpdir(), "segmentd-dest-e2e-nats-"));
+    let nats: RunningNatsServer | undefined;
+    const nc = { close: async () => {} } as { close(): Promise<void> };
+    try {
+      nats = await startNatsServer({ dir: natsDir, domain: "e2e" });
+      await page.getByRole("link", { name: "Create destination" }).first().click();
+      await page.getByLabel("NATS subject").check();
+      await page.getByRole("heading", { level: 1, name: "Create a NATS JetStream destination" }).waitFor({ timeout: TIMEOUT });
+      assert.equal(await page.getByLabel("Endpoint URL").isVisible(), false, "no endpoint for NATS");
+      await page.getByLabel("Name", { exact: true }).fill("Members stream");
+      await page.getByLabel("Customers over 30").check();
+      // The form's own check, then the server's refusal of a metadata address, leaving nothing behind.
+      await page.getByLabel("Subject", { exact: true }).fill("crm.*");
+      await page.getByRole("button", { name: "Create destination" }).click();
+      await page.getByText("Dot-separated tokens of letters, digits, _ and - (no wildcards or spaces).").waitFor({ timeout: TIMEOUT });
+      await page.getByLabel("Subject", { exact: true }).fill("crm.members");
+      await page.getByLabel("NATS server (optional)").fill("nats://169.254.169.254:4222");
+      await page.getByRole("button", { name: "Create destination" }).click();
+      await page.locator(".form-status .notice-error").getByText("The destination was not created.").waitFor({ timeout: TIMEOUT });
+      assert.match(await page.locator(".form-status").innerText(), /169\.254\.169\.254/);
+      for (const kind of ["flows", "targetConnections", "connections"]) {
+        assert.equal(((await api("GET", `${FS}/${kind}`)).json as { items: unknown[] }).items.length, 0, `no ${kind} left by the refusal`);
+      }
+      await page.getByLabel("NATS server (optional)").fill(nats.url);
+      await page.getByLabel("person.age").check();
+      await shoot("destinations-create-nats");
+      await page.getByRole("button", { name: "Create destination" }).click();
+      await page.getByRole("heading", { level: 1, name: "Created “Members stream”" }).waitFor({ timeout: TIMEOUT });
+      assert.equal(await page.getByTestId("signing-secret").count(), 0, "a NATS destination has no signing secret");
+      await page.getByRole("link", { name: "Open the destination" }).click();
+      await page.getByRole("heading", { level: 1, name: "Members stream" }).waitFor({ timeout: TIMEOUT });
+      const natsFlowId = decodeURIComponent(page.url().split("/destinations/")[1]!);
+      const stream = `SEGMENTD_FLOW_${natsFlowId.replace(/[^A-Za-z0-9_]/g, "")}`;
+      assert.equal(await page.getByTestId("endpoint").innerText(), "crm.members");
+      assert.equal(await page.getByTestId("nats-server").innerText(), nats.url);
+      assert.equal(await page.getByTestId("nats-stream").innerText(), stream);
+      assert.equal(await page.getByRole("button", { name: "Replace signing secret" }).count(), 0);
+
+      // What a consumer reads from the stream: every member as existing, then a joiner as realized.
+      const conn = await connect({ servers: nats.url });
+      nc.close = () => conn.close();
+      const jsm = await jetstreamManager(conn);
+      const read = async (want: number) => {
+        const deadline = Date.now() + TIMEOUT;
+        for (;;) {
+          const info = await jsm.streams.info(stream).catch(() => null);
+          if (info !== null && info.state.messages >= want) break;
+          assert.ok(Date.now() < deadline, `stream ${stream}: ${info?.state.messages ?? "not made"} messages, waited for ${want}`);
+          await new Promise((r) => setTimeout(r, 200));
+        }
+        const consumer = await jetstream(conn).consumers.get(stream, { deliver_policy: DeliverPolicy.All });
+        const out: Array<{ subject: string; msgId: string; body: { status: string; audienceId: string; identityMap: Record<string, Array<{ id: string }>>; attributes: Record<string, unknown> } }> = [];
+        const batch = await consumer.fetch({ max_messages: want, expires: 2000 });
+        for await (const m of batch) out.push({ subject: m.subject, msgId: m.headers?.get("Nats-Msg-Id") ?? "", body: m.json() });
+        return out;
+      };
+      const members = over30([...FIRST, GUS, HAL]);
+      const first = await read(members.length);
+      const email = (b: (typeof first)[number]["body"]) => (b.identityMap["Email"] ?? b.identityMap["email"])![0]!.id;
+      assert.deepEqual(first.map((m) => email(m.body)).sort(), members);
+      for (const m of first) {
+        assert.equal(m.subject, "crm.members");
+        assert.equal(m.body.audienceId, olderId);
+        assert.equal(m.body.status, "existing");
+        assert.deepEqual(Object.keys(m.body.attributes), ["person"], "only the chosen attribute");
+      }
+      await figureIs("stat-sent", String(members.length));
+      await ingest(IVY);
+      await http.runJob();
+      const all = await read(members.length + 1);
+      const joined = all.filter((m) => m.body.status === "realized");
+      assert.deepEqual(joined.map((m) => email(m.body)), [IVY.email]);
+      assert.equal(new Set(all.map((m) => m.msgId)).size, all.length, "each message id once");
+      await figureIs("stat-sent", String(members.length + 1));
+      await shoot("destinations-detail-nats");
+      await noSidewaysScroll("a NATS destination");
+      await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Destinations" }).click();
+      const row = page.locator(`tr[data-flow-id="${natsFlowId}"]`);
+      await row.waitFor({ timeout: TIMEOUT });
+      assert.match(await row.locator("th").innerText(), /Members stream\s+crm\.members/);
+      await row.getByRole("link", { name: "Members stream" }).click();
+      await deleteShown();
+    } finally {
+      await nc.close().catch(() => {});
+      await nats?.stop().catch(() => {});
+      rmSync(natsDir, { recursive: true, force: true });
+    }
   });
 
   it("never contacted another host and no page threw", () => {

@@ -5,7 +5,7 @@ import type { Flow, FlowRun } from "../src/api/destinations.js";
 import type { BuilderPalette } from "../src/api/types.js";
 import { offeredAttributes } from "../src/pages/destinations-create.js";
 import {
-  connectionBody, DEFAULT_BATCH_SIZE, DEFAULT_FILE, DEFAULT_RETRY_SECONDS, exportStatusWords, flowBody, formatLag, frequencyWords, formatPeriod, healthOf, lastErrors, parseHeaders, runKind, runStatusWords, selectedOf, targetBody, validateDraft, type DestinationDraft, type FileDraft,
+  connectionBody, DEFAULT_BATCH_SIZE, DEFAULT_FILE, DEFAULT_RETRY_SECONDS, exportStatusWords, flowBody, formatLag, frequencyWords, formatPeriod, healthOf, lastErrors, natsStreamName, parseHeaders, runKind, runStatusWords, selectedOf, targetBody, validateDraft, type DestinationDraft, type FileDraft,
 } from "../src/pages/destinations-model.js";
 import { destinationPath, parseRoute } from "../src/router.js";
 
@@ -107,6 +107,36 @@ describe("a file export destination", () => {
   it("says frequencies and run statuses in words", () => {
     assert.deepEqual(["DAILY", "EVERY_3_HOURS", "EVERY_12_HOURS", undefined].map(frequencyWords), ["Every day", "Every 3 hours", "Every 12 hours", "Every day"]);
     assert.deepEqual(["queued", "running", "success", "failed", "expired"].map(exportStatusWords), ["Queued", "Running", "Succeeded", "Failed", "Expired (files removed)"]);
+  });
+});
+
+describe("a NATS JetStream destination", () => {
+  const nats = (subject: string, serverUrl = "", d: Partial<DestinationDraft> = {}) => draft({ kind: "nats", url: "", nats: { subject, serverUrl }, ...d });
+  it("needs a subject (and no endpoint, token or headers); checks it and the server as the API does", () => {
+    assert.deepEqual(validateDraft(nats("crm.members", "", { headers: "bad", auth: "bearer" })), {});
+    assert.deepEqual(validateDraft(nats("crm.members", "nats://10.0.0.5:4222")), {});
+    assert.deepEqual(validateDraft(nats("crm.members", "tls://nats.internal")), {});
+    assert.deepEqual(validateDraft(nats("  ")), { subject: "Enter the subject to publish to (e.g. crm.members)." });
+    for (const bad of ["crm.*", "crm.>", "crm members", "crm..members", ".crm"]) {
+      assert.deepEqual(validateDraft(nats(bad)), { subject: "Dot-separated tokens of letters, digits, _ and - (no wildcards or spaces)." }, bad);
+    }
+    assert.deepEqual(validateDraft(nats("x".repeat(201))), { subject: "At most 200 characters." });
+    assert.deepEqual(validateDraft(nats("SegmentD.events")), { subject: "Subjects under “SegmentD.” are reserved (segmentd's own streams and NATS inboxes)." });
+    assert.deepEqual(validateDraft(nats("_INBOX.x")), { subject: "Subjects under “_INBOX.” are reserved (segmentd's own streams and NATS inboxes)." });
+    for (const bad of ["http://nats:4222", "nats://u:p@nats:4222", "nats://nats:4222/x", "nats://"]) {
+      assert.deepEqual(validateDraft(nats("crm", bad)), { serverUrl: "A server as nats://host:port or tls://host:port, or empty for segmentd's own NATS." }, bad);
+    }
+    assert.deepEqual(validateDraft(nats("crm", "", { retryPeriodSeconds: 0, maxBatchSize: 1001 })), { retryPeriodSeconds: "Between 1 and 604,800 seconds (7 days).", maxBatchSize: "Between 1 and 1,000 profiles." });
+  });
+  it("the three bodies: the NATS spec without auth, the subject and server (none when empty), the delivery settings", () => {
+    const d = nats(" crm.members ", " nats://10.0.0.5:4222 ", { retryPeriodSeconds: 60, maxBatchSize: 50 });
+    assert.deepEqual(connectionBody(d), { name: "CRM (NATS)", connectionSpec: { id: "d0e3b7a2-6c1f-4f5e-9a8b-1c2d3e4f5a62", version: "1.0" } });
+    assert.deepEqual(targetBody(d, "c1"), { name: "CRM", baseConnectionId: "c1", connectionSpec: { id: "d0e3b7a2-6c1f-4f5e-9a8b-1c2d3e4f5a62", version: "1.0" }, params: { subject: "crm.members", serverUrl: "nats://10.0.0.5:4222" } });
+    assert.deepEqual((targetBody(nats("crm"), "c1") as { params: unknown }).params, { subject: "crm" });
+    assert.deepEqual((flowBody(d, "t1") as { delivery?: unknown }).delivery, { maxBatchSize: 50, retryPeriodMs: 60_000 });
+  });
+  it("names the flow's stream as the server does", () => {
+    assert.equal(natsStreamName("5b1f0e4c-9d2a-4c1b-8e0f-1a2b3c4d5e6f"), "SEGMENTD_FLOW_5b1f0e4c9d2a4c1b8e0f1a2b3c4d5e6f");
   });
 });
 

@@ -67,8 +67,8 @@ export interface TargetConnection {
   name: string;
   baseConnectionId: string;
   connectionSpec: { id: string };
-  /** A webhook's: httpEndpoint and headers (values shown as "***"). */
-  params: { httpEndpoint?: string; headers?: Record<string, string>; subject?: string; format?: string; frequency?: string };
+  /** A webhook's: httpEndpoint and headers (values shown as "***"); a NATS subject's: subject and serverUrl; a file export's settings. */
+  params: { httpEndpoint?: string; headers?: Record<string, string>; subject?: string; serverUrl?: string; format?: string; frequency?: string };
 }
 
 export interface BaseConnection {

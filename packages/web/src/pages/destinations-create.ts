@@ -1,7 +1,8 @@
 /**
  * Creating a destination: a webhook — the endpoint (URL, no auth or a bearer token, custom
- * headers), the retry period and batch size — or a file export — format, compression,
- * full or incremental runs, how often and from when; then for both the audiences to send
+ * headers), the retry period and batch size —, a NATS JetStream subject — the subject, the
+ * server (segmentd's own by default), the retry period — or a file export — format,
+ * compression, full or incremental runs, how often and from when; then for all the audiences to send
  * (the sandbox's own) and the profile attributes and identity namespaces each profile
  * carries (offered from the sandbox's data, as the visual builder's palette samples it).
  *
@@ -17,7 +18,7 @@ import type { PageContext } from "../context.js";
 import { h, notice } from "../dom.js";
 import { METHOD_LABELS, methodOf } from "../methods.js";
 import { destinationPath } from "../router.js";
-import { connectionBody, DEFAULT_BATCH_SIZE, DEFAULT_RETRY_SECONDS, FILE_FREQUENCIES, flowBody, frequencyWords, targetBody, validateDraft, type DestinationDraft, type DraftErrors, type DraftField, type FileFrequency } from "./destinations-model.js";
+import { connectionBody, DEFAULT_BATCH_SIZE, DEFAULT_RETRY_SECONDS, FILE_FREQUENCIES, flowBody, frequencyWords, natsStreamName, targetBody, validateDraft, type DestinationDraft, type DestinationKindDraft, type DraftErrors, type DraftField, type FileFrequency } from "./destinations-model.js";
 
 /** The sandbox guardrail on audiences: the list is read whole. */
 const AUDIENCE_CAP = 4000;
@@ -88,6 +89,8 @@ export async function renderDestinationCreate(ctx: PageContext): Promise<void> {
   const frequency = h("select", { id: "file-frequency", name: "frequency" }, ...FILE_FREQUENCIES.map((f) => h("option", { value: f }, frequencyWords(f))));
   const startDate = h("input", { id: "file-start-date", name: "startDate", type: "date" });
   const startTime = h("input", { id: "file-start-time", name: "startTime", type: "time" });
+  const subject = h("input", { id: "nats-subject", name: "subject", autocomplete: "off", spellcheck: "false", maxlength: 200, placeholder: "crm.members" });
+  const serverUrl = h("input", { id: "nats-server", name: "serverUrl", autocomplete: "off", spellcheck: "false", inputmode: "url", placeholder: "nats://nats.internal:4222" });
 
   const authChoice = (value: "none" | "bearer", label: string) => {
     const input = h("input", { type: "radio", name: "auth", id: `auth-${value}`, value, checked: value === "none" });
@@ -114,21 +117,27 @@ export async function renderDestinationCreate(ctx: PageContext): Promise<void> {
     headers: field("dest-headers", "Custom headers (optional)", headers, "One “Name: value” per line, at most 20. Values are stored encrypted."),
     retryPeriodSeconds: field("dest-retry", "Retry failed deliveries for (seconds)", retry, "Then a delivery becomes a dead letter you can replay. 86,400 = 24 hours."),
     maxBatchSize: field("dest-batch", "Most profiles per request", batch),
+    subject: field("nats-subject", "Subject", subject, "Each change is one JetStream message on this subject, captured by the destination's own stream."),
+    serverUrl: field("nats-server", "NATS server (optional)", serverUrl, "Empty: segmentd's own NATS server. Otherwise nats://host:port or tls://host:port."),
   };
   const status = h("div", { class: "form-status", "aria-live": "polite" });
   const submit = h("button", { type: "submit", class: "button" }, "Create destination");
 
-  const kindChoice = (value: "webhook" | "file", label: string) => {
+  const kindChoice = (value: DestinationKindDraft, label: string) => {
     const input = h("input", { type: "radio", name: "kind", id: `kind-${value}`, value, checked: value === "webhook" });
     input.addEventListener("change", () => showKind());
     return h("span", { class: "segment" }, input, h("label", { for: `kind-${value}` }, label));
   };
-  const kind = (): "webhook" | "file" => (form.querySelector<HTMLInputElement>("input[name=kind]:checked")?.value === "file" ? "file" : "webhook");
+  const kind = (): DestinationKindDraft => {
+    const v = form.querySelector<HTMLInputElement>("input[name=kind]:checked")?.value;
+    return v === "file" || v === "nats" ? v : "webhook";
+  };
   const webhookOnly = h("div", {},
     fields.url.element,
     h("fieldset", { class: "field plain-fieldset" }, h("legend", {}, "Authentication"), h("div", { class: "segmented" }, authChoice("none", "None"), authChoice("bearer", "Bearer token"))),
     tokenField.element,
     fields.headers.element);
+  const natsOnly = h("div", { "data-testid": "nats-settings" }, fields.subject.element, fields.serverUrl.element);
   const fileSection = h("section", { class: "card", "aria-labelledby": "files-title", "data-testid": "file-settings" },
     h("h2", { id: "files-title" }, "Files"),
     h("p", { class: "hint" }, "Each run writes one series of files per audience, with a manifest, on the server; download them from the destination's page."),
@@ -145,29 +154,38 @@ export async function renderDestinationCreate(ctx: PageContext): Promise<void> {
   const attributesHint = h("p", { class: "hint" });
   const pageTitle = h("h1", {}, "Create a webhook destination");
   const pageLead = h("p", { class: "lead" });
+  const batchLabel = fields.maxBatchSize.element.querySelector("label")!;
   const showKind = () => {
-    const file = kind() === "file";
-    webhookOnly.hidden = file;
+    const k = kind();
+    const file = k === "file";
+    webhookOnly.hidden = k !== "webhook";
+    natsOnly.hidden = k !== "nats";
     deliverySettings.hidden = file;
     fileSection.hidden = !file;
-    pageTitle.textContent = file ? "Create a file export destination" : "Create a webhook destination";
+    batchLabel.textContent = k === "nats" ? "Most profiles per publish batch" : "Most profiles per request";
+    pageTitle.textContent = file ? "Create a file export destination" : k === "nats" ? "Create a NATS JetStream destination" : "Create a webhook destination";
     audiencesHint.textContent = file
       ? "Each run writes their members (every member, or the changes since the previous run)."
       : "Their current members are sent first (status existing), then every change as it happens (realized, exited).";
     attributesHint.textContent = file
       ? "Each row carries only these attributes, read from the merged profile when the run writes it."
-      : "Each profile in a request carries only these attributes, read from the merged profile when it is sent.";
+      : k === "nats"
+        ? "Each message carries only these attributes, read from the merged profile when it is published."
+        : "Each profile in a request carries only these attributes, read from the merged profile when it is sent.";
     pageLead.textContent = file
       ? `Write the members of audiences of sandbox ${ctx.session.sandboxName} to files on a schedule.`
-      : `Send audiences of sandbox ${ctx.session.sandboxName} to an HTTP endpoint as they change.`;
+      : k === "nats"
+        ? `Publish the changes of audiences of sandbox ${ctx.session.sandboxName} to a NATS JetStream subject, for your own consumers.`
+        : `Send audiences of sandbox ${ctx.session.sandboxName} to an HTTP endpoint as they change.`;
   };
 
   const form = h("form", { class: "destination-form", novalidate: true },
     h("section", { class: "card", "aria-labelledby": "endpoint-title" },
       h("h2", { id: "endpoint-title" }, "Destination"),
-      h("fieldset", { class: "field plain-fieldset" }, h("legend", {}, "Kind"), h("div", { class: "segmented" }, kindChoice("webhook", "Webhook"), kindChoice("file", "File export"))),
+      h("fieldset", { class: "field plain-fieldset" }, h("legend", {}, "Kind"), h("div", { class: "segmented" }, kindChoice("webhook", "Webhook"), kindChoice("nats", "NATS subject"), kindChoice("file", "File export"))),
       fields.name.element,
-      webhookOnly),
+      webhookOnly,
+      natsOnly),
     fileSection,
     h("section", { class: "card", "aria-labelledby": "audiences-title" },
       h("h2", { id: "audiences-title" }, "Audiences"),
@@ -208,6 +226,7 @@ export async function renderDestinationCreate(ctx: PageContext): Promise<void> {
   const draft = (): DestinationDraft => ({
     kind: kind(),
     file: { format: format.value === "csv" ? "csv" : "ndjson", gzip: gzip.checked, mode: mode.value === "FIRST_FULL_THEN_INCREMENTAL" ? "FIRST_FULL_THEN_INCREMENTAL" : "DAILY_FULL_EXPORT", frequency: frequency.value as FileFrequency, startDate: startDate.value, startTime: startTime.value },
+    nats: { subject: subject.value, serverUrl: serverUrl.value },
     name: name.value,
     url: url.value,
     auth: (form.querySelector<HTMLInputElement>("input[name=auth]:checked")?.value ?? "none") as "none" | "bearer",
@@ -246,7 +265,7 @@ export async function renderDestinationCreate(ctx: PageContext): Promise<void> {
       (created) => {
         if (ctx.left()) return;
         ctx.announce(`Created ${d.name}`);
-        showSecret(ctx, d.name, created.flowId, created.signingSecret, d.kind === "file");
+        showSecret(ctx, d.name, created.flowId, created.signingSecret, d.kind ?? "webhook");
       },
       (err: unknown) => {
         if (ctx.left()) return;
@@ -286,12 +305,16 @@ async function create(ctx: PageContext, d: DestinationDraft): Promise<{ flowId: 
   }
 }
 
-function showSecret(ctx: PageContext, name: string, flowId: string, secret: string | undefined, file: boolean): void {
+function showSecret(ctx: PageContext, name: string, flowId: string, secret: string | undefined, kind: DestinationKindDraft): void {
   ctx.title(`Created ${name}`);
   ctx.main.replaceChildren(
     h("nav", { class: "breadcrumb", "aria-label": "Breadcrumb" }, h("a", { href: "/destinations" }, "Destinations"), h("span", { "aria-hidden": "true" }, " / "), h("span", { "aria-current": "page" }, name)),
     h("div", { class: "page-head" }, h("h1", {}, `Created “${name}”`)),
-    secretCard(secret, file ? "Its first export runs at its start (now, if no later date was given); the files appear on the destination's page." : "Its current members are on their way; every change follows as it happens."),
+    secretCard(secret, kind === "file"
+      ? "Its first export runs at its start (now, if no later date was given); the files appear on the destination's page."
+      : kind === "nats"
+        ? `Its current members are being published to stream ${natsStreamName(flowId)}; every change follows as it happens.`
+        : "Its current members are on their way; every change follows as it happens."),
     h("div", { class: "form-actions form-actions-start" }, h("a", { class: "button", href: destinationPath(flowId) }, "Open the destination"), h("a", { class: "button-secondary", href: "/destinations" }, "All destinations")),
   );
   ctx.main.querySelector<HTMLElement>("[data-testid=signing-secret]")?.focus();

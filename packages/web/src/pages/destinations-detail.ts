@@ -12,7 +12,7 @@ import type { PageContext } from "../context.js";
 import { h, notice } from "../dom.js";
 import { formatCount, formatDateTime } from "../format.js";
 import { audiencePath } from "../router.js";
-import { exportStatusWords, formatLag, formatPeriod, frequencyWords, lastErrors, runKind, runStatusWords, selectedOf } from "./destinations-model.js";
+import { exportStatusWords, formatLag, formatPeriod, frequencyWords, lastErrors, natsStreamName, runKind, runStatusWords, selectedOf } from "./destinations-model.js";
 import { healthBadge, refresher } from "./destinations.js";
 import { secretCard } from "./destinations-create.js";
 import { openConfirmDelete } from "./delete-dialog.js";
@@ -59,7 +59,7 @@ function runsView(runs: FlowRun[]): HTMLElement {
       h("td", { class: "num", "data-label": "Failed attempts" }, formatCount(r.metrics.segmentd?.failedAttempts ?? 0)))))));
 }
 
-function deadView(dead: DeadLetter[] | Error, onReplay: () => void, enabled: boolean): HTMLElement {
+function deadView(dead: DeadLetter[] | Error, onReplay: () => void, enabled: boolean, nats: boolean): HTMLElement {
   if (dead instanceof Error) return h("p", { class: "muted" }, `The dead letters could not be read: ${dead.message}`);
   if (dead.length === 0) return h("p", { class: "muted", "data-testid": "dead-empty" }, "None: every delivery got through or is still being retried.");
   const total = dead.reduce((n, d) => n + d.items, 0);
@@ -68,9 +68,9 @@ function deadView(dead: DeadLetter[] | Error, onReplay: () => void, enabled: boo
       h("p", { class: "dead-summary" }, `${formatCount(dead.length)} ${dead.length === 1 ? "delivery" : "deliveries"} (${formatCount(total)} ${total === 1 ? "change" : "changes"}) ran out of retries.`),
       h("button", { type: "button", class: "button-secondary", disabled: !enabled, title: enabled ? undefined : "Resume the destination to replay", onclick: onReplay }, "Replay dead letters")),
     h("div", { class: "table-wrap" }, h("table", { class: "data-table dead-table" },
-      h("thead", {}, h("tr", {}, ...["webhook-id", "Changes", "Attempts", "Last error"].map((c) => h("th", { scope: "col" }, c)))),
+      h("thead", {}, h("tr", {}, ...[nats ? "Unit" : "webhook-id", "Changes", "Attempts", "Last error"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, ...dead.map((d) => h("tr", {},
-        h("th", { scope: "row", "data-label": "webhook-id" }, h("code", {}, d.webhookId)),
+        h("th", { scope: "row", "data-label": nats ? "Unit" : "webhook-id" }, h("code", {}, nats ? d.unitId : d.webhookId)),
         h("td", { "data-label": "Changes" }, formatCount(d.items)),
         h("td", { "data-label": "Attempts" }, formatCount(d.attempts)),
         h("td", { "data-label": "Last error" }, d.lastError?.message ?? "—")))))));
@@ -110,20 +110,35 @@ function fileSettingsView(flow: Flow, target: TargetConnection | Error): HTMLEle
     ...row("Created", formatDateTime(flow.createdAt)));
 }
 
+/** Where a NATS destination publishes: subject, server and the flow's stream. */
+function natsWhere(flow: Flow, target: TargetConnection): Array<[string, ...Array<Node | string>]> {
+  return [
+    ["Subject", h("code", { "data-testid": "endpoint" }, target.params.subject ?? "")],
+    ["NATS server", target.params.serverUrl !== undefined ? h("code", { "data-testid": "nats-server" }, target.params.serverUrl) : h("span", { "data-testid": "nats-server" }, "segmentd's own")],
+    ["Stream", h("code", { "data-testid": "nats-stream" }, natsStreamName(flow.id)), h("span", { class: "muted small" }, " · one message per change, its Nats-Msg-Id the idempotency key")],
+  ];
+}
+
 function settingsView(flow: Flow, target: TargetConnection | Error, base: BaseConnection | Error | undefined): HTMLElement {
   const sel = selectedOf(flow);
   const headers = target instanceof Error ? {} : target.params.headers ?? {};
   const row = (label: string, ...value: Array<Node | string>) => [h("dt", {}, label), h("dd", {}, ...value)];
+  const nats = !(target instanceof Error) && target.connectionSpec.id === SPEC_IDS.nats;
+  const where = target instanceof Error
+    ? row("Endpoint", h("span", { class: "muted" }, `unknown (${target.message})`))
+    : nats
+      ? natsWhere(flow, target).flatMap(([label, ...value]) => row(label, ...value))
+      : [...row("Endpoint", h("code", { "data-testid": "endpoint" }, target.params.httpEndpoint ?? "")),
+        ...row("Authentication", base === undefined ? "…" : base instanceof Error ? h("span", { class: "muted" }, "unknown") : base.auth?.specName ?? "None"),
+        ...row("Custom headers", Object.keys(headers).length === 0 ? h("span", { class: "muted" }, "none") : h("ul", { class: "plain-list" }, ...Object.keys(headers).map((k) => h("li", {}, h("code", {}, `${k}: ***`)))))];
   return h("dl", { class: "props" },
-    ...row("Endpoint", target instanceof Error ? h("span", { class: "muted" }, `unknown (${target.message})`) : h("code", { "data-testid": "endpoint" }, target.params.httpEndpoint ?? target.params.subject ?? "file export")),
-    ...row("Authentication", base === undefined ? "…" : base instanceof Error ? h("span", { class: "muted" }, "unknown") : base.auth?.specName ?? "None"),
-    ...row("Custom headers", Object.keys(headers).length === 0 ? h("span", { class: "muted" }, "none") : h("ul", { class: "plain-list" }, ...Object.keys(headers).map((k) => h("li", {}, h("code", {}, `${k}: ***`))))),
+    ...where,
     ...row("Audiences", sel.audiences.length === 0 ? h("span", { class: "muted" }, "none") : h("ul", { class: "plain-list", "data-testid": "flow-audiences" },
       ...sel.audiences.map((a) => h("li", {}, h("a", { href: audiencePath(a.id) }, a.name ?? a.id), a.createTime ? h("span", { class: "muted small" }, ` · added ${formatDateTime(Number(a.createTime) * 1000)}`) : null)))),
     ...row("Attributes", sel.attributes.length === 0 ? h("span", { class: "muted" }, "none (identities and memberships only)") : h("span", { "data-testid": "flow-attributes" }, ...sel.attributes.flatMap((a, i) => [i > 0 ? ", " : "", h("code", {}, a)]))),
     ...row("Identity namespaces", sel.namespaces.length === 0 ? "all" : sel.namespaces.join(", ")),
     ...row("Retries", `for ${formatPeriod(flow.delivery.retryPeriodMs)}, then a dead letter`),
-    ...row("Batching", `up to ${formatCount(flow.delivery.maxBatchSize)} profiles per request, ${formatCount(flow.delivery.concurrency)} in flight`),
+    ...row("Batching", `up to ${formatCount(flow.delivery.maxBatchSize)} profiles per ${nats ? "publish batch" : "request"}, ${formatCount(flow.delivery.concurrency)} in flight`),
     ...row("Created", formatDateTime(flow.createdAt)));
 }
 
@@ -146,6 +161,7 @@ export async function renderDestinationDetail(ctx: PageContext, id: string): Pro
   if (ctx.left()) return;
   if (!(target instanceof Error) && target.connectionSpec.id === SPEC_IDS.file) return renderFileDestination(ctx, flow, target);
 
+  const nats = !(target instanceof Error) && target.connectionSpec.id === SPEC_IDS.nats;
   const heading = h("h1", {}, flow.name);
   const badge = h("span", { class: "head-badge" });
   const actionStatus = h("div", { class: "form-status action-status", "aria-live": "polite" });
@@ -172,7 +188,7 @@ export async function renderDestinationDetail(ctx: PageContext, id: string): Pro
     resend.title = on ? "Send every selected audience's current members again" : "Resume the destination to send";
     health.replaceChildren(healthView(flow));
     errors.replaceChildren(errorsView(flow, runList));
-    dead.replaceChildren(deadView(deadList, () => void replay(), on));
+    dead.replaceChildren(deadView(deadList, () => void replay(), on, nats));
     runs.replaceChildren(runsView(runList));
     settings.replaceChildren(settingsView(flow, target, base));
   };
@@ -234,7 +250,8 @@ export async function renderDestinationDetail(ctx: PageContext, id: string): Pro
     h("section", { class: "card", "aria-labelledby": "dead-title" }, h("h2", { id: "dead-title" }, "Dead letters"), dead),
     h("section", { class: "card", "aria-labelledby": "runs-title" }, h("h2", { id: "runs-title" }, "Runs"), runs),
     h("section", { class: "card", "aria-labelledby": "settings-title" },
-      h("div", { class: "card-head" }, h("h2", { id: "settings-title" }, "What is sent where"), rotate),
+      // A NATS destination signs nothing: its messages are its own server's to authenticate.
+      h("div", { class: "card-head" }, h("h2", { id: "settings-title" }, "What is sent where"), nats ? null : rotate),
       secretBox, settings),
   );
   await load();

@@ -1,6 +1,6 @@
 /**
  * The Destinations page's pure logic (no DOM, unit-tested in test/destinations.test.ts):
- * the create form's draft — a webhook or a file export — → the three Flow Service bodies
+ * the create form's draft — a webhook, a NATS JetStream subject or a file export — → the three Flow Service bodies
  * (base connection, target connection, flow), the form's checks, custom headers typed as
  * "Name: value" lines, and a dataflow's health, lag and last errors in words.
  */
@@ -23,10 +23,23 @@ export interface FileDraft {
 
 export const DEFAULT_FILE: FileDraft = { format: "ndjson", gzip: false, mode: "DAILY_FULL_EXPORT", frequency: "DAILY", startDate: "", startTime: "" };
 
+/** A NATS JetStream subject's settings (docs/activation.md "NATS JetStream"). */
+export interface NatsDraft {
+  subject: string;
+  /** nats://host:port or tls://host:port; empty: the server's own NATS (natsUrl). */
+  serverUrl: string;
+}
+
+export type DestinationKindDraft = "webhook" | "nats" | "file";
+
 export interface DestinationDraft {
-  /** Absent: a webhook. A file export ignores the endpoint, authentication, headers and delivery settings. */
-  kind?: "webhook" | "file";
+  /**
+   * Absent: a webhook. A file export ignores the endpoint, authentication, headers and delivery
+   * settings; a NATS subject ignores the endpoint, authentication and headers.
+   */
+  kind?: DestinationKindDraft;
   file?: FileDraft;
+  nats?: NatsDraft;
   name: string;
   url: string;
   auth: "none" | "bearer";
@@ -42,7 +55,7 @@ export interface DestinationDraft {
   maxBatchSize: number;
 }
 
-export type DraftField = "name" | "url" | "token" | "headers" | "audiences" | "attributes" | "retryPeriodSeconds" | "maxBatchSize" | "startDate" | "startTime";
+export type DraftField = "name" | "url" | "token" | "headers" | "audiences" | "attributes" | "retryPeriodSeconds" | "maxBatchSize" | "startDate" | "startTime" | "subject" | "serverUrl";
 export type DraftErrors = Partial<Record<DraftField, string>>;
 
 export const DEFAULT_RETRY_SECONDS = 86_400;
@@ -51,6 +64,10 @@ export const DEFAULT_BATCH_SIZE = 100;
 const MAX_HEADERS = 20;
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/;
 const ATTRIBUTE_PATH = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$/;
+/** The server's subject rule (activation/inputs.ts): dot-separated tokens, no wildcards. */
+const SUBJECT = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
+const RESERVED_SUBJECT_ROOTS = ["segmentd", "_inbox"];
+const NATS_URL = /^(nats|tls):\/\/[^/\s?#@]+\/?$/i;
 
 /** "X-Tenant: acme" lines → headers; blank lines are skipped; each bad line is named by its number. */
 export function parseHeaders(text: string): { headers: Record<string, string>; error?: string } {
@@ -84,12 +101,24 @@ export function validateDraft(d: DestinationDraft): DraftErrors {
     if (f.startTime !== "" && f.startDate === "" && errors.startTime === undefined) errors.startDate = "Give the date of the first export, or leave the time empty to export now.";
     return errors;
   }
-  const url = d.url.trim();
-  if (url === "") errors.url = "Enter the endpoint's URL.";
-  else if (!/^https?:\/\/[^/\s]/i.test(url)) errors.url = "The URL must start with http:// or https://.";
-  if (d.auth === "bearer" && d.token.trim() === "") errors.token = "Enter the bearer token, or choose no authentication.";
-  const h = parseHeaders(d.headers);
-  if (h.error !== undefined) errors.headers = h.error;
+  if (d.kind !== "nats") {
+    const url = d.url.trim();
+    if (url === "") errors.url = "Enter the endpoint's URL.";
+    else if (!/^https?:\/\/[^/\s]/i.test(url)) errors.url = "The URL must start with http:// or https://.";
+    if (d.auth === "bearer" && d.token.trim() === "") errors.token = "Enter the bearer token, or choose no authentication.";
+    const h = parseHeaders(d.headers);
+    if (h.error !== undefined) errors.headers = h.error;
+  } else {
+    const n = d.nats ?? { subject: "", serverUrl: "" };
+    const subject = n.subject.trim();
+    const root = subject.split(".")[0]!.toLowerCase();
+    if (subject === "") errors.subject = "Enter the subject to publish to (e.g. crm.members).";
+    else if (subject.length > 200) errors.subject = "At most 200 characters.";
+    else if (!SUBJECT.test(subject)) errors.subject = "Dot-separated tokens of letters, digits, _ and - (no wildcards or spaces).";
+    else if (RESERVED_SUBJECT_ROOTS.includes(root)) errors.subject = `Subjects under “${subject.split(".")[0]!}.” are reserved (segmentd's own streams and NATS inboxes).`;
+    const server = n.serverUrl.trim();
+    if (server !== "" && !NATS_URL.test(server)) errors.serverUrl = "A server as nats://host:port or tls://host:port, or empty for segmentd's own NATS.";
+  }
   if (!Number.isInteger(d.retryPeriodSeconds) || d.retryPeriodSeconds < 1 || d.retryPeriodSeconds > 604_800) errors.retryPeriodSeconds = "Between 1 and 604,800 seconds (7 days).";
   if (!Number.isInteger(d.maxBatchSize) || d.maxBatchSize < 1 || d.maxBatchSize > 1000) errors.maxBatchSize = "Between 1 and 1,000 profiles.";
   return errors;
@@ -97,6 +126,7 @@ export function validateDraft(d: DestinationDraft): DraftErrors {
 
 export function connectionBody(d: DestinationDraft): Record<string, unknown> {
   if (d.kind === "file") return { name: `${d.name.trim()} (files)`, connectionSpec: { id: SPEC_IDS.file, version: "1.0" } };
+  if (d.kind === "nats") return { name: `${d.name.trim()} (NATS)`, connectionSpec: { id: SPEC_IDS.nats, version: "1.0" } };
   return {
     name: `${d.name.trim()} (auth)`,
     connectionSpec: { id: SPEC_IDS.webhook, version: "1.0" },
@@ -112,6 +142,16 @@ export function targetBody(d: DestinationDraft, baseConnectionId: string): Recor
       baseConnectionId,
       connectionSpec: { id: SPEC_IDS.file, version: "1.0" },
       params: { format: f.format, compression: f.gzip ? "GZIP" : "NONE", exportMode: f.mode, frequency: f.frequency },
+    };
+  }
+  if (d.kind === "nats") {
+    const n = d.nats ?? { subject: "", serverUrl: "" };
+    const serverUrl = n.serverUrl.trim();
+    return {
+      name: d.name.trim(),
+      baseConnectionId,
+      connectionSpec: { id: SPEC_IDS.nats, version: "1.0" },
+      params: { subject: n.subject.trim(), ...(serverUrl !== "" ? { serverUrl } : {}) },
     };
   }
   const { headers } = parseHeaders(d.headers);
@@ -142,6 +182,11 @@ export function flowBody(d: DestinationDraft, targetConnectionId: string): Recor
     }],
     ...(f === undefined ? { delivery: { maxBatchSize: d.maxBatchSize, retryPeriodMs: d.retryPeriodSeconds * 1000 } } : {}),
   };
+}
+
+/** A NATS destination's stream (the server's natsStreamName): SEGMENTD_FLOW_<flow id, letters, digits and _ only>. */
+export function natsStreamName(flowId: string): string {
+  return `SEGMENTD_FLOW_${flowId.replace(/[^A-Za-z0-9_]/g, "")}`;
 }
 
 /** A frequency in words: "Every day", "Every 3 hours". */
