@@ -7,11 +7,15 @@
  * every query type.
  */
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import { rowColumnarData, type Column, type ColumnarTable } from "@segmentd/pql";
 import { SnapshotCache } from "../../src/batch/columnar/cache.js";
 import { PackedStrings } from "../../src/batch/columnar/packed-strings.js";
+import { openSnapshotFile, readSnapshotPart, writeSnapshotFile } from "../../src/batch/columnar/snapshot-file.js";
 import { buildSnapshot, PartBuilder, SNAPSHOT_SCAN_CHUNK } from "../../src/batch/columnar/snapshot.js";
 import { evaluateJob } from "../../src/batch/engine/evaluate-job.js";
 import { membershipChangesOf } from "../../src/batch/engine/membership-output.js";
@@ -218,6 +222,33 @@ describe("snapshot lookups and caching", () => {
     const data = part.data();
     assert.deepEqual(ids.map((_, r) => data.event(r)["_id"]), ids);
     assert.deepEqual(values(data.events.column("_id"), ids.length), ids);
+  });
+
+  it("packs a mostly distinct JSON column (an identityMap distinct on every event) without a dictionary, and reads it back exactly, also from a file", async () => {
+    const maps = Array.from({ length: 50 }, (_, k) => (k % 10 === 9 ? null : [{ id: `ecid-${k % 40}`, primary: k % 2 === 0, note: k === 3 ? "日本" : "é" }]));
+    for (const rawStringsAfter of [4, undefined]) {
+      const b = new PartBuilder(rawStringsAfter === undefined ? {} : { rawStringsAfter });
+      b.add(entry("1", { a: 1 }, maps.map((ECID, n) => ({ n, identityMap: { ECID } }))));
+      const part = b.finish();
+      const stored = part.events.stored("identityMap.ECID");
+      assert.ok(stored !== undefined && stored.kind === "json", `dense JSON column: ${stored?.kind}`);
+      assert.equal(stored.texts instanceof PackedStrings, rawStringsAfter !== undefined, "packed once mostly distinct, a dictionary otherwise");
+      // Codes before the switch index the packed list in the same order: every value reads back.
+      const data = part.data();
+      assert.deepEqual(maps.map((_, r) => (data.event(r)["identityMap"] as { ECID: unknown }).ECID), maps);
+      assert.deepEqual(values(data.events.column("identityMap.ECID"), maps.length), maps);
+      const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-json-packed-"));
+      try {
+        const file = path.join(dir, "s.snapshot");
+        await writeSnapshotFile(file, { key: "k", store: null, version: 1, withEvents: true, policy: PDG }, part);
+        const back = await readSnapshotPart(await openSnapshotFile(file));
+        const read = back.events.stored("identityMap.ECID");
+        assert.ok(read !== undefined && read.kind === "json" && (read.texts instanceof PackedStrings) === (rawStringsAfter !== undefined), "kept as written");
+        assert.deepEqual(values(back.data().events.column("identityMap.ECID"), maps.length), maps);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
   });
 
   it("scans in small chunks whatever the job's chunk size (less promoted garbage while building)", async () => {

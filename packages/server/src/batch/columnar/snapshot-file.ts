@@ -59,7 +59,8 @@ type TextsRef = { list: ListRef } | { packed: PackedRef };
 type ColumnRef =
   | { k: "number" | "boolean"; v: TypedRef }
   | { k: "string"; c: TypedRef; d: ListRef }
-  | { k: "json"; c: TypedRef; t: ListRef }
+  /** `t` a plain list in files written before JSON texts could be packed. */
+  | { k: "json"; c: TypedRef; t: ListRef | TextsRef }
   | { k: "strings"; c: TypedRef; t: TextsRef }
   | { k: "sparse"; of: SparseColumn["of"]; r: TypedRef; v: TypedRef; t: TextsRef };
 interface TableRef {
@@ -197,7 +198,7 @@ class Plan {
       case "string":
         return { k: "string", c: this.array(c.codes), d: this.list(c.dict) };
       case "json":
-        return { k: "json", c: this.array(c.codes), t: this.list(c.texts) };
+        return { k: "json", c: this.array(c.codes), t: this.texts(c.texts) };
       case "strings":
         return { k: "strings", c: this.array(c.codes), t: this.texts(c.texts) };
       case "sparse":
@@ -505,11 +506,17 @@ function collectLists(p: PartRef): ListRef[] {
     out.push(t.odd);
     for (const [, c] of t.cols) {
       if (c.k === "string") out.push(c.d);
-      else if (c.k === "json") out.push(c.t);
-      else if (c.k === "strings" || c.k === "sparse") texts(c.t);
+      else if (c.k === "json") {
+        if (isTextsRef(c.t)) texts(c.t);
+        else out.push(c.t);
+      } else if (c.k === "strings" || c.k === "sparse") texts(c.t);
     }
   }
   return out.sort((x, y) => x.i - y.i);
+}
+
+function isTextsRef(t: ListRef | TextsRef): t is TextsRef {
+  return "list" in t || "packed" in t;
 }
 
 function decodeList(buf: Buffer, ref: ListRef): string[] {
@@ -581,7 +588,7 @@ class Reader {
       case "string":
         return { kind: "string", codes: this.typed(c.c, "i32"), dict: this.list(c.d) };
       case "json":
-        return { kind: "json", codes: this.typed(c.c, "i32"), texts: this.list(c.t) };
+        return { kind: "json", codes: this.typed(c.c, "i32"), texts: isTextsRef(c.t) ? this.texts(c.t) : this.list(c.t) };
       case "strings":
         return { kind: "strings", codes: this.typed(c.c, "i32"), texts: this.texts(c.t) };
       case "sparse":

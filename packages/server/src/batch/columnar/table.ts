@@ -22,7 +22,8 @@ const MIN_CAPACITY = 64;
  * A string column with at least this many distinct values, more than one row in two, stops
  * de-duplicating (events' `_id`, order ids): the dictionary's hash map would cost more than the
  * strings. Its codes then index a list with possible repeats; the proper dictionary column is
- * built on first use.
+ * built on first use. A mixed (JSON) column does the same (an identityMap distinct on every
+ * event: its texts packed, no dictionary).
  */
 const RAW_STRINGS_AFTER = 1 << 18;
 
@@ -59,7 +60,7 @@ class ColumnBuilder {
   readonly dictList: string[] = [];
   /** Rows holding null (no value in a typed column; kept to rebuild row objects exactly). */
   readonly nullRows: number[] = [];
-  /** A string column that stopped de-duplicating (see RAW_STRINGS_AFTER): its values, codes index them. */
+  /** A string or JSON column that stopped de-duplicating (see RAW_STRINGS_AFTER): its values, codes index them. */
   raw = false;
   packed: PackedStrings | null = null;
 
@@ -144,14 +145,7 @@ class ColumnBuilder {
         c = this.packed.push(v as string);
       } else {
         c = this.code(v as string);
-        if (this.dictList.length >= this.rawAfter && this.dictList.length * 2 > this.count + 1) {
-          // Codes so far index dictList: the packed list starts with it, in order.
-          this.raw = true;
-          this.dict.clear();
-          this.packed = new PackedStrings();
-          for (const t of this.dictList) this.packed.push(t);
-          this.dictList.length = 0;
-        }
+        this.packIfDistinct();
       }
       this.push(row, c);
     } else if (this.kind === "boolean" && t === "boolean") {
@@ -160,8 +154,24 @@ class ColumnBuilder {
       this.bool[this.count++] = v ? 1 : 0;
     } else {
       if (this.kind !== "json") this.toJson();
-      this.push(row, this.code(JSON.stringify(v)));
+      const text = JSON.stringify(v);
+      if (this.packed !== null) this.push(row, this.packed.push(text));
+      else {
+        const c = this.code(text);
+        this.packIfDistinct();
+        this.push(row, c);
+      }
     }
+  }
+
+  /** Mostly distinct values (see RAW_STRINGS_AFTER): the dictionary's list becomes the packed list, in order (codes so far index it). */
+  private packIfDistinct(): void {
+    if (this.dictList.length < this.rawAfter || this.dictList.length * 2 <= this.count + 1) return;
+    this.raw = true;
+    this.dict.clear();
+    this.packed = new PackedStrings();
+    for (const t of this.dictList) this.packed.push(t);
+    this.dictList.length = 0;
   }
 
   private push(row: number, code: number): void {
@@ -240,7 +250,7 @@ export interface SparseColumn {
   readonly of: "number" | "string" | "strings" | "boolean" | "json";
   readonly rows: Uint32Array;
   readonly values: Float64Array | Int32Array | Int8Array;
-  /** Plain for "string" and "json"; packed or plain for "strings". */
+  /** Plain for "string"; packed or plain for "strings" and "json". */
   readonly texts: Texts;
 }
 
@@ -262,7 +272,7 @@ function densify(s: SparseColumn, length: number, onFirstRows = -1): Exclude<Sto
     default: {
       const codes = place(sharedArray(Int32Array, length).fill(-1));
       if (s.of === "string") return { kind: "string", codes, dict: s.texts as readonly string[] };
-      if (s.of === "json") return { kind: "json", codes, texts: s.texts as readonly string[] };
+      if (s.of === "json") return { kind: "json", codes, texts: s.texts };
       return { kind: "strings", codes, texts: s.texts };
     }
   }
@@ -289,7 +299,7 @@ function sparseIndex(rows: Uint32Array, r: number): number {
  */
 export type StoredColumn =
   | Column
-  | { readonly kind: "json"; readonly codes: Int32Array; readonly texts: readonly string[] }
+  | { readonly kind: "json"; readonly codes: Int32Array; readonly texts: Texts }
   | { readonly kind: "strings"; readonly codes: Int32Array; readonly texts: Texts }
   | SparseColumn;
 
@@ -543,7 +553,8 @@ export class StoredTable implements ColumnarTable {
       return col;
     }
     if (s.kind !== "json") return s;
-    const parsed = s.texts.map((t) => JSON.parse(t) as unknown);
+    const parsed = new Array<unknown>(s.texts.length);
+    for (let k = 0; k < parsed.length; k++) parsed[k] = JSON.parse(textAt(s.texts, k)) as unknown;
     const values = new Array<unknown>(this.length);
     for (let r = 0; r < this.length; r++) values[r] = s.codes[r] === -1 ? undefined : parsed[s.codes[r]!];
     const col: Column = { kind: "mixed", values };
@@ -606,7 +617,7 @@ export class StoredTable implements ColumnarTable {
       case "strings":
         return c.codes[r] === -1 ? undefined : textAt(c.texts, c.codes[r]!);
       case "json":
-        return c.codes[r] === -1 ? undefined : (JSON.parse(c.texts[c.codes[r]!]!) as unknown);
+        return c.codes[r] === -1 ? undefined : (JSON.parse(textAt(c.texts, c.codes[r]!)) as unknown);
       default:
         return c.values[r];
     }
