@@ -11,7 +11,7 @@ import { sharedCopy } from "./shared-arrays.js";
  * character above U+00FF are kept aside as they are.
  */
 /** A character above U+00FF: the string is kept aside (not Latin-1). */
-const WIDE = /[^\u0000-\u00ff]/;
+const WIDE = /[\u0100-\uffff]/;
 
 export class PackedStrings {
   private bytes: Uint8Array = new Uint8Array(1 << 16);
