@@ -112,6 +112,15 @@ describe("issue #38: the Destinations page in a real browser", { timeout: 300_00
       assert.equal(((await api("GET", `${FS}/${kind}`)).json as { items: unknown[] }).items.length, 0, `${kind} deleted`);
     }
   };
+  /** The create form for a kind other than a webhook (no endpoint asked), named, sending "Customers over 30". */
+  const startCreate = async (kind: string, heading: string, name: string, why: string) => {
+    await page.getByRole("link", { name: "Create destination" }).first().click();
+    await page.getByLabel(kind).check();
+    await page.getByRole("heading", { level: 1, name: heading }).waitFor({ timeout: TIMEOUT });
+    assert.equal(await page.getByLabel("Endpoint URL").isVisible(), false, why);
+    await page.getByLabel("Name", { exact: true }).fill(name);
+    await page.getByLabel("Customers over 30").check();
+  };
   const noSidewaysScroll = async (what: string) => {
     await page.setViewportSize(PHONE);
     await page.waitForTimeout(150);
@@ -363,13 +372,8 @@ describe("issue #38: the Destinations page in a real browser", { timeout: 300_00
 
   it("creates a file export destination, exports now and downloads a run's file: the audience's members", async () => {
     const everyone = over30([...FIRST, GUS, HAL]);
-    await page.getByRole("link", { name: "Create destination" }).first().click();
-    await page.getByLabel("File export").check();
-    await page.getByRole("heading", { level: 1, name: "Create a file export destination" }).waitFor({ timeout: TIMEOUT });
-    assert.equal(await page.getByLabel("Endpoint URL").isVisible(), false, "no endpoint for files");
+    await startCreate("File export", "Create a file export destination", "Nightly files", "no endpoint for files");
     // Its own check: a time without a date.
-    await page.getByLabel("Name", { exact: true }).fill("Nightly files");
-    await page.getByLabel("Customers over 30").check();
     await page.getByLabel("At (UTC time, optional)").fill("06:00");
     await page.getByRole("button", { name: "Create destination" }).click();
     await page.getByText("Give the date of the first export, or leave the time empty to export now.").waitFor({ timeout: TIMEOUT });
@@ -426,12 +430,7 @@ describe("issue #38: the Destinations page in a real browser", { timeout: 300_00
     const nc = { close: async () => {} } as { close(): Promise<void> };
     try {
       nats = await startNatsServer({ dir: natsDir, domain: "e2e" });
-      await page.getByRole("link", { name: "Create destination" }).first().click();
-      await page.getByLabel("NATS subject").check();
-      await page.getByRole("heading", { level: 1, name: "Create a NATS JetStream destination" }).waitFor({ timeout: TIMEOUT });
-      assert.equal(await page.getByLabel("Endpoint URL").isVisible(), false, "no endpoint for NATS");
-      await page.getByLabel("Name", { exact: true }).fill("Members stream");
-      await page.getByLabel("Customers over 30").check();
+      await startCreate("NATS subject", "Create a NATS JetStream destination", "Members stream", "no endpoint for NATS");
       // The form's own check, then the server's refusal of a metadata address, leaving nothing behind.
       await page.getByLabel("Subject", { exact: true }).fill("crm.*");
       await page.getByRole("button", { name: "Create destination" }).click();

@@ -4,15 +4,15 @@
  */
 import { sharedCopy } from "./shared-arrays.js";
 
+/** A character above U+00FF (a UTF-16 unit no Latin-1 byte holds). */
+export const WIDE = /[\u0100-\uffff]/;
+
 /**
  * A list of mostly distinct strings (events' `_id`, order ids) packed as Latin-1 bytes with end
  * offsets: about one byte a character plus four, where a V8 string costs its characters plus a
  * 16-byte header plus an 8-byte slot (10M `_id`s: ~180 MB instead of ~400 MB). Strings with a
  * character above U+00FF are kept aside as they are.
  */
-/** A character above U+00FF: the string is kept aside (not Latin-1). */
-const WIDE = /[\u0100-\uffff]/;
-
 export class PackedStrings {
   private bytes: Uint8Array = new Uint8Array(1 << 16);
   private ends: Uint32Array = new Uint32Array(1024);

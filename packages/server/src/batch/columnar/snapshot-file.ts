@@ -22,7 +22,7 @@ import path from "node:path";
 import { crc32 } from "node:zlib";
 import type { MergePolicySpec } from "../../profiles/types.js";
 import { SnapshotPart } from "./snapshot.js";
-import { PackedStrings, type Texts } from "./packed-strings.js";
+import { PackedStrings, WIDE, type Texts } from "./packed-strings.js";
 import { sharedCopy } from "./shared-arrays.js";
 import { StoredTable, type SparseColumn, type StoredColumn } from "./table.js";
 
@@ -36,8 +36,6 @@ const IO_CHUNK = 64 << 20;
 /** A string list is joined and encoded this many characters (or strings) at a time (V8's string length limit). */
 const JOIN_CHARS = 16 << 20;
 const JOIN_STRINGS = 1 << 16;
-/** A character above U+00FF (Latin-1 holds the rest). */
-const WIDE = /[\u0100-\uffff]/;
 
 type TypedKind = "u8" | "i8" | "u16" | "u32" | "i32" | "f64";
 type AnyTyped = Uint8Array | Int8Array | Uint16Array | Uint32Array | Int32Array | Float64Array;

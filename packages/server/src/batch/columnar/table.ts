@@ -334,7 +334,6 @@ export interface TableBuilderOptions {
   rawStringsAfter?: number;
 }
 
-/** Builds one table row by row. Rows must be added in order 0, 1, 2, … */
 /**
  * One path of the rows' tree, resolved once per builder: its dotted path, whether `skip` drops
  * it, and its column. Walking a row then costs one small Map lookup per field instead of a
@@ -352,6 +351,7 @@ interface PathNode {
   object: boolean;
 }
 
+/** Builds one table row by row. Rows must be added in order 0, 1, 2, … */
 export class TableBuilder {
   private readonly columns = new Map<string, ColumnBuilder>();
   /** Paths holding an object in some row. */
