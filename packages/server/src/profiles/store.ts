@@ -96,6 +96,11 @@ export interface ScanOptions {
    * profile.
    */
   profileIds?: readonly string[];
+  /**
+   * Keep each event's stored JSON text beside its body (embedded store; wire-scan.ts): the
+   * store's worker thread sends the text across, not the parsed object.
+   */
+  eventTexts?: boolean;
 }
 
 export interface ScannedProfile extends MergedProfile {

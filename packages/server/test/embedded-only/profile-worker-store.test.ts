@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import Database from "better-sqlite3";
 import { EmbeddedProfileStore } from "../../src/profiles/embedded/sqlite-store.js";
 import { FeedMirror, WorkerProfileStore, unwireRecords, wireRecords } from "../../src/profiles/embedded/worker-store.js";
 import { ingestRecords, stageRecords } from "../../src/profiles/ingest.js";
@@ -130,6 +131,66 @@ describe("WorkerProfileStore", () => {
       for await (const _ of w.scanProfiles(O, pdg)) assert.fail("no chunk expected");
     } finally {
       await w.close();
+    }
+  });
+
+  it("a scan through the worker equals the direct store's, profile for profile and event for event (events cross as their stored text)", async () => {
+    const location = file();
+    const none: MergePolicySpec = { identityGraph: { type: "none" }, attributeMerge: { type: "timestampOrdered" } };
+    const scans = [
+      { policy: pdg, opts: { chunkSize: 7 } },
+      { policy: none, opts: { chunkSize: 9 } },
+      { policy: pdg, opts: { chunkSize: 4, eventsSince: T0 - 30 * 60_000 } },
+      { policy: pdg, opts: { profileIds: ["3", "1", "999", "2"] } },
+      { policy: pdg, opts: { chunkSize: 5, events: false } },
+    ];
+    const read = async (store: ProfileStore) => {
+      const out: unknown[] = [];
+      for (const { policy, opts } of scans) {
+        const chunks: unknown[] = [];
+        for await (const chunk of store.scanProfiles(S, policy, opts)) chunks.push(chunk);
+        out.push(chunks);
+      }
+      return out;
+    };
+    const w = new WorkerProfileStore({ path: location });
+    try {
+      await seed(w, 20);
+      const web = (await w.createDataset(S, { name: "web", schemaClass: "experienceevent", profileEnabled: true }, T0)).id;
+      // Bodies a clone and a JSON round trip could tell apart: nesting, arrays, unicode, large and negative numbers, nulls.
+      await ingestRecords(w, S, web, rec(...Array.from({ length: 90 }, (_, k) => ({
+        _id: `ev-${k}`,
+        timestamp: new Date(T0 - ((k * 7919) % 60) * 60_000).toISOString(),
+        eventType: k % 3 === 0 ? "commerce.purchases" : "web.webpagedetails.pageViews",
+        identityMap: { ECID: [{ id: k % 10 === 9 ? `events-only-${k % 4}` : `p${k % 20}`, primary: true }] },
+        commerce: { order: { priceTotal: k * 1.25 - 40, lines: [k, null, { sku: `sku-${k}`, name: "crème brûlée 😀" }] } },
+        ...(k % 7 === 0 ? { big: 2 ** 60, tiny: 5e-324, e21: 1e21, empty: {}, none: null } : {}),
+      }))), { now: T0 });
+    } finally {
+      await w.close();
+    }
+    // Two stored bodies no read may serve: one that looks whole but does not parse (the worker
+    // sends it, the caller's parse fails, the worker quarantines it) and one nested past the limit.
+    const raw = new Database(location);
+    raw.prepare("UPDATE events SET body = ? WHERE eid = 'ev-1'").run('{"a": 1,}');
+    raw.prepare("UPDATE events SET body = ? WHERE eid = 'ev-2'").run(`${"{\"n\":".repeat(300)}1${"}".repeat(300)}`);
+    raw.close();
+    const w2 = new WorkerProfileStore({ path: location });
+    let viaWorker: unknown[];
+    try {
+      viaWorker = await read(w2);
+      assert.equal((await w2.status()).quarantined, 2, "both are quarantined by the worker's scan");
+    } finally {
+      await w2.close();
+    }
+    const d = new EmbeddedProfileStore({ path: location });
+    try {
+      const direct = await read(d);
+      const events = (direct[0] as Array<Array<{ events: unknown[] }>>).flat().reduce((n, p) => n + p.events.length, 0);
+      assert.equal(events, 88, "every event but the two is scanned");
+      assert.deepStrictEqual(viaWorker, direct);
+    } finally {
+      await d.close();
     }
   });
 

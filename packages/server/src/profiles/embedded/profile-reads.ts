@@ -37,7 +37,7 @@ export async function graphIdentities(s: StoreCtx, scope: TenantScope, profileId
 }
 
 export function readGraphs(s: StoreCtx, scope: TenantScope, tid: number, lo: number, hi: number, withEvents: boolean, eventsSince: number | undefined,
-  stmt: (sql: string) => Database.Statement = (sql) => s.stmt(sql)): Map<number, GraphRows> {
+  stmt: (sql: string) => Database.Statement = (sql) => s.stmt(sql), texts = false): Map<number, GraphRows> {
   const graphs = new Map<number, GraphRows>();
   const g = (pid: number): GraphRows => {
     let rows = graphs.get(pid);
@@ -58,7 +58,7 @@ export function readGraphs(s: StoreCtx, scope: TenantScope, tid: number, lo: num
   if (withEvents) {
     const rows = stmt(`${SELECT_EVENTS_BY_PID} WHERE i.tid = ? AND i.pid BETWEEN ? AND ? AND i.ts >= ? ORDER BY i.pid, i.ts, i.seq`)
       .all(tid, lo, hi, eventsSince ?? Number.MIN_SAFE_INTEGER) as EventRow[];
-    for (const e of s.eventsFrom(scope, rows)) g(Number(e.pid)).events.push(e.event);
+    for (const e of s.eventsFrom(scope, rows, texts)) g(Number(e.pid)).events.push(e.event);
   }
   for (const r of stmt(`${SELECT_MEMBERSHIPS} WHERE m.tid = ? AND m.pid BETWEEN ? AND ? ORDER BY m.pid, c.id`).all(tid, lo, hi) as StoredMembershipRow[]) {
     g(r.pid).memberships.push(membershipOf(r));
@@ -139,7 +139,7 @@ export async function* scanProfiles(s: StoreCtx, scope: TenantScope, policy: Mer
     const pids = (s.scanStmt("SELECT pid FROM profiles WHERE tid = ? AND pid > ? ORDER BY pid LIMIT ?").all(tid, after, chunk) as Array<{ pid: number }>).map((r) => r.pid);
     if (pids.length === 0) return;
     const lo = pids[0]!, hi = pids[pids.length - 1]!;
-    const graphs = readGraphs(s, scope, tid, lo, hi, opts.events !== false, opts.eventsSince, (sql) => s.scanStmt(sql));
+    const graphs = readGraphs(s, scope, tid, lo, hi, opts.events !== false, opts.eventsSince, (sql) => s.scanStmt(sql), opts.eventTexts === true);
     const out: ScannedProfile[] = [];
     for (const pid of pids) out.push(...assembleGraph(pid, graphs.get(pid) ?? { identities: [], fragments: [], events: [], memberships: [] }, policy));
     after = hi;
@@ -154,7 +154,7 @@ async function* scanListed(s: StoreCtx, scope: TenantScope, tid: number, policy:
     const out: ScannedProfile[] = [];
     for (const pid of pids.slice(k, k + chunk)) {
       if (held.get(tid, pid) === undefined) continue;
-      const graph = readGraphs(s, scope, tid, pid, pid, opts.events !== false, opts.eventsSince, (sql) => s.scanStmt(sql)).get(pid);
+      const graph = readGraphs(s, scope, tid, pid, pid, opts.events !== false, opts.eventsSince, (sql) => s.scanStmt(sql), opts.eventTexts === true).get(pid);
       out.push(...assembleGraph(pid, graph ?? { identities: [], fragments: [], events: [], memberships: [] }, policy));
     }
     if (out.length > 0) yield out;

@@ -25,6 +25,7 @@ import { SqliteChangeLog } from "./change-log.js";
 import { clampQuarantineLimit, parseStoredBody, QuarantineLog, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineKind, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
 import { type AppendOptions, type AppendResult, type CompletedBatch, type CompleteOptions, type DeleteCounts, type EventPage, type EventQuery, type FieldUpdate, type IngestBatch, type IngestBatchStatus, type LakeQuery, type LakeRecord, type MembershipChange, type MembershipSet, type MembershipSetCounts, type MembershipSetOptions, type MembershipTargets, type ProfileDataTimes, type ProfileStore, type ProfileWithFragments, type ScanOptions, type ScannedProfile, type StageOptions, type TransitionQuery, type DecidedChanges, type DecidedAppendResult, type LoggedTransition, type ProfileSelection } from "../store.js";
 import type { Dataset, DatasetInput, Identity, JsonObject, Membership, MembershipStatus, MembershipTransition, MergedProfile, MergePolicySpec, StoredEvent, TenantScope, ValidRecord } from "../types.js";
+import { EVENT_TEXT, servableText, textedEvent, type TextedEvent, type UnreadableEvent } from "./wire-scan.js";
 import { SQLITE_SCHEMA } from "./schema.js";
 import { EventIndexMerger, MERGE_AT, MERGE_STEP, MERGE_STEP_MIN, migrateEventIndex } from "./event-index.js";
 import { BackgroundCheckpointer } from "./checkpointer.js";
@@ -171,7 +172,7 @@ export class EmbeddedProfileStore implements ProfileStore {
       pidOf: (tid, identity) => this.pidOf(tid, identity),
       identitiesCurrent: () => this.identitiesCurrent(),
       servable: (scope, kind, datasetId, recordId, identity, pid, text) => this.servable(scope, kind, datasetId, recordId, identity, pid, text),
-      eventsFrom: (scope, rows) => this.eventsFrom(scope, rows),
+      eventsFrom: (scope, rows, texts) => this.eventsFrom(scope, rows, texts),
     };
   }
 
@@ -249,14 +250,29 @@ export class EmbeddedProfileStore implements ProfileStore {
   }
 
   /** Events of rows, those that cannot be served skipped (servable). */
-  private eventsFrom(scope: TenantScope, rows: readonly EventRow[]): Array<{ pid: number; event: StoredEvent }> {
+  private eventsFrom(scope: TenantScope, rows: readonly EventRow[], texts = false): Array<{ pid: number; event: StoredEvent }> {
     const out: Array<{ pid: number; event: StoredEvent }> = [];
     for (const r of rows) {
       const primary = { namespace: r.ns, id: r.idv };
+      if (texts && servableText(r.body)) {
+        out.push({ pid: r.pid, event: textedEvent(r.ds, r.eid, primary, r.ts, r.body) });
+        continue;
+      }
       const body = this.servable(scope, "event", r.ds, r.eid, primary, r.pid, r.body);
-      if (body !== null) out.push({ pid: r.pid, event: { datasetId: r.ds, eventId: r.eid, primary, timestamp: r.ts, body } });
+      if (body === null) continue;
+      const event: TextedEvent = { datasetId: r.ds, eventId: r.eid, primary, timestamp: r.ts, body };
+      if (texts) event[EVENT_TEXT] = r.body;
+      out.push({ pid: r.pid, event });
     }
     return out;
+  }
+
+  /**
+   * Events of a worker scan whose text did not parse on the caller's thread (wire-scan.ts): checked
+   * as every read checks a body, so that each is reported to the quarantine as any read would.
+   */
+  checkUnreadableEvents(scope: TenantScope, events: readonly UnreadableEvent[]): void {
+    for (const e of events) this.servable(scope, "event", e.datasetId, e.eventId, e.primary, e.pid, e.text);
   }
 
   /** A quarantine row, through the write queue (a read may find the record; it never writes itself). */

@@ -26,7 +26,8 @@ export interface StoreCtx {
   pidOf(tid: number, identity: Identity): number | null;
   identitiesCurrent(): void;
   servable(scope: TenantScope, kind: QuarantineKind, datasetId: string, recordId: string, identity: Identity, pid: number | null, text: string): JsonObject | null;
-  eventsFrom(scope: TenantScope, rows: readonly EventRow[]): Array<{ pid: number; event: StoredEvent }>;
+  /** `texts`: each event keeps its stored text under EVENT_TEXT (wire-scan.ts). */
+  eventsFrom(scope: TenantScope, rows: readonly EventRow[], texts?: boolean): Array<{ pid: number; event: StoredEvent }>;
 }
 
 export interface DatasetRow { id: string; name: string; description: string | null; schema_class: string; profile_enabled: number; identity_fields: string; created: number; updated: number }

@@ -12,6 +12,7 @@ import type { MembershipChange, ProfileStore, ScannedProfile } from "../store.js
 import { EmbeddedProfileStore, type EmbeddedStoreOptions } from "./sqlite-store.js";
 import { wireTransitions } from "./wire-transitions.js";
 import { wireSelections } from "./wire-selections.js";
+import { wireScan } from "./wire-scan.js";
 import { toWire, unwireChanges, unwireIdentities, unwireRecords, type FeedDelta, type WireChanges, type WireRecords, type WorkerCall, type WorkerReply } from "./worker-store.js";
 
 const port = parentPort;
@@ -67,7 +68,8 @@ async function run(method: string, args: unknown[]): Promise<unknown> {
     case "scanOpen": {
       const [scope, policy, opts] = args as Parameters<ProfileStore["scanProfiles"]>;
       const id = nextCursor++;
-      cursors.set(id, store.scanProfiles(scope, policy, opts)[Symbol.asyncIterator]());
+      // Events cross as their stored text (wire-scan.ts).
+      cursors.set(id, store.scanProfiles(scope, policy, { ...opts, eventTexts: true })[Symbol.asyncIterator]());
       return id;
     }
     case "scanNext": {
@@ -77,11 +79,16 @@ async function run(method: string, args: unknown[]): Promise<unknown> {
       try {
         const r = await it.next();
         if (r.done === true) cursors.delete(id);
-        return r.done === true ? { done: true } : { done: false, value: r.value };
+        return r.done === true ? { done: true } : { done: false, value: wireScan(r.value) };
       } catch (err) {
         cursors.delete(id);
         throw err;
       }
+    }
+    case "checkUnreadableEvents": {
+      const [scope, events] = args as Parameters<EmbeddedProfileStore["checkUnreadableEvents"]>;
+      store.checkUnreadableEvents(scope, events);
+      return undefined;
     }
     case "scanClose": {
       const id = args[0] as number;

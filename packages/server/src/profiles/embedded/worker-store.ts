@@ -33,6 +33,7 @@ import type { EmbeddedStoreOptions } from "./sqlite-store.js";
 import { withLazyBody } from "../lazy-body.js";
 import { unwireSelections, type WireSelections } from "./wire-selections.js";
 import { unwireTransitions, type WireTransitions } from "./wire-transitions.js";
+import { unwireScan, type WireScan } from "./wire-scan.js";
 import { QuarantineLog, type ProfileStoreObserver, type ProfileStoreStatus, type QuarantineEntry, type QuarantineQuery, type QuarantineReport } from "../quarantine.js";
 import { sandboxNameKey } from "../../platform/tenant.js";
 
@@ -562,7 +563,7 @@ export class WorkerProfileStore implements ProfileStore {
    * ending early closes the cursor.
    */
   private async *scan(scope: TenantScope, policy: MergePolicySpec, opts: ScanOptions | undefined): AsyncGenerator<ScannedProfile[]> {
-    type Step = { done: boolean; value?: ScannedProfile[] };
+    type Step = { done: boolean; value?: WireScan };
     const gen = this.generation;
     const cursor = await this.call<number>("scanOpen", [scope, policy, opts]);
     let finished = false;
@@ -581,7 +582,10 @@ export class WorkerProfileStore implements ProfileStore {
         ahead = this.call<Step>("scanNext", [cursor]);
         // A prefetch that fails surfaces at the next step; never unhandled in the meantime.
         ahead.catch(() => undefined);
-        yield step.value!;
+        const chunk = unwireScan(step.value!);
+        // A text that did not parse here is reported by the worker, as its own reads report one.
+        if (chunk.unreadable.length > 0) await this.call("checkUnreadableEvents", [scope, chunk.unreadable]);
+        yield chunk.profiles;
       }
     } finally {
       if (!finished) {
