@@ -11,6 +11,7 @@
 // would quarantine it, and is skipped (under identityGraph none, an identity known only from such
 // an event then remains as an entry without events, where a direct read has no entry).
 import { RECORD_LIMITS, textNestsDeeperThan } from "../../platform/limits.js";
+import { lazyBodyFrom } from "../lazy-body.js";
 import type { ScannedProfile } from "../store.js";
 import type { Identity, StoredEvent } from "../types.js";
 
@@ -33,15 +34,7 @@ export function servableText(text: string): boolean {
 }
 
 /** `body` parsed from the event's text if something in the worker reads it (the wire sends the text). */
-const TEXT_BODY: PropertyDescriptor = {
-  enumerable: true,
-  configurable: true,
-  get(this: TextedEvent) {
-    const body = JSON.parse(this[EVENT_TEXT]!) as StoredEvent["body"];
-    Object.defineProperty(this, "body", { value: body, enumerable: true, writable: true, configurable: true });
-    return body;
-  },
-};
+const TEXT_BODY = lazyBodyFrom(EVENT_TEXT);
 
 export function textedEvent(datasetId: string, eventId: string, primary: Identity, timestamp: number, text: string): TextedEvent {
   return Object.defineProperty({ datasetId, eventId, primary, timestamp, [EVENT_TEXT]: text }, "body", TEXT_BODY) as TextedEvent;
