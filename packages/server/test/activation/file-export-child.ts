@@ -2,7 +2,8 @@
  * A deliverer exporting one file flow, for the kill -9 test of delivery-files.test.ts:
  *   node --conditions=source --import tsx file-export-child.ts '<json options>'
  * Opens the profile store at `location`, starts the engine with the flow, queues "export now"
- * and prints `RUN <runId>`; pages of one member make the run long enough to be killed in it.
+ * and prints `RUN <runId>`. Pages of one member, each read 25 ms late (a slow store), keep the run
+ * going for seconds however fast the host, so the test sees its partial file and kills it there.
  */
 import { startDeliverer } from "../../src/activation/delivery/deliverer.js";
 import type { FileExportReports } from "../../src/activation/delivery/file-export.js";
@@ -17,7 +18,19 @@ interface Options {
 }
 
 const o = JSON.parse(process.argv[2]!) as Options;
-const store = openStoreAt(o.location, o.kind);
+const opened = openStoreAt(o.location, o.kind);
+const listMembers = opened.listMembers.bind(opened);
+const slowMembers = async (...args: Parameters<typeof listMembers>) => {
+  await new Promise((r) => setTimeout(r, 25));
+  return listMembers(...args);
+};
+const store = new Proxy(opened, {
+  get: (target, key) => {
+    if (key === "listMembers") return slowMembers;
+    const v = Reflect.get(target, key, target) as unknown;
+    return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+  },
+});
 const directory: DataflowDirectory = {
   listEnabled: async () => [o.flow],
   get: async (_s, id) => (id === o.flow.flowId ? o.flow : null),
