@@ -375,25 +375,14 @@ export class StreamingEngine implements StreamingFeed {
   async holdIdle(tenant: TenantContext, profileIds: readonly string[], write: HeldWrite): Promise<{ busy: string[] }> {
     const tk = this.remember(tenant);
     const set = await this.opts.catalog.get(tenant, "continuous");
-    const held: string[] = [];
-    const busy: string[] = [];
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    const started: Array<Promise<void>> = [];
-    for (const pid of profileIds) {
-      const key = `${tk}\u0000${pid}`;
-      if (this.queue.busy(key)) {
-        busy.push(pid);
-        continue;
-      }
-      held.push(pid);
-      started.push(new Promise<void>((got) => void this.queue.run(key, async () => {
-        got();
-        await released;
-      })));
+    const hold = this.queue.hold(profileIds.map((pid) => `${tk}\u0000${pid}`));
+    const busy = hold.busy.map((i) => profileIds[i]!);
+    let held: readonly string[] = profileIds;
+    if (busy.length > 0) {
+      const taken = new Set(hold.busy);
+      held = profileIds.filter((_, i) => !taken.has(i));
     }
     try {
-      await Promise.all(started);
       const verdict = async (profileId: string, definitionId: string): Promise<boolean | null> => {
         const d = set.byId.get(definitionId);
         if (d === undefined) return null;
@@ -414,7 +403,7 @@ export class StreamingEngine implements StreamingFeed {
       for (const pid of held) this.forget(tk, set, pid);
       throw err;
     } finally {
-      release();
+      hold.release();
     }
     return { busy };
   }
@@ -461,7 +450,15 @@ export class StreamingEngine implements StreamingFeed {
    */
   recheck(tenant: TenantContext, memberships: ReadonlyArray<{ profileId: string; definitionId: string; due?: number }>): void {
     const tk = this.remember(tenant);
-    for (const m of memberships) this.schedule.schedule(m.due ?? 0, tk, m.profileId, m.definitionId);
+    // By definition, as runs of the schedule (a backfill's or a partition's many memberships).
+    const byDefinition = new Map<string, { ids: string[]; dues: number[] }>();
+    for (const m of memberships) {
+      let g = byDefinition.get(m.definitionId);
+      if (g === undefined) byDefinition.set(m.definitionId, (g = { ids: [], dues: [] }));
+      g.ids.push(m.profileId);
+      g.dues.push(m.due ?? 0);
+    }
+    for (const [definitionId, g] of byDefinition) this.schedule.scheduleMany(tk, definitionId, g.ids, g.dues);
   }
 
   /** Records the tenant (for the sweep) and its profile scope; returns its key. */

@@ -12,13 +12,25 @@ export interface SweepEntry {
   definitionId: string;
 }
 
+/** Re-checks scheduled together (scheduleMany): one definition's memberships, by due time. */
+interface Run {
+  tenantKey: string;
+  definitionId: string;
+  profileIds: readonly string[];
+  dues: Float64Array;
+  next: number;
+}
+
 export class SweepSchedule {
   private readonly heap: SweepEntry[] = [];
   private readonly latest = new Map<string, number>();
+  private runs: Run[] = [];
 
-  /** Memberships awaiting a re-check. */
+  /** Memberships awaiting a re-check (a run's count those rescheduled one by one since, too). */
   get size(): number {
-    return this.latest.size;
+    let n = this.latest.size;
+    for (const r of this.runs) n += r.dues.length - r.next;
+    return n;
   }
 
   add(entry: SweepEntry): void {
@@ -39,6 +51,23 @@ export class SweepSchedule {
     this.up(this.heap.length - 1);
   }
 
+  /**
+   * Schedules the re-checks of many memberships of one definition (a backfill's): kept as one run
+   * sorted by due time instead of an entry and a key each, which the heap and the GC would carry
+   * for every member. A membership scheduled one by one already is rescheduled that way; one
+   * scheduled one by one later supersedes its place in the run.
+   */
+  scheduleMany(tenantKey: string, definitionId: string, profileIds: readonly string[], dues: ArrayLike<number>): void {
+    const order: number[] = [];
+    for (let i = 0; i < profileIds.length; i++) {
+      if (this.latest.size > 0 && this.latest.has(`${tenantKey}\u0000${profileIds[i]!}\u0000${definitionId}`)) this.schedule(dues[i]!, tenantKey, profileIds[i]!, definitionId);
+      else order.push(i);
+    }
+    if (order.length === 0) return;
+    order.sort((a, b) => dues[a]! - dues[b]!);
+    this.runs.push({ tenantKey, definitionId, profileIds: order.map((i) => profileIds[i]!), dues: Float64Array.from(order, (i) => dues[i]!), next: 0 });
+  }
+
   /** Entries in the heap, current or superseded (for tests and metrics). */
   get heapSize(): number {
     return this.heap.length;
@@ -54,6 +83,15 @@ export class SweepSchedule {
       this.latest.delete(k);
       out.push(top);
     }
+    for (const r of this.runs) {
+      for (; r.next < r.dues.length && r.dues[r.next]! <= now; r.next++) {
+        const profileId = r.profileIds[r.next]!;
+        // Scheduled one by one since: that entry is the membership's.
+        if (this.latest.size > 0 && this.latest.has(`${r.tenantKey}\u0000${profileId}\u0000${r.definitionId}`)) continue;
+        out.push({ due: r.dues[r.next]!, tenantKey: r.tenantKey, profileId, definitionId: r.definitionId });
+      }
+    }
+    if (this.runs.some((r) => r.next === r.dues.length)) this.runs = this.runs.filter((r) => r.next < r.dues.length);
     return out;
   }
 

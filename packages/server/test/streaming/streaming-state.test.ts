@@ -178,6 +178,20 @@ describe("sweep schedule", () => {
     assert.equal(s.size, 1, "a popped membership can be scheduled again at the same instant");
   });
 
+  it("a run of many memberships pops in due order; one scheduled alone before or after takes its place", () => {
+    const s = new SweepSchedule();
+    s.schedule(T + 9000, "t", "p2", "d");
+    s.scheduleMany("t", "d", ["p1", "p2", "p3", "p4"], [T + 3000, T + 1000, T + 2000, T + 4000]);
+    assert.equal(s.heapSize, 2, "p2 was scheduled alone already: rescheduled alone");
+    assert.equal(s.size, 4);
+    s.schedule(T + 8000, "t", "p4", "d");
+    assert.deepEqual(s.popDue(T + 2000).map((e) => [e.profileId, e.due]), [["p2", T + 1000], ["p3", T + 2000]]);
+    assert.deepEqual(s.popDue(T + 5000).map((e) => [e.profileId, e.due]), [["p1", T + 3000]], "p4's place in the run was superseded");
+    assert.deepEqual(s.popDue(T + 9000).map((e) => [e.profileId, e.due]), [["p4", T + 8000]]);
+    assert.equal(s.size, 0);
+    assert.deepEqual(s.popDue(T + 99_000), []);
+  });
+
   it("picks the first instant an event leaves any of the windows, or midnight", () => {
     const H = 3_600_000;
     assert.equal(nextWindowChange(T, [T - 10 * 60_000], [H, 12 * H]), T - 10 * 60_000 + H + 1);

@@ -399,10 +399,18 @@ export class BackfillRunner {
     const outcome = await evaluate(now);
     check();
     const desired = new Map<string, "realized" | "exited">();
-    for (const set of outcome.memberships) {
-      for (const pid of set.entered) desired.set(String(pid), "realized");
-      for (const pid of set.reentered) desired.set(String(pid), "realized");
-      for (const pid of set.exited) desired.set(String(pid), "exited");
+    /** The net change's profile ids, ascending: each chunk's stored statuses are one range of the store's keys. */
+    const ordered: string[] = [];
+    {
+      // Sorted as numbers, then named (a comparator of the names cost ~0.1 s per 100,000).
+      const realized = Float64Array.from(outcome.memberships.flatMap((m) => [...m.entered, ...m.reentered])).sort();
+      const exited = Float64Array.from(outcome.memberships.flatMap((m) => [...m.exited])).sort();
+      for (let i = 0, j = 0; i < realized.length || j < exited.length;) {
+        const enter = j >= exited.length || (i < realized.length && realized[i]! <= exited[j]!);
+        const pid = String(enter ? realized[i++]! : exited[j++]!);
+        desired.set(pid, enter ? "realized" : "exited");
+        ordered.push(pid);
+      }
     }
     view.total = desired.size;
     view.phase = "writing";
@@ -432,7 +440,6 @@ export class BackfillRunner {
     }
 
     // 4. Written under the live engine's fence.
-    const handled = new Set<string>();
     /** Profiles the live engine gave no verdict for: decided by a second evaluation (6). */
     const late = new Set<string>();
     const changedAfterFence = async (): Promise<ReadonlySet<string>> => {
@@ -453,7 +460,6 @@ export class BackfillRunner {
       /** Windowed: when the sweep is to re-check each profile realized from the snapshot. */
       const due = new Map<string, number>();
       for (const pid of held) {
-        handled.add(pid);
         const status = desired.get(pid);
         if (changed === null || changed.has(pid) || status === undefined) {
           again.push(pid);
@@ -538,13 +544,13 @@ export class BackfillRunner {
         if (pending.length > 0) await new Promise((resolve) => setTimeout(resolve, 2));
       }
     };
-    // In profile id order: each chunk's stored statuses are one range of the store's keys.
-    await writeAll([...desired.keys()].sort((a, b) => Number(a) - Number(b)), false);
+    await writeAll(ordered, false);
 
     // 5. Profiles changed after the fence that were not in the net change.
     view.phase = "fencing";
     const changed = await profiles.changesSince(scope, fence);
-    const rest = changed.profileIds === null ? [] : [...changed.profileIds].filter((p) => !handled.has(p));
+    // Every profile of the net change was decided by now (busy ones were tried again until held).
+    const rest = changed.profileIds === null ? [] : [...changed.profileIds].filter((p) => !desired.has(p));
     view.total += rest.length;
     await save(true);
     await writeAll(rest, true);
