@@ -221,7 +221,9 @@ export class StreamingEngine implements StreamingFeed {
       records.map((record, i) => {
         const profileId = profileIds[i] ?? null;
         if (profileId === null || (covered !== null && covered[i] === 1)) return NO_TRANSITIONS;
-        return this.queue.run(`${tk}\u0000${profileId}`, () => this.processRecord(tk, set, profileId, record));
+        // The set as it is when the slot is ours: one taken before may predate a definition's change
+        // whose backfill held this profile meanwhile, and would undo what the backfill wrote.
+        return this.queue.run(`${tk}\u0000${profileId}`, async () => this.processRecord(tk, await this.opts.catalog.get(tenant, "continuous"), profileId, record));
       }),
     );
     return decided.length === 0 ? flatten(results) : flatten([decided, ...results]);
@@ -241,7 +243,8 @@ export class StreamingEngine implements StreamingFeed {
    */
   async decideAhead(tenant: TenantContext, records: readonly ValidRecord[]): Promise<AheadDecision | null> {
     if (records.length === 0) return null;
-    const set = await this.opts.catalog.get(tenant, "continuous");
+    const setNow = this.opts.catalog.get(tenant, "continuous");
+    const set = await setNow;
     if (set.definitions.length === 0 || set.index.hasDependents) return null;
     for (const r of records) if (r.kind !== "experienceevent" || r.identities.length !== 1) return null;
     const tk = this.remember(tenant);
@@ -265,7 +268,8 @@ export class StreamingEngine implements StreamingFeed {
       ahead.slots.push(this.queue.run(`${tk}\u0000${pid}`, async () => {
         let changes: MembershipChange[] | null = null;
         try {
-          changes = this.evaluateAhead(tk, set, pid, records, idx);
+          // The catalog changed while the slot waited (a backfill held the profile): the records are evaluated after the append, on the new set.
+          if (this.opts.catalog.get(tenant, "continuous") === setNow) changes = this.evaluateAhead(tk, set, pid, records, idx);
         } catch (err) {
           // The states may hold part of it: reloaded next time; the records are evaluated after the append.
           this.forget(tk, set, pid);
@@ -345,12 +349,14 @@ export class StreamingEngine implements StreamingFeed {
       const identities = await this.opts.hub.graphIdentities(scope, profileId);
       const identity = identities[0];
       const written = await this.queue.run(`${tk}\u0000${profileId}`, async () => {
+        // The set as it is when the slot is ours (onRecordsStored says why).
+        const current = await this.opts.catalog.get(tenant, "continuous");
         const changes: MembershipChange[] = [];
         const now = this.opts.clock.now();
-        for (const group of policyGroups(set)) {
+        for (const group of policyGroups(current)) {
           this.states.delete(this.stateKey(tk, group[0]!, profileId));
           // A profile deleted from the hub has no state: the lifecycle job has written its exits.
-          const state = identity ? await this.stateFor(tk, set, group[0]!, profileId, identity) : null;
+          const state = identity ? await this.stateFor(tk, current, group[0]!, profileId, identity) : null;
           if (!state) continue;
           for (const d of group) {
             const inNow = this.holds(d, state, now);
@@ -358,7 +364,7 @@ export class StreamingEngine implements StreamingFeed {
             if (inNow !== (prev?.status === "realized")) changes.push(this.change(state, d, inNow, now, prev));
           }
         }
-        return this.commit(tk, set, changes, now);
+        return this.commit(tk, current, changes, now);
       });
       for (const t of written) out.push(t);
     }
