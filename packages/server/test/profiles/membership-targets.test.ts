@@ -92,6 +92,27 @@ for (const kind of kinds) {
       }
     });
 
+    it("a sparse list over a large audience decides as applyMembershipChanges", async () => {
+      const def = "t-d-large";
+      // Ids from 1,000,001: the other tests' profiles keep no membership of this one.
+      const B = 1_000_000;
+      const audience = Array.from({ length: 10_000 }, (_, i) => ({ profileId: String(B + i + 1), definitionId: def, status: "realized" as const, source: "batch" as const, at: T0 }));
+      for (const sc of [BY_CHANGES, BY_TARGETS]) assert.equal((await store.applyMembershipChanges(sc, audience)).length, 10_000);
+      // Every 20th id to 12,000: members told to stay and to leave, and ids above the audience.
+      const round: Round = new Map();
+      for (let p = 7; p <= 12_000; p += 20) round.set(B + p, p % 40 === 7 ? "exited" : "realized");
+      const at = T0 + 60_000;
+      const transitions = await store.applyMembershipChanges(BY_CHANGES, changesOf(def, round, at));
+      const set = await store.applyMembershipTargets(BY_TARGETS, targetsOf(def, round), { source: "backfill", at });
+      assert.deepEqual(Array.from(set.exited), transitions.filter((t) => t.to === "exited").map((t) => Number(t.profileId)).sort((a, b) => a - b));
+      assert.deepEqual(Array.from(set.entered), transitions.filter((t) => t.to === "realized").map((t) => Number(t.profileId)).sort((a, b) => a - b));
+      assert.equal(set.exited.length, 250, "the listed members told to leave");
+      assert.equal(set.entered.length, 50, "the listed ids above the audience");
+      assert.equal(set.reentered.length, 0);
+      const sample = [7, 27, 47, 9_987, 10_007, 10_027, 11_987].map((p) => B + p);
+      assert.deepEqual(await state(store, BY_TARGETS, def, sample), await state(store, BY_CHANGES, def, sample));
+    });
+
     it("the same targets again write nothing: no transition doubled, qualification times kept", async () => {
       const def = "t-again";
       const t = (): MembershipTargets => ({ definitionId: def, realized: Float64Array.of(11, 12, 400_000), exited: Float64Array.of(13, 14) });
