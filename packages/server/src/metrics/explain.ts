@@ -10,6 +10,7 @@
  * same read as the profile.
  */
 import type { Clock } from "../platform/clock.js";
+import { threadCpuMs } from "../platform/thread-cpu.js";
 import type { ComputedAttributeExplanation } from "../services/computed-explanation.js";
 import { attributeSources, datasetRank } from "../profiles/merge.js";
 import { fragmentRecordId } from "../profiles/quarantine.js";
@@ -30,6 +31,11 @@ export const EXPLAIN_MAX_EVENTS = 10_000;
 export const EXPLAIN_MAX_HISTORY = 100;
 /** Instants tried when looking for the exit a window will make. */
 export const EXPLAIN_MAX_EXIT_CHECKS = 1_000;
+/**
+ * CPU milliseconds the exit search may spend: past them it answers null (none found). An
+ * expression quadratic in a 300-event profile's events, tried at ~400 midnights, took 1.6–3.8 s.
+ */
+export const EXPLAIN_EXIT_SEARCH_CPU_MS = 250;
 const DAY_MS = 86_400_000;
 const YEAR_MS = 366 * DAY_MS;
 const ARRAY_SHOWN = 10;
@@ -248,7 +254,8 @@ function valueAt(v: unknown, path: readonly string[]): unknown {
 /**
  * The sweep's re-check instants after `now` (each event leaving each window, +1 ms as the sweep
  * schedules it; each UTC midnight), tried in order with the engines' compiled predicate: the
- * first at which the query no longer holds. Null when none does within the horizon.
+ * first at which the query no longer holds. Null when none does within the horizon (or within
+ * EXPLAIN_EXIT_SEARCH_CPU_MS of CPU).
  */
 function nextExit(query: Query, profile: Record<string, unknown>, events: Record<string, unknown>[], eventTimes: number[], now: number): number | null {
   const windows = eventWindowsMs(query);
@@ -259,8 +266,11 @@ function nextExit(query: Query, profile: Record<string, unknown>, events: Record
   for (const t of eventTimes) for (const w of windows) if (t + w + 1 > now && t + w + 1 <= horizon) instants.add(t + w + 1);
   for (let d = (Math.floor(now / DAY_MS) + 1) * DAY_MS; d <= horizon; d += DAY_MS) instants.add(d);
   const holds = compiledPredicate(query);
+  const cpu0 = threadCpuMs();
+  let tried = 0;
   for (const t of [...instants].sort((a, b) => a - b).slice(0, EXPLAIN_MAX_EXIT_CHECKS)) {
     if (!holds({ profile, events, now: t })) return t;
+    if (++tried % 8 === 0 && threadCpuMs() - cpu0 > EXPLAIN_EXIT_SEARCH_CPU_MS) return null;
   }
   return null;
 }
