@@ -3,7 +3,7 @@
  *
  *   npm run bench:batch -- [--profiles 1000000] [--events 10000000] [--db bench/.data/batch.db]
  *                          [--reuse] [--load-only] [--load-in-process] [--backend columnar|sql|js] [--chunk 2000] [--changes 10000]
- *                          [--explain] [--build-only] [--build-store worker|direct]
+ *                          [--explain] [--build-only] [--build-store worker|direct] [--memory-trace]
  *
  * 1. loads demo profiles and events into an embedded profile store (skipped with --reuse), in a
  *    child process (this file with --load-only): the loader plays the ingestion clients, so the
@@ -32,6 +32,7 @@
  *    (loading the snapshot file + refresh + evaluation + persisting), against the first build.
  * The snapshot cache keeps its files in `snapshots/` beside the database (emptied at start).
  * --build-only (with --reuse): only step 3, its time, CPU and peak RSS against #42's targets.
+ * --memory-trace: the main thread's RSS, heap and array buffers every 10 s of the build.
  * --explain prints, after each job, the 15 slowest definitions (columnar back end) with their
  * text, time and whether they ran over columns or partly on rows (and why).
  * Writes only under bench/.data (or --db).
@@ -71,6 +72,8 @@ const { values: args } = parseArgs({
     "load-only": { type: "boolean", default: false },
     // Only the snapshot build (#42's target ≤ 120 s, peak RSS ≤ 3 GB): with --reuse, no job after it.
     "build-only": { type: "boolean", default: false },
+    // Prints the main thread's memory (RSS, heap, array buffers) every 10 s while the snapshot builds.
+    "memory-trace": { type: "boolean", default: false },
     "build-store": { type: "string", default: "worker" },
     explain: { type: "boolean", default: false },
   },
@@ -426,7 +429,15 @@ async function main(): Promise<void> {
     const cpu0 = process.cpuUsage();
     // The server's store (openProfileStore): the scan runs in the worker thread, a chunk ahead.
     const reader = args["build-store"] === "direct" ? store : new WorkerProfileStore({ path: file, synchronous: "normal", cacheMiB: 1024 });
+    const mb = (n: number) => `${(n / 1024 ** 2).toFixed(0)} MB`;
+    const trace = args["memory-trace"]
+      ? setInterval(() => {
+        const m = process.memoryUsage();
+        console.log(`  ${s(performance.now() - tb)}: RSS ${mb(m.rss)}, heap ${mb(m.heapUsed)} of ${mb(m.heapTotal)}, array buffers ${mb(m.arrayBuffers)} (external ${mb(m.external)})`);
+      }, 10_000)
+      : null;
     const snap = await cache.get(reader, SCOPE, POLICY, { events: true, chunkSize: chunk });
+    if (trace !== null) clearInterval(trace);
     if (reader !== store) await reader.close();
     buildMs = performance.now() - tb;
     if (args["build-only"]) {

@@ -2,7 +2,7 @@
  * Packed string lists for the columnar tables (table.ts): the texts of a column whose values are
  * mostly distinct.
  */
-import { sharedCopy } from "./shared-arrays.js";
+import { growShared, sharedCopy } from "./shared-arrays.js";
 
 /** A character above U+00FF (a UTF-16 unit no Latin-1 byte holds). */
 export const WIDE = /[\u0100-\uffff]/;
@@ -25,24 +25,15 @@ export class PackedStrings {
 
   push(s: string): number {
     const i = this.length++;
-    if (i >= this.ends.length) {
-      const e = new Uint32Array(this.ends.length * 2);
-      e.set(this.ends);
-      this.ends = e;
-    }
+    if (i >= this.ends.length) this.ends = growShared(this.ends, i + 1);
     const n = s.length;
-    if (this.used + n > this.bytes.length) {
-      let cap = this.bytes.length * 2;
-      while (cap < this.used + n) cap *= 2;
-      const b = new Uint8Array(cap);
-      b.set(this.bytes.subarray(0, this.used));
-      this.bytes = b;
-    }
+    // Grown in place once large (growShared): trim() then copies nothing.
+    if (this.used + n > this.bytes.length) this.bytes = growShared(this.bytes, this.used + n);
     const at = this.used;
     if (!WIDE.test(s) && at + n <= 0xffff_ffff) {
       // Every character fits a byte: written natively (a JS loop over the characters cost more than a dictionary insert).
       if (n > 0) {
-        if (this.writer === null || this.writer.buffer !== this.bytes.buffer) this.writer = Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.bytes.length);
+        if (this.writer === null || this.writer.buffer !== this.bytes.buffer || this.writer.length !== this.bytes.length) this.writer = Buffer.from(this.bytes.buffer, this.bytes.byteOffset, this.bytes.length);
         this.writer.write(s, at, n, "latin1");
       }
       this.used += n;

@@ -21,7 +21,7 @@ import type { IdentityGraph, ProfileChanges, ProfileReads, ScannedProfile } from
 import type { MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { parseTimestamp } from "@segmentd/pql";
 import type { Column, ColumnarData, ColumnarTable } from "./layout.js";
-import { sharedArray, sharedCopy } from "./shared-arrays.js";
+import { growShared, sharedArray, sharedCopy } from "./shared-arrays.js";
 import { StoredTable, TableBuilder } from "./table.js";
 
 const UPS = "segmentMembership.ups";
@@ -34,13 +34,9 @@ export function eventTimeOf(body: Record<string, unknown>): number {
   return NaN;
 }
 
-function grow<T extends Uint32Array | Int32Array | Uint8Array | Uint16Array | Float64Array>(a: T, need: number, make: (n: number) => T): T {
-  if (need <= a.length) return a;
-  let cap = Math.max(64, a.length * 2);
-  while (cap < need) cap *= 2;
-  const b = make(cap);
-  b.set(a);
-  return b;
+/** Grown in place once large (growShared): finish() then copies nothing. */
+function grow<T extends Uint32Array | Int32Array | Uint8Array | Uint16Array | Float64Array>(a: T, need: number): T {
+  return growShared(a, need);
 }
 
 /** Builds one part from scanned entries (entries of one profile consecutive). */
@@ -73,16 +69,16 @@ export class PartBuilder {
     const row = this.rows++;
     if (entry.profileId !== this.last) {
       const o = this.profileIds.length;
-      this.ordinalStart = grow(this.ordinalStart, o + 2, (n) => new Uint32Array(n));
+      this.ordinalStart = grow(this.ordinalStart, o + 2);
       this.ordinalStart[o] = row;
       this.profileIds.push(entry.profileId);
       this.last = entry.profileId;
     }
-    this.rowOrdinal = grow(this.rowOrdinal, row + 1, (n) => new Int32Array(n));
+    this.rowOrdinal = grow(this.rowOrdinal, row + 1);
     this.rowOrdinal[row] = this.profileIds.length - 1;
-    this.optedOut = grow(this.optedOut, row + 1, (n) => new Uint8Array(n));
+    this.optedOut = grow(this.optedOut, row + 1);
     this.optedOut[row] = entry.optedOut ? 1 : 0;
-    this.nsStart = grow(this.nsStart, row + 2, (n) => new Uint32Array(n));
+    this.nsStart = grow(this.nsStart, row + 2);
     this.nsStart[row] = this.nsCount;
     this.identityText.push(entry.identities.map((i) => `${i.namespace}:${i.id}`).join("\n"));
     const seen = new Set<number>();
@@ -95,11 +91,11 @@ export class PartBuilder {
       }
       if (seen.has(c)) continue;
       seen.add(c);
-      this.nsCodes = grow(this.nsCodes, this.nsCount + 1, (n) => new Uint16Array(n));
+      this.nsCodes = grow(this.nsCodes, this.nsCount + 1);
       this.nsCodes[this.nsCount++] = c;
     }
     this.nsStart[row + 1] = this.nsCount;
-    this.eventStart = grow(this.eventStart, row + 2, (n) => new Uint32Array(n));
+    this.eventStart = grow(this.eventStart, row + 2);
     this.eventStart[row] = this.events.length;
     const evs = entry.events;
     const times = evs.map((e) => eventTimeOf(e.body));
@@ -125,7 +121,7 @@ export class PartBuilder {
       const r = this.events.length;
       // Every row's time is written below (NaN when it has none), so the capacity needs no fill:
       // filling it would touch up to twice the column's memory while building.
-      this.eventTime = grow(this.eventTime, r + 1, (n) => new Float64Array(n));
+      this.eventTime = grow(this.eventTime, r + 1);
       this.eventTime[r] = times[k]!;
       this.events.add(evs[k]!.body);
     }
@@ -136,7 +132,7 @@ export class PartBuilder {
   finish(): SnapshotPart {
     const rows = this.rows;
     const ordinals = this.profileIds.length;
-    this.ordinalStart = grow(this.ordinalStart, ordinals + 1, (n) => new Uint32Array(n));
+    this.ordinalStart = grow(this.ordinalStart, ordinals + 1);
     this.ordinalStart[ordinals] = rows;
     const eventRows = this.events.length;
     // On shared memory (the evaluation pool's workers read the part in place); the copies are the slices this always made.

@@ -15,7 +15,7 @@
  */
 import type { Column, ColumnarTable } from "./layout.js";
 import { PackedStrings, textAt, type Texts } from "./packed-strings.js";
-import { sharedArray, sharedCopy } from "./shared-arrays.js";
+import { growShared, isGrowable, sharedArray, sharedCopy, type TypedCtor } from "./shared-arrays.js";
 
 const MIN_CAPACITY = 64;
 /**
@@ -74,24 +74,10 @@ class ColumnBuilder {
   private reserve(): void {
     if (this.count < this.cap) return;
     const cap = Math.max(MIN_CAPACITY, this.cap * 2);
-    if (!this.implicitRows) {
-      const rows = new Uint32Array(cap);
-      rows.set(this.rows);
-      this.rows = rows;
-    }
-    if (this.kind === "number") {
-      const a = new Float64Array(cap);
-      a.set(this.num);
-      this.num = a;
-    } else if (this.kind === "boolean") {
-      const a = new Int8Array(cap);
-      a.set(this.bool);
-      this.bool = a;
-    } else {
-      const a = new Int32Array(cap);
-      a.set(this.codes);
-      this.codes = a;
-    }
+    if (!this.implicitRows) this.rows = growShared(this.rows, cap);
+    if (this.kind === "number") this.num = growShared(this.num, cap);
+    else if (this.kind === "boolean") this.bool = growShared(this.bool, cap);
+    else this.codes = growShared(this.codes, cap);
     this.cap = cap;
   }
 
@@ -259,18 +245,25 @@ export interface SparseColumn {
  * the values sit on rows 0 … onFirstRows − 1 and `s.rows` is empty (copied in one call).
  */
 function densify(s: SparseColumn, length: number, onFirstRows = -1): Exclude<StoredColumn, SparseColumn> {
-  const place = <T extends Float64Array | Int8Array | Int32Array>(values: T): T => {
-    if (onFirstRows >= 0) values.set(s.values.subarray(0, onFirstRows));
-    else for (let k = 0; k < s.rows.length; k++) values[s.rows[k]!] = s.values[k]!;
-    return values;
+  const place = <T extends Float64Array | Int8Array | Int32Array>(C: TypedCtor<T>, empty: number): T => {
+    if (onFirstRows >= 0 && isGrowable(s.values)) {
+      // The builder's own array, extended in place to every row (no copy of a large column).
+      const a = growShared(s.values as T, length) as T;
+      a.fill(empty, onFirstRows, length);
+      return sharedCopy(a, length);
+    }
+    const out = sharedArray(C, length).fill(empty);
+    if (onFirstRows >= 0) out.set(s.values.subarray(0, onFirstRows));
+    else for (let k = 0; k < s.rows.length; k++) out[s.rows[k]!] = s.values[k]!;
+    return out as T;
   };
   switch (s.of) {
     case "number":
-      return { kind: "number", values: place(sharedArray(Float64Array, length).fill(NaN)) };
+      return { kind: "number", values: place(Float64Array, NaN) };
     case "boolean":
-      return { kind: "boolean", values: place(sharedArray(Int8Array, length).fill(-1)) };
+      return { kind: "boolean", values: place(Int8Array, -1) };
     default: {
-      const codes = place(sharedArray(Int32Array, length).fill(-1));
+      const codes = place(Int32Array, -1);
       if (s.of === "string") return { kind: "string", codes, dict: s.texts as readonly string[] };
       if (s.of === "json") return { kind: "json", codes, texts: s.texts };
       return { kind: "strings", codes, texts: s.texts };
