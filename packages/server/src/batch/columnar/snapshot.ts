@@ -34,10 +34,6 @@ export function eventTimeOf(body: Record<string, unknown>): number {
   return NaN;
 }
 
-/** Grown in place once large (growShared): finish() then copies nothing. */
-function grow<T extends Uint32Array | Int32Array | Uint8Array | Uint16Array | Float64Array>(a: T, need: number): T {
-  return growShared(a, need);
-}
 
 /** Builds one part from scanned entries (entries of one profile consecutive). */
 export class PartBuilder {
@@ -69,16 +65,16 @@ export class PartBuilder {
     const row = this.rows++;
     if (entry.profileId !== this.last) {
       const o = this.profileIds.length;
-      this.ordinalStart = grow(this.ordinalStart, o + 2);
+      this.ordinalStart = growShared(this.ordinalStart, o + 2);
       this.ordinalStart[o] = row;
       this.profileIds.push(entry.profileId);
       this.last = entry.profileId;
     }
-    this.rowOrdinal = grow(this.rowOrdinal, row + 1);
+    this.rowOrdinal = growShared(this.rowOrdinal, row + 1);
     this.rowOrdinal[row] = this.profileIds.length - 1;
-    this.optedOut = grow(this.optedOut, row + 1);
+    this.optedOut = growShared(this.optedOut, row + 1);
     this.optedOut[row] = entry.optedOut ? 1 : 0;
-    this.nsStart = grow(this.nsStart, row + 2);
+    this.nsStart = growShared(this.nsStart, row + 2);
     this.nsStart[row] = this.nsCount;
     this.identityText.push(entry.identities.map((i) => `${i.namespace}:${i.id}`).join("\n"));
     const seen = new Set<number>();
@@ -91,11 +87,11 @@ export class PartBuilder {
       }
       if (seen.has(c)) continue;
       seen.add(c);
-      this.nsCodes = grow(this.nsCodes, this.nsCount + 1);
+      this.nsCodes = growShared(this.nsCodes, this.nsCount + 1);
       this.nsCodes[this.nsCount++] = c;
     }
     this.nsStart[row + 1] = this.nsCount;
-    this.eventStart = grow(this.eventStart, row + 2);
+    this.eventStart = growShared(this.eventStart, row + 2);
     this.eventStart[row] = this.events.length;
     const evs = entry.events;
     const times = evs.map((e) => eventTimeOf(e.body));
@@ -121,7 +117,7 @@ export class PartBuilder {
       const r = this.events.length;
       // Every row's time is written below (NaN when it has none), so the capacity needs no fill:
       // filling it would touch up to twice the column's memory while building.
-      this.eventTime = grow(this.eventTime, r + 1);
+      this.eventTime = growShared(this.eventTime, r + 1);
       this.eventTime[r] = times[k]!;
       this.events.add(evs[k]!.body);
     }
@@ -132,7 +128,7 @@ export class PartBuilder {
   finish(): SnapshotPart {
     const rows = this.rows;
     const ordinals = this.profileIds.length;
-    this.ordinalStart = grow(this.ordinalStart, ordinals + 1);
+    this.ordinalStart = growShared(this.ordinalStart, ordinals + 1);
     this.ordinalStart[ordinals] = rows;
     const eventRows = this.events.length;
     // On shared memory (the evaluation pool's workers read the part in place); the copies are the slices this always made.
