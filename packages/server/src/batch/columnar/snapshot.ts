@@ -34,7 +34,6 @@ export function eventTimeOf(body: Record<string, unknown>): number {
   return NaN;
 }
 
-
 /** Builds one part from scanned entries (entries of one profile consecutive). */
 export class PartBuilder {
   private eventTime = new Float64Array(1024);

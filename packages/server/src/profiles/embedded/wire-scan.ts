@@ -5,8 +5,8 @@
 // as objects, every event's parsed body crossed the thread property by property and the whole
 // build through the worker took 202 s and 304 s of CPU against 162 s in one thread (bench:batch
 // --build-only, 1M/10M). As their stored JSON text (with its ids, UTF-8 bytes in one array) an
-// event is a few bytes to copy and one JSON.parse on the caller's thread, so the worker reads the next chunk while the caller parses
-// and builds this one. The worker checks such a text without parsing it (servableText); one that
+// event is a few bytes to copy and one JSON.parse on the caller's thread, so the worker reads the
+// next chunk while the caller parses and builds this one. The worker checks such a text without parsing it (servableText); one that
 // then fails to parse comes back to the worker (UnreadableEvent) to be quarantined as any read
 // would quarantine it, and is skipped (under identityGraph none, an identity known only from such
 // an event then remains as an entry without events, where a direct read has no entry).
