@@ -251,6 +251,29 @@ describe("snapshot lookups and caching", () => {
     }
   });
 
+  it("counts a run of equal rows once: a profile's events repeating its identityMap pack, a few values repeating across profiles stay a dictionary", () => {
+    const b = new PartBuilder({ rawStringsAfter: 4 });
+    const expected: Array<{ ECID: unknown; page: string; kind: string }> = [];
+    for (let p = 0; p < 30; p++) {
+      const ECID = [{ id: `ecid-${p}`, primary: true }];
+      const events = Array.from({ length: 6 }, (_, k) => ({ n: k, identityMap: { ECID }, page: `page-of-${p}`, kind: k % 2 === 0 ? "view" : "click" }));
+      b.add(entry(String(p + 1), { a: p }, events));
+      for (const e of events) expected.push({ ECID, page: e.page, kind: e.kind });
+    }
+    const part = b.finish();
+    const ecid = part.events.stored("identityMap.ECID");
+    assert.ok(ecid !== undefined && ecid.kind === "json" && ecid.texts instanceof PackedStrings, `30 runs of 6 equal texts: packed (${ecid?.kind})`);
+    assert.equal(ecid.texts.length, 30, "a text per run, not per row");
+    const page = part.events.stored("page");
+    assert.ok(page !== undefined && page.kind === "strings", `a string per profile: packed (${page?.kind})`);
+    const kind = part.events.stored("kind");
+    assert.ok(kind !== undefined && kind.kind === "string", `two values alternating: a dictionary (${kind?.kind})`);
+    const data = part.data();
+    assert.deepEqual(expected.map((_, r) => (data.event(r)["identityMap"] as { ECID: unknown }).ECID), expected.map((e) => e.ECID));
+    assert.deepEqual(values(data.events.column("page"), expected.length), expected.map((e) => e.page));
+    assert.deepEqual(values(data.events.column("kind"), expected.length), expected.map((e) => e.kind));
+  });
+
   it("scans in small chunks whatever the job's chunk size (less promoted garbage while building)", async () => {
     const ts = openTestStore();
     try {

@@ -130,13 +130,16 @@ describe("snapshot file format", () => {
           { eventType: "buy", timestamp: "2026-11-19T10:00:00Z", value: "x\ud800y" },
         ], ids));
         b.add(entry("1", { person: { age: 31 } }, [], [ids[1]!]));
-        b.add(entry("2", { person: { age: null, name: "bob", vip: false }, mixed: "one", lone: "\udc00", rare: 2.5 }, [{ eventType: "view", timestamp: "not a time" }], [{ namespace: "ecid", id: "E2" }], true));
+        b.add(entry("2", { person: { age: null, name: "bob", vip: false }, mixed: "one", lone: "\udc00", rare: 2.5 }, [{ eventType: "view", timestamp: "not a time" }], [{ namespace: "ecid", id: "E2-日本😀" }], true));
         for (let i = 3; i < 12; i++) {
           b.add(entry(String(i), { person: { age: i }, flag: i % 2 === 0, city: i % 3 === 0 ? "Köln" : "Paris", m: i % 2 === 0 ? [i] : "x" }, [
             { eventType: "click", timestamp: new Date(NOW - i * 60_000).toISOString() },
           ], [{ namespace: "ecid", id: `E${i}` }]));
         }
+        // An entry without identities: its identity text is empty.
+        b.add(entry("12", { person: { age: 12 } }, [], []));
         const part = b.finish();
+        assert.deepEqual([part.identitiesOf(0), part.identitiesOf(2), part.identitiesOf(part.rows - 1)], [["ecid:E1", "email:a@x.com"], ["ecid:E2-日本😀"], []]);
         const file = path.join(dir, `p-${raw}.snapshot`);
         const bytes = await writeSnapshotFile(file, { key: "k", store: null, version: 42, withEvents: true, policy: PDG }, part);
         assert.equal(bytes, statSync(file).size);

@@ -84,7 +84,8 @@ interface PartRef {
   nsStart: TypedRef;
   nsCodes: TypedRef;
   namespaces: ListRef;
-  identityText: ListRef;
+  /** A list in files written before identity texts were packed. */
+  identityText: ListRef | TextsRef;
 }
 
 /** What a file says about itself besides the arrays. */
@@ -242,7 +243,7 @@ class Plan {
       nsStart: this.array(a.nsStart),
       nsCodes: this.array(a.nsCodes),
       namespaces: this.list(a.namespaces),
-      identityText: this.list(a.identityText),
+      identityText: this.texts(a.identityText),
     };
   }
 }
@@ -498,8 +499,10 @@ export async function readSnapshotPart(f: OpenSnapshotFile): Promise<SnapshotPar
 
 /** Every list ref of a part, in file order. */
 function collectLists(p: PartRef): ListRef[] {
-  const out: ListRef[] = [p.profileIds, p.namespaces, p.identityText];
+  const out: ListRef[] = [p.profileIds, p.namespaces];
   const texts = (t: TextsRef) => out.push("list" in t ? t.list : t.packed.wide);
+  if (isTextsRef(p.identityText)) texts(p.identityText);
+  else out.push(p.identityText);
   for (const t of [p.profiles, p.events]) {
     out.push(t.odd);
     for (const [, c] of t.cols) {
@@ -629,7 +632,7 @@ class Reader {
       nsStart: this.typed(p.nsStart, "u32"),
       nsCodes: this.typed(p.nsCodes, "u16"),
       namespaces: this.list(p.namespaces),
-      identityText: this.list(p.identityText),
+      identityText: isTextsRef(p.identityText) ? this.texts(p.identityText) : this.list(p.identityText),
     });
   }
 }
@@ -665,7 +668,7 @@ export function describeSharedPart(p: SnapshotPart): SharedPartDescriptor {
     return { t: kindOf(s), b, o: s.byteOffset, n: s.length };
   };
   const a = p.arrays();
-  const plan = new Plan(place, new Set([a.profileIds, a.identityText]));
+  const plan = new Plan(place, new Set(a.identityText instanceof PackedStrings ? [a.profileIds] : [a.profileIds, a.identityText]));
   const part = plan.part(p);
   return { buffers, part, lists: plan.lists.map((l) => l.texts as string[]), copiedBytes };
 }

@@ -63,6 +63,10 @@ class ColumnBuilder {
   /** A string or JSON column that stopped de-duplicating (see RAW_STRINGS_AFTER): its values, codes index them. */
   raw = false;
   packed: PackedStrings | null = null;
+  /** Values that differ from the previous row's (string and JSON columns). */
+  private runs = 0;
+  private lastText: string | null = null;
+  private lastCode = -1;
 
   constructor(
     kind: Kind,
@@ -126,33 +130,41 @@ class ColumnBuilder {
       this.putRow(row);
       this.num[this.count++] = v as number;
     } else if (this.kind === "string" && t === "string") {
-      let c: number;
-      if (this.packed !== null) {
-        c = this.packed.push(v as string);
-      } else {
-        c = this.code(v as string);
-        this.packIfDistinct();
-      }
-      this.push(row, c);
+      this.push(row, this.textCode(v as string));
     } else if (this.kind === "boolean" && t === "boolean") {
       this.reserve();
       this.putRow(row);
       this.bool[this.count++] = v ? 1 : 0;
     } else {
       if (this.kind !== "json") this.toJson();
-      const text = JSON.stringify(v);
-      if (this.packed !== null) this.push(row, this.packed.push(text));
-      else {
-        const c = this.code(text);
-        this.packIfDistinct();
-        this.push(row, c);
-      }
+      this.push(row, this.textCode(JSON.stringify(v)));
     }
   }
 
-  /** Mostly distinct values (see RAW_STRINGS_AFTER): the dictionary's list becomes the packed list, in order (codes so far index it). */
+  /**
+   * The code of a string or JSON text: the previous row's when equal (a profile's events repeat
+   * their identityMap), else the dictionary's, or a new entry of the packed list.
+   */
+  private textCode(text: string): number {
+    if (text === this.lastText) return this.lastCode;
+    this.runs++;
+    let c: number;
+    if (this.packed !== null) c = this.packed.push(text);
+    else {
+      c = this.code(text);
+      this.packIfDistinct();
+    }
+    this.lastText = text;
+    this.lastCode = c;
+    return c;
+  }
+
+  /**
+   * Mostly distinct values, once runs of equal rows count as one (see RAW_STRINGS_AFTER): the
+   * dictionary's list becomes the packed list, in order (codes so far index it).
+   */
   private packIfDistinct(): void {
-    if (this.dictList.length < this.rawAfter || this.dictList.length * 2 <= this.count + 1) return;
+    if (this.dictList.length < this.rawAfter || this.dictList.length * 2 <= this.runs) return;
     this.raw = true;
     this.dict.clear();
     this.packed = new PackedStrings();
@@ -197,6 +209,10 @@ class ColumnBuilder {
       this.push(oldRows[k]!, this.code(texts[k]!));
     }
     while (j < nulls.length) this.push(nulls[j++]!, this.code("null"));
+    // Codes of the JSON texts now: nothing to repeat; every row counts as a run (an upper bound).
+    this.lastText = null;
+    this.lastCode = -1;
+    this.runs = this.count;
   }
 
   finish(length: number): StoredColumn {
