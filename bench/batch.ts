@@ -406,7 +406,7 @@ async function main(): Promise<void> {
     if (child.status !== 0) throw new Error(`the loader process failed (status ${child.status}, signal ${child.signal})`);
     console.log(`loader process done in ${s(performance.now() - started)}`);
   }
-  const store = new EmbeddedProfileStore({ path: file, synchronous: "normal", cacheMiB: 1024 });
+  let store = new EmbeddedProfileStore({ path: file, synchronous: "normal", cacheMiB: 1024 });
   if (!args.reuse && (args["load-only"] || args["load-in-process"])) await load(store, profiles, events);
   if (args["load-only"]) {
     await store.close();
@@ -438,6 +438,7 @@ async function main(): Promise<void> {
       : null;
     const snap = await cache.get(reader, SCOPE, POLICY, { events: true, chunkSize: chunk });
     if (trace !== null) clearInterval(trace);
+    const from = reader.changesSince(SCOPE, null).version;
     if (reader !== store) await reader.close();
     buildMs = performance.now() - tb;
     if (args["build-only"]) {
@@ -449,6 +450,13 @@ async function main(): Promise<void> {
       await fileWritten(cache, "in the background after the build");
       await store.close();
       return;
+    }
+    if (reader !== store) {
+      // The jobs run on this thread's store, reopened to go on from the worker's change-feed
+      // versions (as a restarted worker does): opened before the worker, it answered the
+      // snapshot's version as unknown, and job 1 rebuilt the snapshot (143 s, two snapshots held).
+      await store.close();
+      store = new EmbeddedProfileStore({ path: file, synchronous: "normal", cacheMiB: 1024, feedVersionFrom: from });
     }
     console.log(`snapshot: ${snap.profileCount} profiles, ${snap.base.events.length} events built in ${s(buildMs)} (once; resident between jobs); RSS ${gb(process.memoryUsage().rss)}, peak so far ${gb(process.resourceUsage().maxRSS * 1024)}`);
     // The rest of RSS is mostly SQLite's page cache (up to cacheMiB) and freed-but-kept pages.
