@@ -19,11 +19,11 @@ import { growShared, isGrowable, sharedArray, sharedCopy, type TypedCtor } from 
 
 const MIN_CAPACITY = 64;
 /**
- * A string column with at least this many distinct values, more than one row in two, stops
- * de-duplicating (events' `_id`, order ids): the dictionary's hash map would cost more than the
- * strings. Its codes then index a list with possible repeats; the proper dictionary column is
- * built on first use. A mixed (JSON) column does the same (an identityMap distinct on every
- * event: its texts packed, no dictionary).
+ * A string column with at least this many distinct values, more than one run of equal rows in
+ * two, stops de-duplicating (events' `_id`, order ids): the dictionary's hash map would cost more
+ * than the strings. Its codes then index a list with possible repeats; the proper dictionary
+ * column is built on first use. A mixed (JSON) column does the same (events' identityMap, the
+ * same on a profile's every event: a text per profile packed, no dictionary).
  */
 const RAW_STRINGS_AFTER = 1 << 18;
 
