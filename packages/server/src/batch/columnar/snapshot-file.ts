@@ -641,8 +641,9 @@ class Reader {
  * A part as another thread rebuilds it (the evaluation pool, batch/pool/): the file's listing of
  * every array, each named by (buffer, byte offset, length) on the shared memory it lives on, and
  * the string lists by value. Arrays not on shared memory yet (row lists kept as numbers, a part
- * built before) are copied there once (`copiedBytes`). Profile ids and identity texts are left
- * out: evaluation never reads them.
+ * built before) are copied there once (`copiedBytes`). Profile ids and identity texts kept as a
+ * list are left out: evaluation never reads them (packed identity texts go as the shared arrays
+ * they already are, nothing copied).
  */
 export interface SharedPartDescriptor {
   buffers: SharedArrayBuffer[];
