@@ -301,7 +301,7 @@ async function main(): Promise<void> {
     metadata: counted("metadata", metadata, true), profiles: counted("profiles", store), repo: counted("repo", repo), clock, snapshots, ...chunk,
     tenantOf: (sc) => tenants.resolve(sc.orgId, sc.sandboxName),
     limits: (sc) => tenants.resolve(sc.orgId, sc.sandboxName)?.limits,
-    live: { holdIdle: streaming.engine.holdIdle.bind(streaming.engine), recheck: streaming.engine.recheck.bind(streaming.engine) },
+    live: { settled: streaming.engine.settled.bind(streaming.engine), holdIdle: streaming.engine.holdIdle.bind(streaming.engine), recheck: streaming.engine.recheck.bind(streaming.engine) },
     onFinished: (v) => {
       const w = waiters.get(v.definitionId);
       waiters.delete(v.definitionId);

@@ -81,6 +81,8 @@ export interface StreamingFeed {
   /** Memberships awaiting a sweep re-check, profile states held (0 where nothing is held). */
   readonly scheduled: number;
   readonly cachedStates: number;
+  /** In process only (StreamingEngine.settled): the evaluations of a sandbox queued or running now, finished. */
+  settled?(tenant: TenantContext): Promise<void>;
   /** In process only (StreamingEngine.holdIdle): another writer's changes fenced against the engine. */
   holdIdle?(tenant: TenantContext, profileIds: readonly string[], write: HeldWrite): Promise<{ busy: string[] }>;
   /** In process only (StreamingEngine.recheck): realized memberships another writer wrote, for the sweep to re-check. */
@@ -412,6 +414,15 @@ export class StreamingEngine implements StreamingFeed {
       hold.release();
     }
     return { busy };
+  }
+
+  /**
+   * Resolves once the evaluations of the sandbox's profiles queued or running now have finished,
+   * their writes included (not those queued after: each of those reads the catalog when its slot
+   * is its own). A backfill calls it after a definition change, before its fence.
+   */
+  async settled(tenant: TenantContext): Promise<void> {
+    await this.queue.settled(`${tenantKey(tenant)}\u0000`);
   }
 
   /** Turn closed windows into exits. Resolves with the transitions written. */

@@ -58,6 +58,13 @@ export class KeyedQueue {
     return this.tails.has(key);
   }
 
+  /** Resolves when the tasks of the keys starting with `prefix` queued now have finished (not those queued later). */
+  async settled(prefix: string): Promise<void> {
+    const now: Promise<unknown>[] = [];
+    for (const [k, tail] of this.tails) if (k.startsWith(prefix)) now.push(tail);
+    await Promise.all(now);
+  }
+
   /** Resolves when every queued task has finished. */
   async idle(): Promise<void> {
     while (this.tails.size > 0) await Promise.all([...this.tails.values()]);

@@ -54,6 +54,7 @@ test("a windowed definition's backfill: a profile whose event left the window si
   let held = 0;
   const engine = streaming.engine;
   const live: LiveGate = {
+    settled: engine.settled.bind(engine),
     holdIdle: (t, profileIds, write) => {
       if (held++ === 0) clock.advance(20 * MINUTE);
       return engine.holdIdle(t, profileIds, write);

@@ -33,3 +33,25 @@ describe("keyed queue holds", () => {
     assert.deepEqual(q.hold(["a", "b", "c", "d"]).busy, [], "nothing held or running any more");
   });
 });
+
+describe("keyed queue settled", () => {
+  it("waits for the tasks of its prefix queued when called, not for later ones nor other prefixes", async () => {
+    const q = new KeyedQueue();
+    const finish = new Map<string, () => void>();
+    const task = (k: string) => q.run(k, () => new Promise<void>((r) => finish.set(k, r)));
+    void task("t1\u0000a");
+    void task("t2\u0000a");
+    let settled = false;
+    const s = q.settled("t1\u0000").then(() => (settled = true));
+    void task("t1\u0000b");
+    await tick();
+    finish.get("t2\u0000a")!();
+    await tick();
+    assert.equal(settled, false, "t1's task queued before is still running");
+    finish.get("t1\u0000a")!();
+    await s;
+    assert.equal(settled, true, "the task queued later (t1 b) is not waited for");
+    finish.get("t1\u0000b")!();
+    await q.idle();
+  });
+});

@@ -6,7 +6,9 @@
  *
  * One run, per definition:
  * 1. The live engine has the new version first: the runner follows the definition catalog
- *    (streaming/definition-catalog.ts `follow`), which calls it after dropping its cached set.
+ *    (streaming/definition-catalog.ts `follow`), which calls it after dropping its cached set,
+ *    and waits until the evaluations that may have taken the previous set have committed
+ *    (LiveGate.settled): one committing after step 3 read the stored statuses would stand.
  * 2. The fence F: the change feed's version, read before the evaluation.
  * 3. The definition runs as a batch job runs it (evaluateJob over the resident snapshot, refreshed
  *    through at least F; in the evaluation pool when there is one), against the stored statuses:
@@ -386,6 +388,10 @@ export class BackfillRunner {
     await partitioned?.switchTo({ tenant, definitionId, version: d.updateTime, isCancelled: isSuperseded });
     check();
 
+    // In process: the engine's evaluations that may hold the previous version commit first (LiveGate.settled).
+    if (partitioned === undefined) await this.o.live?.settled(tenant);
+    check();
+
     // 2. The fence, read before the snapshot is refreshed: the snapshot holds everything through it.
     await profiles.changesReady?.();
     const fence = (await profiles.changesSince(scope, null)).version;
@@ -515,7 +521,7 @@ export class BackfillRunner {
       return written;
     };
     const project = (await this.readOnEdge(scope, rec)) ? this.o.project : undefined;
-    const gate: LiveGate = this.o.live ?? { holdIdle: async (_t, ids, write) => { await write(ids, async () => null); return { busy: [] }; } };
+    const gate: LiveGate = this.o.live ?? { settled: async () => {}, holdIdle: async (_t, ids, write) => { await write(ids, async () => null); return { busy: [] }; } };
     const chunk = this.o.chunkSize ?? DEFAULT_CHUNK;
     /** Wall time of the last progress write (performance.now()). */
     let progressAt = Number.NEGATIVE_INFINITY;

@@ -63,6 +63,13 @@ export type Verdict = (profileId: string, definitionId: string) => Promise<boole
  * held profiles runs, and what it wrote is applied to the engine's cached states afterwards.
  */
 export interface LiveGate {
+  /**
+   * Resolves once every evaluation of the sandbox's profiles queued or running when called has
+   * finished, its writes included. Called after the catalog took the new version and before the
+   * fence: an evaluation that took the previous version could otherwise commit after the
+   * evaluation read the stored statuses, and its membership would never be corrected.
+   */
+  settled(tenant: TenantContext): Promise<void>;
   holdIdle(tenant: TenantContext, profileIds: readonly string[], write: (held: readonly string[], verdict: Verdict) => Promise<readonly MembershipChange[]>): Promise<{ busy: string[] }>;
   /**
    * Realized memberships of a windowed definition the backfill wrote, for the engine's sweep to

@@ -106,8 +106,8 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
   // fences them (holdIdle); on a hub whose workers evaluate, the workers write them (streaming.backfill).
   const streaming = app.streaming;
   const engine = streaming?.engine;
-  const live: LiveGate | undefined = engine?.holdIdle === undefined ? undefined
-    : { holdIdle: engine.holdIdle.bind(engine), ...(engine.recheck === undefined ? {} : { recheck: engine.recheck.bind(engine) }) };
+  const live: LiveGate | undefined = engine?.holdIdle === undefined || engine.settled === undefined ? undefined
+    : { settled: engine.settled.bind(engine), holdIdle: engine.holdIdle.bind(engine), ...(engine.recheck === undefined ? {} : { recheck: engine.recheck.bind(engine) }) };
   const partitioned: PartitionedBackfill | undefined = streaming?.backfill;
   const backfills: BackfillRunner = new BackfillRunner({
     metadata, profiles, repo, clock, snapshots, limits, logger,
