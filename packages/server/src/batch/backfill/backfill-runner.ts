@@ -13,7 +13,8 @@
  * 3. The definition runs as a batch job runs it (evaluateJob over the resident snapshot, refreshed
  *    through at least F; in the evaluation pool when there is one), against the stored statuses:
  *    the net change.
- * 4. The net change is written in chunks, each while the live engine holds none of the chunk's
+ * 4. The net change is written in chunks, two at a time (one decided here while the other is
+ *    written on the store's thread), each while the live engine holds none of the chunk's
  *    profiles (LiveGate.holdIdle): a profile whose data changed after F is decided by the engine's
  *    own verdict on its current state instead of the snapshot's, and so is one of a windowed
  *    definition whose events left a window (or a UTC midnight passed) since the evaluation: the
@@ -66,6 +67,8 @@ import type { BackfillReason, BackfillStore, BackfillView, LiveGate, Partitioned
 const KIND = "backfill" as const;
 /** Changes per write (and profiles held from the live engine at once). */
 const DEFAULT_CHUNK = 2_000;
+/** Chunks being decided or written at once (one decided here while the other is written on the store's thread). */
+const CHUNKS_IN_FLIGHT = 2;
 /** Engine verdicts (state loads) in flight at once, for the profiles the snapshot cannot decide. */
 const VERDICTS_AT_ONCE = 8;
 /** Minimum interval between progress writes of the stored state (ms). */
@@ -404,27 +407,38 @@ export class BackfillRunner {
     const evaluate = (at: number) => evaluateJob(profiles, scope, [def], { now: at, snapshots: this.o.snapshots, isCancelled: isSuperseded, ...limitsOf(this.o.limits?.(scope)) });
     const outcome = await evaluate(now);
     check();
-    const desired = new Map<string, "realized" | "exited">();
-    /** The net change's profile ids, ascending: each chunk's stored statuses are one range of the store's keys. */
+    /** The net change: profile ids ascending (each chunk's stored statuses are one range of the store's keys), and whether each enters. */
+    let netIds: Float64Array;
+    let netEnters: Uint8Array;
     const ordered: string[] = [];
     {
       // Sorted as numbers, then named (a comparator of the names cost ~0.1 s per 100,000).
-      const realized = Float64Array.from(outcome.memberships.flatMap((m) => [...m.entered, ...m.reentered])).sort();
-      const exited = Float64Array.from(outcome.memberships.flatMap((m) => [...m.exited])).sort();
-      for (let i = 0, j = 0; i < realized.length || j < exited.length;) {
+      const realized = sortedIds(outcome.memberships, ["entered", "reentered"]);
+      const exited = sortedIds(outcome.memberships, ["exited"]);
+      netIds = new Float64Array(realized.length + exited.length);
+      netEnters = new Uint8Array(netIds.length);
+      for (let i = 0, j = 0, k = 0; i < realized.length || j < exited.length; k++) {
         const enter = j >= exited.length || (i < realized.length && realized[i]! <= exited[j]!);
-        const pid = String(enter ? realized[i++]! : exited[j++]!);
-        desired.set(pid, enter ? "realized" : "exited");
-        ordered.push(pid);
+        netIds[k] = enter ? realized[i++]! : exited[j++]!;
+        netEnters[k] = enter ? 1 : 0;
+        ordered.push(String(netIds[k]!));
       }
     }
-    view.total = desired.size;
+    /** Position of a profile in the net change, -1 when it is not in it. */
+    const netIndexOf = (pid: string): number => {
+      const k = indexOfSorted(netIds, Number(pid));
+      // "007" is not profile 7.
+      return k >= 0 && ordered[k] === pid ? k : -1;
+    };
+    view.total = netIds.length;
     view.phase = "writing";
     view.evaluatedAt = iso(this.o.clock.now());
     await save(true);
 
     // 4–6 on a hub with streaming workers: theirs, in band on each partition's stream.
     if (partitioned !== undefined) {
+      const desired = new Map<string, "realized" | "exited">();
+      for (let k = 0; k < ordered.length; k++) desired.set(ordered[k]!, netEnters[k] === 1 ? "realized" : "exited");
       await this.ensureVersion(scope, rec);
       const res = await partitioned.write({
         tenant, definitionId, version: d.updateTime, fence, desired, isCancelled: isSuperseded,
@@ -464,25 +478,27 @@ export class BackfillRunner {
       const exited: number[] = [];
       const again: string[] = [];
       /** Windowed: when the sweep is to re-check each profile realized from the snapshot. */
-      const due = new Map<string, number>();
-      for (const pid of held) {
-        const status = desired.get(pid);
-        if (changed === null || changed.has(pid) || status === undefined) {
-          again.push(pid);
+      const due = new Map<number, number>();
+      for (const id of held) {
+        const k = changed === null || changed.has(id) ? -1 : netIndexOf(id);
+        if (k < 0) {
+          again.push(id);
           continue;
         }
+        const pid = netIds[k]!;
+        const enters = netEnters[k] === 1;
         if (times !== null) {
           // A windowed verdict is stale once one of the profile's events left a window (or a UTC midnight
           // passed) since the evaluation: the sweep may have exited it since. The engine decides those on now.
           const next = times.nextChange(pid, now, windows);
           if (next <= heldAt) {
-            again.push(pid);
+            again.push(id);
             continue;
           }
           // Nothing changes in (now, heldAt]: the first change after heldAt is this one.
-          if (status === "realized") due.set(pid, next);
+          if (enters) due.set(pid, next);
         }
-        (status === "realized" ? realized : exited).push(Number(pid));
+        (enters ? realized : exited).push(pid);
       }
       if (again.length > 0) view.fenced += again.length;
       const changes: MembershipChange[] = [];
@@ -501,23 +517,34 @@ export class BackfillRunner {
       }
       // What was written, as the engine's cached states learn it.
       const written: MembershipChange[] = [];
+      /** Windowed: the realized memberships written, for the sweep's re-check. */
+      const recheck: Array<{ profileId: string; definitionId: string; due: number }> = [];
       if (realized.length + exited.length > 0) {
         // Set-based: the store reads the stored statuses and writes only the net change, in one transaction.
         const set = await profiles.applyMembershipTargets(scope, { definitionId, realized: Float64Array.from(realized), exited: Float64Array.from(exited) }, { source: "backfill", at: now });
-        for (const list of [set.entered, set.reentered]) for (const pid of list) written.push({ profileId: String(pid), definitionId, status: "realized", source: "backfill", at: now });
+        for (const list of [set.entered, set.reentered]) {
+          for (const pid of list) {
+            const profileId = String(pid);
+            written.push({ profileId, definitionId, status: "realized", source: "backfill", at: now });
+            if (times !== null) recheck.push({ profileId, definitionId, due: due.get(pid) ?? 0 });
+          }
+        }
         for (const pid of set.exited) written.push({ profileId: String(pid), definitionId, status: "exited", source: "backfill", at: now });
       }
       // No `from`: the store reads each stored status, so a change someone else made meanwhile is never recorded twice.
-      if (changes.length > 0) for (const t of await profiles.applyMembershipChanges(scope, changes)) written.push({ profileId: t.profileId, definitionId, status: t.to, source: "backfill", at: Date.parse(t.at) });
+      if (changes.length > 0) {
+        for (const t of await profiles.applyMembershipChanges(scope, changes)) {
+          written.push({ profileId: t.profileId, definitionId, status: t.to, source: "backfill", at: Date.parse(t.at) });
+          if (times !== null && t.to === "realized") recheck.push({ profileId: t.profileId, definitionId, due: 0 });
+        }
+      }
       let entered = 0;
       for (const c of written) if (c.status === "realized") entered++;
       view.entered += entered;
       view.exited += written.length - entered;
       this.o.onWritten?.(entered, written.length - entered);
       // A windowed membership's exit is the sweep's: it re-checks these when their next event leaves a window (the engine decided on its own: at its next tick).
-      if (times !== null && entered > 0) {
-        this.o.live?.recheck?.(tenant, written.filter((c) => c.status === "realized").map((c) => ({ profileId: c.profileId, definitionId, due: due.get(c.profileId) ?? 0 })));
-      }
+      if (recheck.length > 0) this.o.live?.recheck?.(tenant, recheck);
       return written;
     };
     const project = (await this.readOnEdge(scope, rec)) ? this.o.project : undefined;
@@ -529,10 +556,7 @@ export class BackfillRunner {
       let pending = pids;
       while (pending.length > 0) {
         const busy: string[] = [];
-        for (let i = 0; i < pending.length; i += chunk) {
-          check();
-          await this.ensureVersion(scopeOf(tenant), rec);
-          const part = pending.slice(i, i + chunk);
+        const writeChunk = async (part: string[]) => {
           let written: readonly MembershipChange[] = [];
           const res = await gate.holdIdle(tenant, part, async (held, verdict) => (written = await decide(held, verdict, force)));
           if (written.length > 0) await project?.(tenant, written.map((c) => c.profileId));
@@ -544,7 +568,28 @@ export class BackfillRunner {
             progressAt = performance.now();
             await save(true);
           }
+        };
+        // Chunks hold disjoint profiles: while one is written on the store's thread, the next is
+        // decided here. A failure (or a change superseding the run) starts no further chunk; the
+        // ones in flight settle before it is thrown, so none rejects unobserved.
+        let failure: { error: unknown } | null = null;
+        const inFlight = new Set<Promise<void>>();
+        for (let i = 0; i < pending.length && failure === null; i += chunk) {
+          try {
+            check();
+            await this.ensureVersion(scopeOf(tenant), rec);
+          } catch (error) {
+            failure ??= { error };
+            break;
+          }
+          const p: Promise<void> = writeChunk(pending.slice(i, i + chunk))
+            .catch((error: unknown) => void (failure ??= { error }))
+            .finally(() => inFlight.delete(p));
+          inFlight.add(p);
+          if (inFlight.size >= CHUNKS_IN_FLIGHT) await Promise.race(inFlight);
         }
+        await Promise.all(inFlight);
+        if (failure !== null) throw failure.error;
         pending = busy;
         // Profiles the engine is evaluating right now: tried again once it is done with them.
         if (pending.length > 0) await new Promise((resolve) => setTimeout(resolve, 2));
@@ -556,7 +601,7 @@ export class BackfillRunner {
     view.phase = "fencing";
     const changed = await profiles.changesSince(scope, fence);
     // Every profile of the net change was decided by now (busy ones were tried again until held).
-    const rest = changed.profileIds === null ? [] : [...changed.profileIds].filter((p) => !desired.has(p));
+    const rest = changed.profileIds === null ? [] : [...changed.profileIds].filter((p) => netIndexOf(p) < 0);
     view.total += rest.length;
     await save(true);
     await writeAll(rest, true);
@@ -623,6 +668,36 @@ export class BackfillRunner {
     const policy = p === undefined ? { ...NO_MERGE_POLICY, id: d.mergePolicyId || "none" } : { id: p.id, ...evaluatedPolicy(p) };
     return { id: d.id, query: parse(rec.canonicalText), references: rec.references, excludeOptOut: d.dataGovernancePolicy.excludeOptOut, policy };
   }
+}
+
+/** The profile ids of the sets' lists named, ascending. */
+function sortedIds(sets: ReadonlyArray<Record<"entered" | "reentered" | "exited", ArrayLike<number>>>, lists: ReadonlyArray<"entered" | "reentered" | "exited">): Float64Array {
+  let n = 0;
+  for (const m of sets) for (const l of lists) n += m[l].length;
+  const out = new Float64Array(n);
+  let k = 0;
+  for (const m of sets) {
+    for (const l of lists) {
+      const a = m[l];
+      for (let i = 0; i < a.length; i++) out[k++] = a[i]!;
+    }
+  }
+  return out.sort();
+}
+
+/** Position of `x` in the ascending `a`, or -1. */
+function indexOfSorted(a: Float64Array, x: number): number {
+  if (Number.isNaN(x)) return -1;
+  let lo = 0;
+  let hi = a.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const v = a[mid]!;
+    if (v < x) lo = mid + 1;
+    else if (v > x) hi = mid - 1;
+    else return mid;
+  }
+  return -1;
 }
 
 function limitsOf(limits: EvaluationLimits | undefined): { limits?: EvaluationLimits } {

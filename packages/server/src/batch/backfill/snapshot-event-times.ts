@@ -14,8 +14,8 @@ export class SnapshotEventTimes {
   constructor(private readonly snap: Snapshot) {}
 
   /** The instant; `from` itself for a profile the snapshot does not hold (its verdict is the engine's to give). */
-  nextChange(profileId: string, from: number, windows: readonly number[]): number {
-    const g = this.snap.locate(profileId);
+  nextChange(pid: number, from: number, windows: readonly number[]): number {
+    const g = this.snap.locatePid(pid);
     if (g < 0) return from;
     const base = this.snap.base;
     const part = g < base.ordinals ? base : this.snap.overlay;
