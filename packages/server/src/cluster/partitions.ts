@@ -39,3 +39,31 @@ export function partitionOf(sandboxId: string, profileId: string, partitions: nu
 export function partitionSubject(partition: number, profileTokenValue: string): string {
   return `segmentd.pev.${partition}.${profileTokenValue}`;
 }
+
+/**
+ * partitionOf for many profiles of one sandbox (a shard's listing splits a million ids): the hash
+ * of the sandbox's token prefix is taken once, and an id whose characters a token keeps as they
+ * are (`[A-Za-z0-9_-]`: the stores' numeric ids) continues it over its char codes, without the
+ * token string or a Buffer per id. Any other id goes through partitionOf.
+ */
+export function partitionFunction(sandboxId: string, partitions: number): (profileId: string) => number {
+  if (!Number.isSafeInteger(partitions) || partitions < 1) throw new RangeError(`partitions must be a positive integer, got ${partitions}`);
+  // The token of `${sandboxId}/${id}` is the token of `${sandboxId}/` followed by the id's (the escape is per byte).
+  let prefix = 0x811c9dc5;
+  for (const b of Buffer.from(token(`${sandboxId}/`), "utf8")) {
+    prefix ^= b;
+    prefix = Math.imul(prefix, 0x01000193) >>> 0;
+  }
+  return (profileId: string) => {
+    if (profileId === "") return partitionOf(sandboxId, profileId, partitions);
+    let h = prefix;
+    for (let i = 0; i < profileId.length; i++) {
+      const c = profileId.charCodeAt(i);
+      const kept = (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c === 45;
+      if (!kept) return partitionOf(sandboxId, profileId, partitions);
+      h ^= c;
+      h = Math.imul(h, 0x01000193) >>> 0;
+    }
+    return h % partitions;
+  };
+}
