@@ -121,7 +121,7 @@ export async function evaluateColumnar(
   const memberships: MembershipSet[] = [];
   const fallbacks: Record<string, string> = {};
   const columnarDefinitions: string[] = [];
-  const compiledCache = new Map<string, ColumnarCompiled>();
+  const compiledCache = opts.compiled ?? new Map<string, ColumnarCompiled>();
   const definitionMs: Record<string, number> = {};
   for (const d of ordered) {
     if (cancelled()) throw new JobCancelledError();

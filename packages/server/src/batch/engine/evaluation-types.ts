@@ -10,6 +10,7 @@ import type { MembershipReads, MembershipSet } from "../../profiles/store.js";
 import type { MergePolicySpec } from "../../profiles/types.js";
 import type { SnapshotCache } from "../columnar/cache.js";
 import type { SnapshotStore } from "../columnar/snapshot.js";
+import type { ColumnarCompiled } from "../columnar/predicate.js";
 
 /** What either engine reads: profiles (scans or the snapshot and its change feed) and stored memberships. */
 export type EvaluationStore = SnapshotStore & MembershipReads;
@@ -43,6 +44,11 @@ export interface EvaluationOptions {
   onProgress?: (profilesProcessed: number) => void;
   /** Per-profile budgets of the columnar back end (evaluationCost, evaluationMsPerProfile); the defaults otherwise. */
   limits?: EvaluationLimits;
+  /**
+   * The columnar back end's compiled definitions by id, shared by several evaluations of the same
+   * definitions at the same `now` (a worker's partitions: each definition compiled once).
+   */
+  compiled?: Map<string, ColumnarCompiled>;
 }
 
 export interface DefinitionCounters {

@@ -17,6 +17,7 @@ import type { MembershipReads, ScanOptions, ScannedProfile } from "../../profile
 import type { MembershipStatus, MergePolicySpec, TenantScope } from "../../profiles/types.js";
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
 import { SnapshotCache, type SnapshotStats } from "../columnar/cache.js";
+import type { ColumnarCompiled } from "../columnar/predicate.js";
 import type { BuildOptions, Snapshot, SnapshotStore } from "../columnar/snapshot.js";
 import { evaluateJob, type EvaluationOptions, type EvaluationOutcome, type JobDefinition } from "../engine/evaluate-job.js";
 
@@ -67,7 +68,7 @@ export class PartitionShards {
    * outcome a whole evaluation has for that partition's profiles (its memberships to write, its
    * counters). Each definition's stored members are read once for all the partitions.
    */
-  async evaluate(tenant: TenantContext, partitions: readonly number[], definitions: readonly JobDefinition[], opts: Omit<EvaluationOptions, "snapshots" | "backend">): Promise<Map<number, EvaluationOutcome>> {
+  async evaluate(tenant: TenantContext, partitions: readonly number[], definitions: readonly JobDefinition[], opts: Omit<EvaluationOptions, "snapshots" | "backend" | "compiled">): Promise<Map<number, EvaluationOutcome>> {
     const members = new Map<string, Promise<Map<number, Float64Array>>>();
     const scope = scopeOf(tenant);
     const partitionOf = this.o.partitionOf(tenant);
@@ -81,9 +82,11 @@ export class PartitionShards {
       return p;
     };
     const out = new Map<number, EvaluationOutcome>();
+    // Compiled once for every partition (the same definitions at the same instant).
+    const compiled = new Map<string, ColumnarCompiled>();
     for (const partition of partitions) {
       const view = this.view(tenant, partition, async (definitionId, status) => (await split(definitionId, status)).get(partition) ?? new Float64Array(0));
-      out.set(partition, await evaluateJob(view, scope, [...definitions], { ...opts, snapshots: this.cacheOf(partition) }));
+      out.set(partition, await evaluateJob(view, scope, [...definitions], { ...opts, compiled, snapshots: this.cacheOf(partition) }));
     }
     return out;
   }

@@ -1,0 +1,162 @@
+/**
+ * Batch shards (issue #44, acceptance 3 measured on the shards alone; the job fan-out is not built
+ * yet), one command:
+ *
+ *   npm run bench:shards -- [--db bench/.data/batch.db] [--workers 3] [--partitions 64]
+ *
+ * Over bench:batch's data (1M profiles / 10M events; load it first with `npm run bench:batch --
+ * --load-only`), each in a process of its own, one after the other (the machine has two cores):
+ * the all-in-one — the whole snapshot built, then bench:batch's 100 definitions evaluated over it —
+ * and each of `--workers` workers — the shards of its partitions (partition p is worker p mod N's)
+ * built, then the same definitions evaluated over them. Each prints its build and evaluation
+ * times, the CPU of every thread of its process, its peak RSS and its members per definition.
+ * Then: the workers' members per definition summed must equal the all-in-one's; #44's targets —
+ * peak RSS per worker ≤ 45 % of the all-in-one's, CPU of a job summed over the workers ≤ 1.2× the
+ * all-in-one's — printed against the figures of this run. Nothing is written to the store.
+ *
+ * Internal: `--role all-in-one | worker --worker K` runs one side and prints a JSON line.
+ */
+import { spawnSync } from "node:child_process";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { parse } from "@segmentd/pql";
+import { SnapshotCache } from "../packages/server/src/batch/columnar/cache.js";
+import { evaluateJob, type EvaluationOutcome, type JobDefinition } from "../packages/server/src/batch/engine/evaluate-job.js";
+import { PartitionShards } from "../packages/server/src/batch/shards/partition-shards.js";
+import { partitionFunction } from "../packages/server/src/cluster/partitions.js";
+import { defaultConfig } from "../packages/server/src/platform/config.js";
+import { WorkerProfileStore } from "../packages/server/src/profiles/embedded/worker-store.js";
+import { TenantDirectory } from "../packages/server/src/services/tenancy.js";
+import { NOW, definitions } from "./lib/batch-definitions.js";
+
+const { values: args } = parseArgs({
+  options: {
+    db: { type: "string", default: "bench/.data/batch.db" },
+    workers: { type: "string", default: "3" },
+    partitions: { type: "string", default: "64" },
+    role: { type: "string", default: "" },
+    worker: { type: "string", default: "0" },
+  },
+});
+const ORG = "BENCH@AdobeOrg";
+const POLICY = { id: "bench-pdg", identityGraph: { type: "pdg" as const }, attributeMerge: { type: "timestampOrdered" as const } };
+const WORKERS = Number(args.workers);
+const PARTITIONS = Number(args.partitions);
+
+interface Side {
+  role: string;
+  partitions: number;
+  profiles: number;
+  buildMs: number;
+  buildCpuMs: number;
+  evalMs: number;
+  evalCpuMs: number;
+  peakRssBytes: number;
+  members: Record<string, number>;
+}
+
+const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+const gb = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(2)} GB`;
+const cpuMs = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
+function jobDefinitions(): JobDefinition[] {
+  return definitions().defs.map((d) => {
+    const refs = [...d.pql.matchAll(/inSegment\("([^"]+)"\)/g)].map((m) => m[1]!);
+    return { id: d.id, query: parse(d.pql), references: [...new Set(refs)], excludeOptOut: true, policy: POLICY };
+  });
+}
+
+function members(outcomes: Iterable<EvaluationOutcome>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const o of outcomes) for (const [id, c] of o.counters) out[id] = (out[id] ?? 0) + c.qualified;
+  return out;
+}
+
+/** One side, in this process: the build, then the evaluation (nothing written). */
+async function side(role: "all-in-one" | "worker", worker: number): Promise<Side> {
+  const store = new WorkerProfileStore({ path: path.resolve(args.db!), synchronous: "normal", cacheMiB: 1024 });
+  const config = defaultConfig();
+  config.organizations = [{ id: ORG, sandboxes: [{ name: "prod", type: "production", default: true }] }];
+  const tenant = new TenantDirectory(config).resolve(ORG, "prod")!;
+  const scope = { orgId: ORG, sandboxName: "prod" };
+  const defs = jobDefinitions();
+  try {
+    let t0 = performance.now();
+    let c0 = cpuMs();
+    if (role === "all-in-one") {
+      const cache = new SnapshotCache({});
+      const snap = await cache.get(store, scope, POLICY, { events: true });
+      const buildMs = performance.now() - t0;
+      const buildCpuMs = cpuMs() - c0;
+      t0 = performance.now();
+      c0 = cpuMs();
+      const o = await evaluateJob(store, scope, defs, { now: NOW, snapshots: cache });
+      const r: Side = { role, partitions: PARTITIONS, profiles: snap.profileCount, buildMs, buildCpuMs, evalMs: performance.now() - t0, evalCpuMs: cpuMs() - c0, peakRssBytes: process.resourceUsage().maxRSS * 1024, members: members([o]) };
+      await cache.close();
+      return r;
+    }
+    const mine = Array.from({ length: PARTITIONS }, (_, p) => p).filter((p) => p % WORKERS === worker);
+    const shards = new PartitionShards({ store, partitions: PARTITIONS, partitionOf: (t) => partitionFunction(t.sandbox.sandboxId, PARTITIONS) });
+    let profiles = 0;
+    for (const p of mine) profiles += (await shards.snapshot(tenant, p, POLICY, { events: true })).profileCount;
+    const buildMs = performance.now() - t0;
+    const buildCpuMs = cpuMs() - c0;
+    t0 = performance.now();
+    c0 = cpuMs();
+    const out = await shards.evaluate(tenant, mine, defs, { now: NOW });
+    const r: Side = { role: `worker ${worker}`, partitions: mine.length, profiles, buildMs, buildCpuMs, evalMs: performance.now() - t0, evalCpuMs: cpuMs() - c0, peakRssBytes: process.resourceUsage().maxRSS * 1024, members: members(out.values()) };
+    await shards.close();
+    return r;
+  } finally {
+    await store.close();
+  }
+}
+
+function runChild(extra: string[]): Side {
+  const script = fileURLToPath(import.meta.url);
+  const r = spawnSync(process.execPath, [...process.execArgv, script, "--db", args.db!, "--workers", String(WORKERS), "--partitions", String(PARTITIONS), ...extra], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
+  const line = r.stdout.split("\n").find((l) => l.startsWith("{"));
+  if (r.status !== 0 || line === undefined) throw new Error(`bench:shards ${extra.join(" ")} failed (${r.status}): ${r.stderr.slice(-2000)}`);
+  return JSON.parse(line) as Side;
+}
+
+function print(x: Side): void {
+  console.log(`${x.role.padEnd(10)} ${String(x.partitions).padStart(3)} partitions, ${x.profiles} profile entries: build ${s(x.buildMs)} (CPU ${s(x.buildCpuMs)}), evaluation of 100 definitions ${s(x.evalMs)} (CPU ${s(x.evalCpuMs)}); peak RSS ${gb(x.peakRssBytes)}`);
+}
+
+function target(name: string, value: string, met: boolean): void {
+  console.log(`target ${name}: ${value} ${met ? "MET" : "MISSED"}`);
+}
+
+async function main(): Promise<void> {
+  if (args.role === "all-in-one" || args.role === "worker") {
+    console.log(JSON.stringify(await side(args.role, Number(args.worker))));
+    return;
+  }
+  console.log(`bench:shards — ${args.db}, ${WORKERS} workers over ${PARTITIONS} partitions; ${os.cpus()[0]?.model ?? "cpu"} × ${os.availableParallelism()}, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}`);
+  const all = runChild(["--role", "all-in-one"]);
+  print(all);
+  const workers: Side[] = [];
+  for (let k = 0; k < WORKERS; k++) {
+    const w = runChild(["--role", "worker", "--worker", String(k)]);
+    print(w);
+    workers.push(w);
+  }
+  const summed: Record<string, number> = {};
+  for (const w of workers) for (const [id, n] of Object.entries(w.members)) summed[id] = (summed[id] ?? 0) + n;
+  const differ = Object.keys(all.members).filter((id) => summed[id] !== all.members[id]);
+  console.log(`members per definition, the workers' summed against the all-in-one's: ${differ.length === 0 ? "equal for all 100" : `DIFFERENT for ${differ.join(", ")}`}`);
+  const rss = Math.max(...workers.map((w) => w.peakRssBytes));
+  const sum = (f: (x: Side) => number) => workers.reduce((a, w) => a + f(w), 0);
+  target("peak RSS per worker ≤ 45 % of the all-in-one's", `${gb(rss)} against ${gb(all.peakRssBytes)} (${((100 * rss) / all.peakRssBytes).toFixed(0)} %)`, rss <= 0.45 * all.peakRssBytes);
+  target("CPU of a job summed over the workers ≤ 1.2× the all-in-one's (evaluation)", `${s(sum((w) => w.evalCpuMs))} against ${s(all.evalCpuMs)} (${(sum((w) => w.evalCpuMs) / all.evalCpuMs).toFixed(2)}×)`, sum((w) => w.evalCpuMs) <= 1.2 * all.evalCpuMs);
+  console.log(`  the builds, summed: ${s(sum((w) => w.buildCpuMs))} CPU against ${s(all.buildCpuMs)} (${(sum((w) => w.buildCpuMs) / all.buildCpuMs).toFixed(2)}×); wall ${s(Math.max(...workers.map((w) => w.buildMs)))} on the slowest worker against ${s(all.buildMs)}`);
+  if (differ.length > 0) process.exitCode = 1;
+}
+
+await main();
