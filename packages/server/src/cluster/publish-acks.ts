@@ -13,6 +13,10 @@
  * refused although the server was back within a second. The stream's duplicate window (2 min)
  * stores a message sent twice once, and answers the second copy with its first ack.
  *
+ * No responders (503) is sent again after NO_RESPONDERS_RETRY_MS, twice, as the NATS clients do
+ * (ADR-22): a stream just created, or still being recovered by a server that just started, has
+ * not subscribed its subjects yet; a subject no stream takes is refused ~0.5 s later.
+ *
  * The publishes of one event-loop turn go out in one socket write (#42): the client flushes its
  * buffer in a microtask after the first publish, which on an HTTP server is after each request's
  * callback, so each request paid a `write` to the server (and a read of its ack) of its own —
@@ -59,9 +63,15 @@ interface Waiting {
   subject: string;
   data: Uint8Array;
   msgId: string;
-  /** Handed to the client (a reconnect sends it again); until then it is in `queue`. */
+  /** Handed to the client (a reconnect sends it again); until then it is in `queue` or waits to be sent again. */
   sent: boolean;
+  /** Sent again after a no-responders reply. */
+  retries: number;
 }
+
+/** Sends again after a no-responders reply: how many times, after how long (nats.go's defaults). */
+const NO_RESPONDERS_RETRIES = 2;
+const NO_RESPONDERS_RETRY_MS = 250;
 
 export class PublishAcks {
   private readonly prefix = `${createInbox()}.`;
@@ -97,7 +107,7 @@ export class PublishAcks {
   publish(subject: string, data: Uint8Array, msgId: string): Promise<PubAck> {
     const token = (this.next++).toString(36);
     return new Promise<PubAck>((resolve, reject) => {
-      this.waiting.set(token, { resolve, reject, deadline: Date.now() + this.timeoutMs, subject, data, msgId, sent: false });
+      this.waiting.set(token, { resolve, reject, deadline: Date.now() + this.timeoutMs, subject, data, msgId, sent: false, retries: 0 });
       this.queue.push(token);
       if (!this.scheduled) {
         this.scheduled = true;
@@ -138,6 +148,14 @@ export class PublishAcks {
     const token = msg.subject.slice(this.prefix.length);
     const w = this.waiting.get(token);
     if (!w) return; // Answered after its timeout: the caller was told already.
+    const noResponders = msg.headers?.code === 503;
+    if (noResponders && w.retries < NO_RESPONDERS_RETRIES && Date.now() + NO_RESPONDERS_RETRY_MS < w.deadline) {
+      // Kept waiting (its place in deadline order too); a reconnect meanwhile leaves it to the timer.
+      w.retries++;
+      w.sent = false;
+      setTimeout(() => this.sendAgain(token, w), NO_RESPONDERS_RETRY_MS).unref();
+      return;
+    }
     this.waiting.delete(token);
     if (msg.headers?.hasError === true || msg.data.length === 0) {
       w.reject(new Error(msg.headers?.code === 503 ? "no stream takes the subject (no responders)" : `${msg.headers?.code ?? "?"} ${msg.headers?.description ?? "empty reply"}`));
@@ -149,6 +167,17 @@ export class PublishAcks {
       else w.resolve(r);
     } catch (err) {
       w.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /** A publish answered no responders, sent again (unless it was answered, timed out or closed meanwhile). */
+  private sendAgain(token: string, w: Waiting): void {
+    if (this.waiting.get(token) !== w) return;
+    w.sent = true;
+    const err = this.send(token, w);
+    if (err !== null) {
+      this.waiting.delete(token);
+      w.reject(err);
     }
   }
 

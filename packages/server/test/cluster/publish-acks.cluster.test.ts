@@ -1,6 +1,7 @@
 // An edge node's acknowledged publishes (#42): those of one event-loop turn reach the site's
 // nats-server in one flush, each still acknowledged only once its stream stored it, under its
-// own message id (a duplicate is stored once); a message id the header cannot carry is refused.
+// own message id (a duplicate is stored once); a message id the header cannot carry is refused;
+// no responders is tried again twice, 250 ms apart (a stream not yet subscribed), then refused.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -46,6 +47,33 @@ describe("acknowledged publishes to a site's stream", { timeout: 120_000 }, () =
       assert.match(String((bad as PromiseRejectedResult).reason), /cannot contain/);
       assert.equal(good.status, "fulfilled");
       assert.equal(await stored(), 105);
+      assert.equal(acks.pending, 0);
+    } finally {
+      acks.close();
+      await link.close();
+      await site.kill();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("sends a publish answered no responders again (a stream created meanwhile stores it once); a subject no stream takes is refused after the retries", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-h7-noresp-"));
+    const site = await startNatsServer({ dir, domain: "site-n" });
+    const link = await connectNats({ url: site.url, name: "h7-noresp", localDomain: "site-n", hubDomain: "hub" });
+    const acks = new PublishAcks(link.nc, 5_000);
+    try {
+      const early = acks.publish("late.events", Buffer.from("{}"), "late-1");
+      await new Promise((r) => setTimeout(r, 120));
+      await link.local.jsm.streams.add({ name: "LATE", subjects: ["late.>"] });
+      const ack = await early;
+      assert.equal(ack.stream, "LATE");
+      assert.equal(ack.seq, 1);
+      assert.equal((await link.local.jsm.streams.info("LATE")).state.messages, 1, "stored once");
+
+      const t0 = Date.now();
+      await assert.rejects(acks.publish("nowhere.events", Buffer.from("{}"), "n-1"), { message: "no stream takes the subject (no responders)" });
+      const waited = Date.now() - t0;
+      assert.ok(waited >= 500 && waited < 2_000, `refused after two retries: ${waited} ms`);
       assert.equal(acks.pending, 0);
     } finally {
       acks.close();
