@@ -2,7 +2,7 @@
  * Batch shards (issue #44, acceptance 3 measured on the shards alone; the job fan-out is not built
  * yet), one command:
  *
- *   npm run bench:shards -- [--db bench/.data/batch.db] [--workers 3] [--partitions 64]
+ *   npm run bench:shards -- [--db bench/.data/batch.db] [--workers 3] [--partitions 64] [--dir DIR]
  *
  * Over bench:batch's data (1M profiles / 10M events; load it first with `npm run bench:batch --
  * --load-only`), each in a process of its own, one after the other (the machine has two cores):
@@ -14,7 +14,9 @@
  * peak RSS per worker ≤ 45 % of the all-in-one's, CPU of a job summed over the workers ≤ 1.2× the
  * all-in-one's — printed against the figures of this run. Nothing is written to the store.
  *
- * Internal: `--role all-in-one | worker --worker K` runs one side and prints a JSON line.
+ * `--dir DIR` keeps each worker's shard files (a second run loads them instead of building).
+ * Internal: `--role all-in-one | worker --worker K [--cpu-profile FILE]` runs one side and prints a
+ * JSON line.
  */
 import { spawnSync } from "node:child_process";
 import os from "node:os";
@@ -38,6 +40,9 @@ const { values: args } = parseArgs({
     partitions: { type: "string", default: "64" },
     role: { type: "string", default: "" },
     worker: { type: "string", default: "0" },
+    /** Keep the shards' files here (a second run loads them: #44 acceptance 4); none: in memory. */
+    dir: { type: "string", default: "" },
+    "cpu-profile": { type: "string", default: "" },
   },
 });
 const ORG = "BENCH@AdobeOrg";
@@ -89,26 +94,33 @@ async function side(role: "all-in-one" | "worker", worker: number): Promise<Side
     let t0 = performance.now();
     let c0 = cpuMs();
     if (role === "all-in-one") {
-      const cache = new SnapshotCache({});
+      const cache = new SnapshotCache(args.dir === "" ? {} : { dir: path.resolve(args.dir!, "all-in-one") });
       const snap = await cache.get(store, scope, POLICY, { events: true });
       const buildMs = performance.now() - t0;
       const buildCpuMs = cpuMs() - c0;
       t0 = performance.now();
       c0 = cpuMs();
+      const stop = await startProfile();
       const o = await evaluateJob(store, scope, defs, { now: NOW, snapshots: cache });
+      await stop();
       const r: Side = { role, partitions: PARTITIONS, profiles: snap.profileCount, buildMs, buildCpuMs, evalMs: performance.now() - t0, evalCpuMs: cpuMs() - c0, peakRssBytes: process.resourceUsage().maxRSS * 1024, members: members([o]) };
       await cache.close();
       return r;
     }
     const mine = Array.from({ length: PARTITIONS }, (_, p) => p).filter((p) => p % WORKERS === worker);
-    const shards = new PartitionShards({ store, partitions: PARTITIONS, partitionOf: (t) => partitionFunction(t.sandbox.sandboxId, PARTITIONS) });
+    const shards = new PartitionShards({
+      store, partitions: PARTITIONS, partitionOf: (t) => partitionFunction(t.sandbox.sandboxId, PARTITIONS),
+      ...(args.dir === "" ? {} : { dir: path.resolve(args.dir!, `worker-${worker}`), storeIdentity: path.resolve(args.db!) }),
+    });
     let profiles = 0;
     for (const p of mine) profiles += (await shards.snapshot(tenant, p, POLICY, { events: true })).profileCount;
     const buildMs = performance.now() - t0;
     const buildCpuMs = cpuMs() - c0;
     t0 = performance.now();
     c0 = cpuMs();
+    const stop = await startProfile();
     const out = await shards.evaluate(tenant, mine, defs, { now: NOW });
+    await stop();
     const r: Side = { role: `worker ${worker}`, partitions: mine.length, profiles, buildMs, buildCpuMs, evalMs: performance.now() - t0, evalCpuMs: cpuMs() - c0, peakRssBytes: process.resourceUsage().maxRSS * 1024, members: members(out.values()) };
     await shards.close();
     return r;
@@ -117,9 +129,25 @@ async function side(role: "all-in-one" | "worker", worker: number): Promise<Side
   }
 }
 
+/** --cpu-profile FILE: the main thread's CPU profile of the evaluation. */
+async function startProfile(): Promise<() => Promise<void>> {
+  if (args["cpu-profile"] === "") return async () => {};
+  const { Session } = await import("node:inspector/promises");
+  const { writeFileSync } = await import("node:fs");
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.start");
+  return async () => {
+    const { profile } = await session.post("Profiler.stop");
+    writeFileSync(args["cpu-profile"]!, JSON.stringify(profile));
+    session.disconnect();
+  };
+}
+
 function runChild(extra: string[]): Side {
   const script = fileURLToPath(import.meta.url);
-  const r = spawnSync(process.execPath, [...process.execArgv, script, "--db", args.db!, "--workers", String(WORKERS), "--partitions", String(PARTITIONS), ...extra], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
+  const r = spawnSync(process.execPath, [...process.execArgv, script, "--db", args.db!, "--workers", String(WORKERS), "--partitions", String(PARTITIONS), "--dir", args.dir!, ...extra], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
   const line = r.stdout.split("\n").find((l) => l.startsWith("{"));
   if (r.status !== 0 || line === undefined) throw new Error(`bench:shards ${extra.join(" ")} failed (${r.status}): ${r.stderr.slice(-2000)}`);
   return JSON.parse(line) as Side;
