@@ -232,6 +232,7 @@ async function assemble(app: FastifyInstance, deps: AppDeps, services: Services,
       evaluationWorkers: evaluationWorkers(deps.config),
       defaultSchedule: defaultBatchSchedule(deps.config),
       ...(deps.config.batch?.scheduleTickMs === undefined ? {} : { scheduleTickMs: deps.config.batch.scheduleTickMs }),
+      ...(deps.config.batch?.backfillChunk === undefined ? {} : { backfillChunk: deps.config.batch.backfillChunk }),
       metrics: metrics.registry,
       bus: deps.bus,
       expose: (handles) => {

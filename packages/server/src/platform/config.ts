@@ -146,8 +146,10 @@ export interface Config {
    * sandbox gets, evaluating all its batch audiences (default DEFAULT_BATCH_SCHEDULE, 01:00 UTC);
    * false: no default schedule (batch audiences run on demand or by schedules created through the API).
    * `scheduleTickMs`: how often the scheduler looks for due schedules (default 60 000).
+   * `backfillChunk`: profiles a backfill writes at a time, each chunk held from the streaming
+   * engine while it is written (default 2,000; smaller holds a profile's events less long).
    */
-  batch?: { defaultSchedule?: string | false; scheduleTickMs?: number };
+  batch?: { defaultSchedule?: string | false; scheduleTickMs?: number; backfillChunk?: number };
   /**
    * Destinations (docs/activation.md): `allowPrivateNetworks` lets destination URLs reach loopback,
    * private and link-local addresses (default false; metadata addresses stay refused); `secretKey`
@@ -176,6 +178,12 @@ function parseDefaultSchedule(v: unknown, what: string): string | false {
 /** `batch.scheduleTickMs`: 100 ms to a day. */
 function parseScheduleTick(v: unknown, what: string): number {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 100 || v > 86_400_000) throw new ConfigError(`${what} must be an integer from 100 to 86400000 (ms)`);
+  return v;
+}
+
+/** `batch.backfillChunk`: 100 to 100,000 profiles. */
+function parseBackfillChunk(v: unknown, what: string): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 100 || v > 100_000) throw new ConfigError(`${what} must be an integer from 100 to 100000 (profiles)`);
   return v;
 }
 
@@ -390,9 +398,10 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
   const batch = raw.batch;
   if (batch !== undefined) {
     if (!isObject(batch)) throw new ConfigError(`${source}: batch must be an object ({ "defaultSchedule": "0 0 1 * * ?" })`);
-    for (const k of Object.keys(batch)) if (k !== "defaultSchedule" && k !== "scheduleTickMs") throw new ConfigError(`${source}: unknown key "batch.${k}"`);
+    for (const k of Object.keys(batch)) if (k !== "defaultSchedule" && k !== "scheduleTickMs" && k !== "backfillChunk") throw new ConfigError(`${source}: unknown key "batch.${k}"`);
     if (batch.defaultSchedule !== undefined) c.batch = { ...c.batch, defaultSchedule: parseDefaultSchedule(batch.defaultSchedule, `${source}: batch.defaultSchedule`) };
     if (batch.scheduleTickMs !== undefined) c.batch = { ...c.batch, scheduleTickMs: parseScheduleTick(batch.scheduleTickMs, `${source}: batch.scheduleTickMs`) };
+    if (batch.backfillChunk !== undefined) c.batch = { ...c.batch, backfillChunk: parseBackfillChunk(batch.backfillChunk, `${source}: batch.backfillChunk`) };
   }
   const act = raw.activation;
   if (act !== undefined) {

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { BackfillRunner } from "../../src/batch/backfill/backfill-runner.js";
 import type { BackfillStore, BackfillView } from "../../src/batch/backfill/backfill-types.js";
 import { InProcessBus } from "../../src/platform/bus.js";
+import { applyConfigFile, ConfigError, defaultConfig } from "../../src/platform/config.js";
 import { ManualClock } from "../../src/platform/clock.js";
 import { ingestRecords } from "../../src/profiles/ingest.js";
 import { DefinitionService } from "../../src/services/definitions.js";
@@ -18,6 +19,13 @@ import { openBackfillServices, type BackfillServices } from "./backfill-services
 const T0 = Date.UTC(2026, 10, 20, 12);
 const ORG = "CHUNKS@AdobeOrg";
 const PROFILE_CLASS = "_xdm.context.profile";
+
+test("batch.backfillChunk sets the profiles a backfill writes at a time; bad values are refused naming the key", () => {
+  assert.deepEqual(applyConfigFile(defaultConfig(), { batch: { backfillChunk: 500 } }, "f.json").batch, { backfillChunk: 500 });
+  for (const bad of [0, 99, 2.5, "2000", 100_001, null]) {
+    assert.throws(() => applyConfigFile(defaultConfig(), { batch: { backfillChunk: bad } }, "f.json"), new ConfigError("f.json: batch.backfillChunk must be an integer from 100 to 100000 (profiles)"));
+  }
+});
 
 let w: BackfillServices | undefined;
 let stopFirst: () => Promise<void> = async () => {};

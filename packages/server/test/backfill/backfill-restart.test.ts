@@ -20,7 +20,9 @@ let fx: ChildFixture | undefined;
 after(async () => fx?.dispose());
 
 test("a backfill killed with -9 runs again after the restart and ends with a batch job's members, no transition doubled", async () => {
-  fx = await childFixture("backfill-restart");
+  // Chunks of 100: the 5,000 changes take 50 writes, so the kill lands between two of them (with
+  // the default 2,000 the whole write took ~80 ms and a poll could miss it).
+  fx = await childFixture("backfill-restart", { batch: { backfillChunk: 100 } });
   let server = await fx.start();
   let a = client(server.url);
   const profiles = await profileDataset(a, "crm", PROFILE_SCHEMA);

@@ -49,6 +49,8 @@ export interface BatchPluginOptions
   profiles: BatchProfileStore;
   /** How often the scheduler looks for due schedules (ms). Default 60 000; 0 disables the timer. */
   scheduleTickMs?: number;
+  /** Profiles a backfill writes at a time (config `batch.backfillChunk`; default 2,000). */
+  backfillChunk?: number;
   /** Every sandbox's default daily schedule: its cron (`batch.defaultSchedule`), or false/absent for none. */
   defaultSchedule?: string | false;
   /** Keeps snapshots on disk (`dir`, `storeIdentity`, `onWarning`): the first job after a restart loads one instead of scanning. */
@@ -111,6 +113,7 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
   const partitioned: PartitionedBackfill | undefined = streaming?.backfill;
   const backfills: BackfillRunner = new BackfillRunner({
     metadata, profiles, repo, clock, snapshots, limits, logger,
+    ...(opts.backfillChunk === undefined ? {} : { chunkSize: opts.backfillChunk }),
     ...(app.hubLeases === undefined ? {} : { runnerId: app.hubLeases.hubId }),
     tenantOf: (scope) => opts.tenants.resolve(scope.orgId, scope.sandboxName),
     ...(live === undefined ? {} : { live }),
