@@ -35,7 +35,7 @@
  * the URL's search_path, as the server does). Writes only under bench/.data (or --db) and a temp dir.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -67,6 +67,7 @@ import type { JobDefinition } from "../packages/server/src/batch/engine/evaluati
 import { evaluatedPolicy } from "../packages/server/src/batch/jobs/job-runner.js";
 import { openBatchRepository } from "../packages/server/src/batch/store/open.js";
 import { BackfillRunner } from "../packages/server/src/batch/backfill/backfill-runner.js";
+import { startCpuProfile } from "./lib/cpu-profile.js";
 import type { BackfillView } from "../packages/server/src/batch/backfill/backfill-types.js";
 
 const { values: args } = parseArgs({
@@ -164,22 +165,6 @@ function printCalls(label: string): void {
   const top = [...calls].sort((a, b) => b[1].ms - a[1].ms).slice(0, 12);
   console.log(`  ${label}: calls by wall time (overlapping calls add up): ${top.map(([k, c]) => `${k} ${c.n}× ${s2(c.ms)}`).join(", ")}`);
   calls.clear();
-}
-
-/** The inspector's CPU profiler on this (the main) thread; the returned function writes the profile. */
-async function startCpuProfile(file: string): Promise<() => Promise<void>> {
-  if (file === "") return async () => {};
-  const { Session } = await import("node:inspector/promises");
-  const session = new Session();
-  session.connect();
-  await session.post("Profiler.enable");
-  await session.post("Profiler.start");
-  return async () => {
-    const { profile } = await session.post("Profiler.stop");
-    writeFileSync(file, JSON.stringify(profile));
-    session.disconnect();
-    console.log(`  CPU profile of the main thread during (b): ${file}`);
-  };
 }
 
 /** The PostgreSQL load (the embedded one runs bench/batch.ts's loader in a child process). */
@@ -395,7 +380,7 @@ async function main(): Promise<void> {
 
   // 3–4. The reference, then D created as a continuous definition.
   const ref = await referenceJob("D", D);
-  const stopProfile = await startCpuProfile(args["cpu-profile"]!);
+  const stopProfile = await startCpuProfile(args["cpu-profile"]!, "(b)");
   counting = true;
   const created = await backfillOf(async () => (await definitions.create(tenant, input("D (continuous)", D, true))).id);
   counting = false;

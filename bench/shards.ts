@@ -32,6 +32,7 @@ import { defaultConfig } from "../packages/server/src/platform/config.js";
 import { WorkerProfileStore } from "../packages/server/src/profiles/embedded/worker-store.js";
 import { TenantDirectory } from "../packages/server/src/services/tenancy.js";
 import { NOW, definitions } from "./lib/batch-definitions.js";
+import { startCpuProfile } from "./lib/cpu-profile.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -100,7 +101,7 @@ async function side(role: "all-in-one" | "worker", worker: number): Promise<Side
       const buildCpuMs = cpuMs() - c0;
       t0 = performance.now();
       c0 = cpuMs();
-      const stop = await startProfile();
+      const stop = await startCpuProfile(args["cpu-profile"]!);
       const o = await evaluateJob(store, scope, defs, { now: NOW, snapshots: cache });
       await stop();
       const r: Side = { role, partitions: PARTITIONS, profiles: snap.profileCount, buildMs, buildCpuMs, evalMs: performance.now() - t0, evalCpuMs: cpuMs() - c0, peakRssBytes: process.resourceUsage().maxRSS * 1024, members: members([o]) };
@@ -118,7 +119,7 @@ async function side(role: "all-in-one" | "worker", worker: number): Promise<Side
     const buildCpuMs = cpuMs() - c0;
     t0 = performance.now();
     c0 = cpuMs();
-    const stop = await startProfile();
+    const stop = await startCpuProfile(args["cpu-profile"]!);
     const out = await shards.evaluate(tenant, mine, defs, { now: NOW });
     await stop();
     const r: Side = { role: `worker ${worker}`, partitions: mine.length, profiles, buildMs, buildCpuMs, evalMs: performance.now() - t0, evalCpuMs: cpuMs() - c0, peakRssBytes: process.resourceUsage().maxRSS * 1024, members: members(out.values()) };
@@ -127,22 +128,6 @@ async function side(role: "all-in-one" | "worker", worker: number): Promise<Side
   } finally {
     await store.close();
   }
-}
-
-/** --cpu-profile FILE: the main thread's CPU profile of the evaluation. */
-async function startProfile(): Promise<() => Promise<void>> {
-  if (args["cpu-profile"] === "") return async () => {};
-  const { Session } = await import("node:inspector/promises");
-  const { writeFileSync } = await import("node:fs");
-  const session = new Session();
-  session.connect();
-  await session.post("Profiler.enable");
-  await session.post("Profiler.start");
-  return async () => {
-    const { profile } = await session.post("Profiler.stop");
-    writeFileSync(args["cpu-profile"]!, JSON.stringify(profile));
-    session.disconnect();
-  };
 }
 
 function runChild(extra: string[]): Side {

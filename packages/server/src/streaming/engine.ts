@@ -416,11 +416,7 @@ export class StreamingEngine implements StreamingFeed {
     return { busy };
   }
 
-  /**
-   * Resolves once the evaluations of the sandbox's profiles queued or running now have finished,
-   * their writes included (not those queued after: each of those reads the catalog when its slot
-   * is its own). A backfill calls it after a definition change, before its fence.
-   */
+  /** Once the sandbox's evaluations queued or running now have committed (later ones read the catalog in their slot): a backfill's wait before its fence. */
   async settled(tenant: TenantContext): Promise<void> {
     await this.queue.settled(`${tenantKey(tenant)}\u0000`);
   }

@@ -61,6 +61,7 @@ import { evaluateJob } from "../engine/evaluate-job.js";
 import type { JobDefinition } from "../engine/evaluation-types.js";
 import { evaluatedPolicy } from "../jobs/job-runner.js";
 import type { BatchRepository, StoredResource } from "../store/types.js";
+import { NetChange } from "./net-change.js";
 import { SnapshotEventTimes } from "./snapshot-event-times.js";
 import type { BackfillReason, BackfillStore, BackfillView, LiveGate, PartitionedBackfill, StoredBackfill, Verdict } from "./backfill-types.js";
 
@@ -407,38 +408,15 @@ export class BackfillRunner {
     const evaluate = (at: number) => evaluateJob(profiles, scope, [def], { now: at, snapshots: this.o.snapshots, isCancelled: isSuperseded, ...limitsOf(this.o.limits?.(scope)) });
     const outcome = await evaluate(now);
     check();
-    /** The net change: profile ids ascending (each chunk's stored statuses are one range of the store's keys), and whether each enters. */
-    let netIds: Float64Array;
-    let netEnters: Uint8Array;
-    const ordered: string[] = [];
-    {
-      // Sorted as numbers, then named (a comparator of the names cost ~0.1 s per 100,000).
-      const realized = sortedIds(outcome.memberships, ["entered", "reentered"]);
-      const exited = sortedIds(outcome.memberships, ["exited"]);
-      netIds = new Float64Array(realized.length + exited.length);
-      netEnters = new Uint8Array(netIds.length);
-      for (let i = 0, j = 0, k = 0; i < realized.length || j < exited.length; k++) {
-        const enter = j >= exited.length || (i < realized.length && realized[i]! <= exited[j]!);
-        netIds[k] = enter ? realized[i++]! : exited[j++]!;
-        netEnters[k] = enter ? 1 : 0;
-        ordered.push(String(netIds[k]!));
-      }
-    }
-    /** Position of a profile in the net change, -1 when it is not in it. */
-    const netIndexOf = (pid: string): number => {
-      const k = indexOfSorted(netIds, Number(pid));
-      // "007" is not profile 7.
-      return k >= 0 && ordered[k] === pid ? k : -1;
-    };
-    view.total = netIds.length;
+    const net = new NetChange(outcome.memberships);
+    view.total = net.size;
     view.phase = "writing";
     view.evaluatedAt = iso(this.o.clock.now());
     await save(true);
 
     // 4–6 on a hub with streaming workers: theirs, in band on each partition's stream.
     if (partitioned !== undefined) {
-      const desired = new Map<string, "realized" | "exited">();
-      for (let k = 0; k < ordered.length; k++) desired.set(ordered[k]!, netEnters[k] === 1 ? "realized" : "exited");
+      const desired = net.toMap();
       await this.ensureVersion(scope, rec);
       const res = await partitioned.write({
         tenant, definitionId, version: d.updateTime, fence, desired, isCancelled: isSuperseded,
@@ -480,13 +458,13 @@ export class BackfillRunner {
       /** Windowed: when the sweep is to re-check each profile realized from the snapshot. */
       const due = new Map<number, number>();
       for (const id of held) {
-        const k = changed === null || changed.has(id) ? -1 : netIndexOf(id);
+        const k = changed === null || changed.has(id) ? -1 : net.indexOf(id);
         if (k < 0) {
           again.push(id);
           continue;
         }
-        const pid = netIds[k]!;
-        const enters = netEnters[k] === 1;
+        const pid = net.ids[k]!;
+        const enters = net.enters[k] === 1;
         if (times !== null) {
           // A windowed verdict is stale once one of the profile's events left a window (or a UTC midnight
           // passed) since the evaluation: the sweep may have exited it since. The engine decides those on now.
@@ -595,13 +573,13 @@ export class BackfillRunner {
         if (pending.length > 0) await new Promise((resolve) => setTimeout(resolve, 2));
       }
     };
-    await writeAll(ordered, false);
+    await writeAll(net.names, false);
 
     // 5. Profiles changed after the fence that were not in the net change.
     view.phase = "fencing";
     const changed = await profiles.changesSince(scope, fence);
     // Every profile of the net change was decided by now (busy ones were tried again until held).
-    const rest = changed.profileIds === null ? [] : [...changed.profileIds].filter((p) => netIndexOf(p) < 0);
+    const rest = changed.profileIds === null ? [] : [...changed.profileIds].filter((p) => net.indexOf(p) < 0);
     view.total += rest.length;
     await save(true);
     await writeAll(rest, true);
@@ -668,36 +646,6 @@ export class BackfillRunner {
     const policy = p === undefined ? { ...NO_MERGE_POLICY, id: d.mergePolicyId || "none" } : { id: p.id, ...evaluatedPolicy(p) };
     return { id: d.id, query: parse(rec.canonicalText), references: rec.references, excludeOptOut: d.dataGovernancePolicy.excludeOptOut, policy };
   }
-}
-
-/** The profile ids of the sets' lists named, ascending. */
-function sortedIds(sets: ReadonlyArray<Record<"entered" | "reentered" | "exited", ArrayLike<number>>>, lists: ReadonlyArray<"entered" | "reentered" | "exited">): Float64Array {
-  let n = 0;
-  for (const m of sets) for (const l of lists) n += m[l].length;
-  const out = new Float64Array(n);
-  let k = 0;
-  for (const m of sets) {
-    for (const l of lists) {
-      const a = m[l];
-      for (let i = 0; i < a.length; i++) out[k++] = a[i]!;
-    }
-  }
-  return out.sort();
-}
-
-/** Position of `x` in the ascending `a`, or -1. */
-function indexOfSorted(a: Float64Array, x: number): number {
-  if (Number.isNaN(x)) return -1;
-  let lo = 0;
-  let hi = a.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >>> 1;
-    const v = a[mid]!;
-    if (v < x) lo = mid + 1;
-    else if (v > x) hi = mid - 1;
-    else return mid;
-  }
-  return -1;
 }
 
 function limitsOf(limits: EvaluationLimits | undefined): { limits?: EvaluationLimits } {
