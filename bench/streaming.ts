@@ -54,7 +54,7 @@
  * such when its profile has a transition in the response), plus the same
  * latency over all events and the client's request latency.
  */
-import { rmSync, writeFileSync } from "node:fs";
+import { rmSync } from "node:fs";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -66,6 +66,7 @@ import { watchGcPauses } from "./lib/gc-pauses.js";
 import { watchLoopDelay } from "./lib/loop-delay.js";
 import { startHeapProfile } from "./lib/heap-profile.js";
 import { runWorkersBench } from "./lib/streaming-workers.js";
+import { startCpuProfile } from "./lib/cpu-profile.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -237,27 +238,10 @@ class Phase {
 
 /** Starts the profilers asked for (--cpu-profile, --heap-profile); the returned function stops them and writes their files. */
 async function startProfile(): Promise<() => Promise<void>> {
-  const [cpu, heap] = await Promise.all([startCpuProfile(), startHeapProfile(args["heap-profile"])]);
+  const [cpu, heap] = await Promise.all([startCpuProfile(args["cpu-profile"]!, "the measured phase"), startHeapProfile(args["heap-profile"])]);
   return async () => {
     await cpu();
     await heap();
-  };
-}
-
-/** Starts the inspector's CPU profiler when --cpu-profile is given; the returned function stops it and writes the profile. */
-async function startCpuProfile(): Promise<() => Promise<void>> {
-  const file = args["cpu-profile"];
-  if (!file) return async () => {};
-  const { Session } = await import("node:inspector/promises");
-  const session = new Session();
-  session.connect();
-  await session.post("Profiler.enable");
-  await session.post("Profiler.start");
-  return async () => {
-    const { profile } = await session.post("Profiler.stop");
-    writeFileSync(file, JSON.stringify(profile));
-    session.disconnect();
-    console.log(`CPU profile of the measured phase: ${file}`);
   };
 }
 

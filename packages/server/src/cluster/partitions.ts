@@ -49,11 +49,7 @@ export function partitionSubject(partition: number, profileTokenValue: string): 
 export function partitionFunction(sandboxId: string, partitions: number): (profileId: string) => number {
   if (!Number.isSafeInteger(partitions) || partitions < 1) throw new RangeError(`partitions must be a positive integer, got ${partitions}`);
   // The token of `${sandboxId}/${id}` is the token of `${sandboxId}/` followed by the id's (the escape is per byte).
-  let prefix = 0x811c9dc5;
-  for (const b of Buffer.from(token(`${sandboxId}/`), "utf8")) {
-    prefix ^= b;
-    prefix = Math.imul(prefix, 0x01000193) >>> 0;
-  }
+  const prefix = fnv1a32(token(`${sandboxId}/`));
   return (profileId: string) => {
     if (profileId === "") return partitionOf(sandboxId, profileId, partitions);
     let h = prefix;
