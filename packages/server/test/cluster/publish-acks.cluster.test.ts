@@ -13,13 +13,25 @@ import { connectNats, ensureSiteEventsStream } from "../../src/cluster/nats.js";
 import { MsgIdHeader, PublishAcks } from "../../src/cluster/publish-acks.js";
 import { siteEventsStream, siteEventsSubject } from "../../src/cluster/subjects.js";
 
+/** A site's nats-server, a link to it and a PublishAcks over it, for `fn`; everything stopped after. */
+async function withSite(domain: string, fn: (link: Awaited<ReturnType<typeof connectNats>>, acks: PublishAcks) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), `segmentd-h7-${domain}-`));
+  const site = await startNatsServer({ dir, domain });
+  const link = await connectNats({ url: site.url, name: `h7-${domain}`, localDomain: domain, hubDomain: "hub" });
+  const acks = new PublishAcks(link.nc, 5_000);
+  try {
+    await fn(link, acks);
+  } finally {
+    acks.close();
+    await link.close();
+    await site.kill();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 describe("acknowledged publishes to a site's stream", { timeout: 120_000 }, () => {
   it("sends the publishes of one turn in one flush, each acknowledged once stored, under its own id", async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-h7-acks-"));
-    const site = await startNatsServer({ dir, domain: "site-c" });
-    const link = await connectNats({ url: site.url, name: "h7-acks", localDomain: "site-c", hubDomain: "hub" });
-    const acks = new PublishAcks(link.nc, 5_000);
-    try {
+    await withSite("site-c", async (link, acks) => {
       await ensureSiteEventsStream(link.local.jsm, "site-c");
       const stored = async () => (await link.local.jsm.streams.info(siteEventsStream("site-c"))).state.messages;
       const send = (id: string) => acks.publish(siteEventsSubject("site-c"), Buffer.from(JSON.stringify({ id })), id);
@@ -48,20 +60,11 @@ describe("acknowledged publishes to a site's stream", { timeout: 120_000 }, () =
       assert.equal(good.status, "fulfilled");
       assert.equal(await stored(), 105);
       assert.equal(acks.pending, 0);
-    } finally {
-      acks.close();
-      await link.close();
-      await site.kill();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it("sends a publish answered no responders again (a stream created meanwhile stores it once); a subject no stream takes is refused after the retries", async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "segmentd-h7-noresp-"));
-    const site = await startNatsServer({ dir, domain: "site-n" });
-    const link = await connectNats({ url: site.url, name: "h7-noresp", localDomain: "site-n", hubDomain: "hub" });
-    const acks = new PublishAcks(link.nc, 5_000);
-    try {
+    await withSite("site-n", async (link, acks) => {
       const early = acks.publish("late.events", Buffer.from("{}"), "late-1");
       await new Promise((r) => setTimeout(r, 120));
       await link.local.jsm.streams.add({ name: "LATE", subjects: ["late.>"] });
@@ -75,12 +78,7 @@ describe("acknowledged publishes to a site's stream", { timeout: 120_000 }, () =
       const waited = Date.now() - t0;
       assert.ok(waited >= 500 && waited < 2_000, `refused after two retries: ${waited} ms`);
       assert.equal(acks.pending, 0);
-    } finally {
-      acks.close();
-      await link.close();
-      await site.kill();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 
   it("writes the header as the client's own headers do", () => {
