@@ -332,9 +332,14 @@ class Parser extends PrimaryParser {
       const bindings = this.parseBindings(fn);
       return { type: "AggregateOver", fn, bindings, start: this.starts[t], end: bindings[bindings.length - 1]!.end };
     }
+    // This value's nested binders wait for this aggregate's variables, not for an aggregate in its bindings.
+    const enclosing = this.deferred;
+    this.deferred = [];
     this.deferDepth++;
     const value = this.parseExpr();
     this.deferDepth--;
+    const pending = this.deferred;
+    this.deferred = enclosing;
     const over = this.pos;
     if (this.kw[over] !== KW_OVER) {
       this.fail("PQL_EXPECTED_OVER", `Expected 'over' after the value of '${fn}' but found ${this.describe(over)}`, over);
@@ -348,11 +353,8 @@ class Parser extends PrimaryParser {
     rebound = bound;
     walk(value, rebind);
     rebound = NO_NAMES;
-    if (this.deferDepth === 0 && this.deferred.length > 0) {
-      const pending = this.deferred;
-      this.deferred = [];
-      for (const b of pending) this.refuseForwardUse(b);
-    }
+    if (this.deferDepth > 0) for (const b of pending) this.deferred.push(b);
+    else for (const b of pending) this.refuseForwardUse(b);
     return { type: "AggregateOver", fn, value, bindings, start: this.starts[t], end: bindings[bindings.length - 1]!.end };
   }
 

@@ -238,6 +238,9 @@ test("a variable used left of its binding is refused with its position and its d
   // a real forward use there is still refused, once the aggregate's variables are known.
   assert.doesNotThrow(() => parse("sum (exists A from B.items, B from xEvent : A) over B from xEvent"));
   refused("sum (exists A from C.items, C from xEvent : A) over B from xEvent", [1, 20, 21], "1:29", "C");
+  // …also when the aggregate's own bindings hold a `sum … over` of their own (it ends first).
+  assert.doesNotThrow(() => parse("sum (sum 1 over A from b where Y, Y from c) over Y from d, Z from (sum age over Q from f)"));
+  refused("sum (sum 1 over A from b where W, W from c) over Y from d, Z from (sum age over Q from f)", [1, 32, 33], "1:35", "W");
   refused("sum (sum (exists A from C.x, C from B : A) over D from D.y) over B from z", [1, 25, 26], "1:30", "C");
 });
 
