@@ -2,13 +2,13 @@
  * Batch shards (issue #44, acceptance 3 measured on the shards alone; the job fan-out is not built
  * yet), one command:
  *
- *   npm run bench:shards -- [--db bench/.data/batch.db] [--workers 3] [--partitions 64] [--dir DIR]
+ *   npm run bench:shards -- [--db bench/.data/batch.db] [--workers 3] [--partitions 64] [--dir DIR] [--cache-mib 16]
  *
  * Over bench:batch's data (1M profiles / 10M events; load it first with `npm run bench:batch --
  * --load-only`), each in a process of its own, one after the other (the machine has two cores):
  * the all-in-one — the whole snapshot built, then bench:batch's 100 definitions evaluated over it —
- * and each of `--workers` workers — the shards of its partitions (partition p is worker p mod N's)
- * built, then the same definitions evaluated over them. Each prints its build and evaluation
+ * and each of `--workers` workers — its shard over its partitions (partition p is worker p mod N's)
+ * built, then the same definitions evaluated over it. Each prints its build and evaluation
  * times, the CPU of every thread of its process, its peak RSS and its members per definition.
  * Then: the workers' members per definition summed must equal the all-in-one's; #44's targets —
  * peak RSS per worker ≤ 45 % of the all-in-one's, CPU of a job summed over the workers ≤ 1.2× the
@@ -26,7 +26,7 @@ import { parseArgs } from "node:util";
 import { parse } from "@segmentd/pql";
 import { SnapshotCache } from "../packages/server/src/batch/columnar/cache.js";
 import { evaluateJob, type EvaluationOutcome, type JobDefinition } from "../packages/server/src/batch/engine/evaluate-job.js";
-import { PartitionShards } from "../packages/server/src/batch/shards/partition-shards.js";
+import { WorkerShard } from "../packages/server/src/batch/shards/worker-shard.js";
 import { partitionFunction } from "../packages/server/src/cluster/partitions.js";
 import { defaultConfig } from "../packages/server/src/platform/config.js";
 import { WorkerProfileStore } from "../packages/server/src/profiles/embedded/worker-store.js";
@@ -44,6 +44,11 @@ const { values: args } = parseArgs({
     /** Keep the shards' files here (a second run loads them: #44 acceptance 4); none: in memory. */
     dir: { type: "string", default: "" },
     "cpu-profile": { type: "string", default: "" },
+    /**
+     * SQLite's page cache per process (MiB). Small by default: deployed, the store is PostgreSQL in
+     * a process of its own, so a cache in the bench's processes would count against every side's RSS.
+     */
+    "cache-mib": { type: "string", default: "16" },
   },
 });
 const ORG = "BENCH@AdobeOrg";
@@ -60,11 +65,19 @@ interface Side {
   evalMs: number;
   evalCpuMs: number;
   peakRssBytes: number;
+  /** RSS, and the V8 heap + array buffers, with the snapshot held (after the build). */
+  rssBuiltBytes: number;
+  heapBuiltBytes: number;
   members: Record<string, number>;
 }
 
 const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const gb = (bytes: number) => `${(bytes / 1024 ** 3).toFixed(2)} GB`;
+const held = () => {
+  const m = process.memoryUsage();
+  if (process.env.BENCH_SHARDS_MEMORY === "1") console.error(JSON.stringify(m));
+  return { rssBuiltBytes: m.rss, heapBuiltBytes: m.heapUsed + m.arrayBuffers };
+};
 const cpuMs = () => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
@@ -85,7 +98,7 @@ function members(outcomes: Iterable<EvaluationOutcome>): Record<string, number> 
 
 /** One side, in this process: the build, then the evaluation (nothing written). */
 async function side(role: "all-in-one" | "worker", worker: number): Promise<Side> {
-  const store = new WorkerProfileStore({ path: path.resolve(args.db!), synchronous: "normal", cacheMiB: 1024 });
+  const store = new WorkerProfileStore({ path: path.resolve(args.db!), synchronous: "normal", cacheMiB: Number(args["cache-mib"]) });
   const config = defaultConfig();
   config.organizations = [{ id: ORG, sandboxes: [{ name: "prod", type: "production", default: true }] }];
   const tenant = new TenantDirectory(config).resolve(ORG, "prod")!;
@@ -99,31 +112,32 @@ async function side(role: "all-in-one" | "worker", worker: number): Promise<Side
       const snap = await cache.get(store, scope, POLICY, { events: true });
       const buildMs = performance.now() - t0;
       const buildCpuMs = cpuMs() - c0;
+      const mem = held();
       t0 = performance.now();
       c0 = cpuMs();
       const stop = await startCpuProfile(args["cpu-profile"]!);
       const o = await evaluateJob(store, scope, defs, { now: NOW, snapshots: cache });
       await stop();
-      const r: Side = { role, partitions: PARTITIONS, profiles: snap.profileCount, buildMs, buildCpuMs, evalMs: performance.now() - t0, evalCpuMs: cpuMs() - c0, peakRssBytes: process.resourceUsage().maxRSS * 1024, members: members([o]) };
+      const r: Side = { ...mem, role, partitions: PARTITIONS, profiles: snap.profileCount, buildMs, buildCpuMs, evalMs: performance.now() - t0, evalCpuMs: cpuMs() - c0, peakRssBytes: process.resourceUsage().maxRSS * 1024, members: members([o]) };
       await cache.close();
       return r;
     }
     const mine = Array.from({ length: PARTITIONS }, (_, p) => p).filter((p) => p % WORKERS === worker);
-    const shards = new PartitionShards({
-      store, partitions: PARTITIONS, partitionOf: (t) => partitionFunction(t.sandbox.sandboxId, PARTITIONS),
+    const shard = new WorkerShard({
+      store, partitions: PARTITIONS, held: mine, partitionOf: (t) => partitionFunction(t.sandbox.sandboxId, PARTITIONS),
       ...(args.dir === "" ? {} : { dir: path.resolve(args.dir!, `worker-${worker}`), storeIdentity: path.resolve(args.db!) }),
     });
-    let profiles = 0;
-    for (const p of mine) profiles += (await shards.snapshot(tenant, p, POLICY, { events: true })).profileCount;
+    const profiles = (await shard.snapshot(tenant, POLICY, { events: true })).profileCount;
     const buildMs = performance.now() - t0;
     const buildCpuMs = cpuMs() - c0;
+    const mem = held();
     t0 = performance.now();
     c0 = cpuMs();
     const stop = await startCpuProfile(args["cpu-profile"]!);
-    const out = await shards.evaluate(tenant, mine, defs, { now: NOW });
+    const out = await shard.evaluate(tenant, defs, { now: NOW });
     await stop();
-    const r: Side = { role: `worker ${worker}`, partitions: mine.length, profiles, buildMs, buildCpuMs, evalMs: performance.now() - t0, evalCpuMs: cpuMs() - c0, peakRssBytes: process.resourceUsage().maxRSS * 1024, members: members(out.values()) };
-    await shards.close();
+    const r: Side = { ...mem, role: `worker ${worker}`, partitions: mine.length, profiles, buildMs, buildCpuMs, evalMs: performance.now() - t0, evalCpuMs: cpuMs() - c0, peakRssBytes: process.resourceUsage().maxRSS * 1024, members: members([out]) };
+    await shard.close();
     return r;
   } finally {
     await store.close();
@@ -132,14 +146,14 @@ async function side(role: "all-in-one" | "worker", worker: number): Promise<Side
 
 function runChild(extra: string[]): Side {
   const script = fileURLToPath(import.meta.url);
-  const r = spawnSync(process.execPath, [...process.execArgv, script, "--db", args.db!, "--workers", String(WORKERS), "--partitions", String(PARTITIONS), "--dir", args.dir!, ...extra], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
+  const r = spawnSync(process.execPath, [...process.execArgv, script, "--db", args.db!, "--workers", String(WORKERS), "--partitions", String(PARTITIONS), "--dir", args.dir!, "--cache-mib", args["cache-mib"]!, ...extra], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
   const line = r.stdout.split("\n").find((l) => l.startsWith("{"));
   if (r.status !== 0 || line === undefined) throw new Error(`bench:shards ${extra.join(" ")} failed (${r.status}): ${r.stderr.slice(-2000)}`);
   return JSON.parse(line) as Side;
 }
 
 function print(x: Side): void {
-  console.log(`${x.role.padEnd(10)} ${String(x.partitions).padStart(3)} partitions, ${x.profiles} profile entries: build ${s(x.buildMs)} (CPU ${s(x.buildCpuMs)}), evaluation of 100 definitions ${s(x.evalMs)} (CPU ${s(x.evalCpuMs)}); peak RSS ${gb(x.peakRssBytes)}`);
+  console.log(`${x.role.padEnd(10)} ${String(x.partitions).padStart(3)} partitions, ${x.profiles} profile entries: build ${s(x.buildMs)} (CPU ${s(x.buildCpuMs)}), evaluation of 100 definitions ${s(x.evalMs)} (CPU ${s(x.evalCpuMs)}); peak RSS ${gb(x.peakRssBytes)} (holding the snapshot: RSS ${gb(x.rssBuiltBytes)}, heap + buffers ${gb(x.heapBuiltBytes)})`);
 }
 
 function target(name: string, value: string, met: boolean): void {

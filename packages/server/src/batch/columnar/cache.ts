@@ -44,8 +44,12 @@ export interface SnapshotCacheOptions {
   maxOverlayShare?: number;
   /** Where snapshot files are kept (one per key); none: snapshots live in memory only. */
   dir?: string;
-  /** Names the profile store (e.g. its file or database); a file written for another store is ignored. */
-  storeIdentity?: string;
+  /**
+   * Names the profile store (e.g. its file or database); a file written for another store is ignored.
+   * A function when what the snapshots hold can change (a worker's held partitions): asked as each
+   * `get` starts, for the file it may load and the one it writes.
+   */
+  storeIdentity?: string | (() => string);
   /** Told when a file is ignored or cannot be written (jobs go on either way). */
   onWarning?: (message: string, err?: unknown) => void;
   /** Worker threads that evaluate over the snapshots (batch/pool/); 0 or absent: on the main thread. */
@@ -62,16 +66,21 @@ export class SnapshotCache {
   /** The last file written, per key. */
   readonly lastWrites = new Map<string, SnapshotWriteStats>();
   /** Per key: the newest base waiting to be written, and the chain of writes. */
-  private readonly pendingWrite = new Map<string, Snapshot>();
+  private readonly pendingWrite = new Map<string, { snap: Snapshot; identity: string | null }>();
   private readonly writing = new Map<string, Promise<void>>();
-  private readonly store: string | null;
   private tempsChecked = false;
   private evaluation: EvaluationPool | null = null;
 
   constructor(private readonly o: SnapshotCacheOptions = {}) {
-    this.store = o.storeIdentity === undefined ? null : createHash("sha256").update(o.storeIdentity).digest("hex").slice(0, 32);
     // Started now: a worker's start-up (its module graph) is not paid by the first request's deadline.
     if ((o.evaluationWorkers ?? 0) > 0) this.evaluation = new EvaluationPool(o.evaluationWorkers!);
+  }
+
+  /** The store's identity as files record it (a hash), now. */
+  private identity(): string | null {
+    const id = this.o.storeIdentity;
+    if (id === undefined) return null;
+    return createHash("sha256").update(typeof id === "string" ? id : id()).digest("hex").slice(0, 32);
   }
 
   private key(scope: TenantScope, policy: MergePolicySpec): string {
@@ -108,9 +117,10 @@ export class SnapshotCache {
     const share = this.o.maxOverlayShare === undefined ? {} : { maxOverlayShare: this.o.maxOverlayShare };
     const run = entry.lock.then(async () => {
       const t0 = performance.now();
+      const identity = this.identity();
       const previous = entry.snapshot;
       if (previous === null) {
-        const loaded = await this.load(store, scope, policy, k, o);
+        const loaded = await this.load(store, scope, policy, k, o, identity);
         if (loaded !== null) {
           const loadMs = performance.now() - t0;
           const r = await refreshSnapshot(store, scope, loaded, { ...o, events: o.events || loaded.withEvents, ...share });
@@ -128,7 +138,7 @@ export class SnapshotCache {
         this.lastStats.set(k, { mode: r.mode, changed: r.changed, ms: performance.now() - t0 });
       }
       const snap = entry.snapshot;
-      if (this.o.dir !== undefined && snap.base !== previous?.base && this.lastStats.get(k)!.mode !== "loaded") this.persist(k, snap);
+      if (this.o.dir !== undefined && snap.base !== previous?.base && this.lastStats.get(k)!.mode !== "loaded") this.persist(k, snap, identity);
       return snap;
     });
     entry.lock = run.catch(() => undefined);
@@ -136,7 +146,7 @@ export class SnapshotCache {
   }
 
   /** The file's snapshot when it is usable (else null, with a warning naming why). */
-  private async load(store: SnapshotStore, scope: TenantScope, policy: MergePolicySpec, k: string, o: BuildOptions): Promise<Snapshot | null> {
+  private async load(store: SnapshotStore, scope: TenantScope, policy: MergePolicySpec, k: string, o: BuildOptions, identity: string | null): Promise<Snapshot | null> {
     const file = this.fileFor(k);
     if (file === null) return null;
     let f: OpenSnapshotFile;
@@ -151,7 +161,7 @@ export class SnapshotCache {
     try {
       const h = f.header;
       if (h.key !== k) throw new SnapshotFileError(`written for another key (${JSON.stringify(h.key)})`);
-      if (h.store !== this.store) throw new SnapshotFileError("written for another profile store");
+      if (h.store !== identity) throw new SnapshotFileError("written for another profile store");
       // Not an error: the file is fine but this use needs events it does not hold; the build replaces it.
       if (o.events && !h.withEvents) {
         await f.fh.close();
@@ -176,16 +186,17 @@ export class SnapshotCache {
   }
 
   /** Writes a key's base in the background, after the caller got its snapshot; only the newest waiting base is written. */
-  private persist(k: string, snap: Snapshot): void {
+  private persist(k: string, snap: Snapshot, identity: string | null): void {
     if (snap.version === null) return; // no feed: a file could never be refreshed
     const file = this.fileFor(k)!;
-    this.pendingWrite.set(k, snap);
+    this.pendingWrite.set(k, { snap, identity });
     const prior = this.writing.get(k) ?? Promise.resolve();
     const next = prior.then(async () => {
       // setImmediate: the caller's continuation (the job) runs before the first byte is encoded.
       await new Promise((r) => setImmediate(r));
-      const s = this.pendingWrite.get(k);
-      if (s === undefined) return;
+      const w = this.pendingWrite.get(k);
+      if (w === undefined) return;
+      const s = w.snap;
       this.pendingWrite.delete(k);
       const t0 = performance.now();
       try {
@@ -193,7 +204,7 @@ export class SnapshotCache {
           this.tempsChecked = true;
           await removeStaleTemps(this.o.dir!, STALE_TEMP_MS);
         }
-        const bytes = await writeSnapshotFile(file, { key: k, store: this.store, version: s.version!, withEvents: s.withEvents, policy: s.policy }, s.base);
+        const bytes = await writeSnapshotFile(file, { key: k, store: w.identity, version: s.version!, withEvents: s.withEvents, policy: s.policy }, s.base);
         this.lastWrites.set(k, { file, bytes, ms: performance.now() - t0 });
       } catch (e) {
         this.o.onWarning?.(`snapshot file ${file} not written: ${(e as Error).message}`, e);
