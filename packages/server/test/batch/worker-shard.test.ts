@@ -221,6 +221,37 @@ describe("worker shards", () => {
     }
   });
 
+  it("splits its outcome by partition: each part is what a shard of that partition alone gives, on every back end, and the parts sum to the totals", async () => {
+    const all = shardOver(ts.store, "split", [0, 1, 2, 3]);
+    const alone = [0, 1, 2, 3].map((p) => shardOver(ts.store, `alone-${p}`, [p]));
+    try {
+      const out = await all.evaluate(tenant, DEFS, { now: NOW + 3 });
+      assert.deepEqual([...out.byPartition.keys()], [0, 1, 2, 3]);
+      assert.ok(transitions([out]).length > 0 && counters([out])["d0"]!.qualified > 0, "the job has members and changes");
+      for (let p = 0; p < PARTITIONS; p++) {
+        const part = out.byPartition.get(p)!;
+        const own = await alone[p]!.evaluate(tenant, DEFS, { now: NOW + 3 });
+        assert.deepEqual(transitions([part]), transitions([own]), `partition ${p}'s changes`);
+        assert.deepEqual(part.counters, own.counters, `partition ${p}'s counters (namespaces included)`);
+        assert.deepEqual([...own.byPartition.keys()], [p]);
+      }
+      assert.deepEqual(counters(out.byPartition.values()), counters([out]));
+      assert.deepEqual(transitions(out.byPartition.values()), transitions([out]));
+      // The scan-per-job back end splits alike (the engine's own option; the shard always runs columnar).
+      const split = { partitions: [0, 1, 2, 3], of: partitionOf };
+      const js = await evaluateJob(ts.store, SCOPE, DEFS, { now: NOW + 3, backend: "js", split });
+      for (const [p, part] of js.byPartition!) {
+        assert.deepEqual(transitions([part]), transitions([out.byPartition.get(p)!]), `js: partition ${p}`);
+        assert.deepEqual(part.counters, out.byPartition.get(p)!.counters, `js: partition ${p}'s counters`);
+      }
+      // A profile of a partition not asked for is refused, not counted somewhere.
+      await assert.rejects(evaluateJob(ts.store, SCOPE, DEFS, { now: NOW + 3, backend: "js", split: { partitions: [0, 1], of: partitionOf } }), /^Error: profile \d+ is in partition [23], which this evaluation does not hold$/);
+      await assert.rejects(evaluateJob(ts.store, SCOPE, DEFS, { now: NOW + 3, snapshots: full, split: { partitions: [0, 1], of: partitionOf } }), /^Error: profile \d+ is in partition [23], which this evaluation does not hold$/);
+    } finally {
+      await Promise.all([all.close(), ...alone.map((a) => a.close())]);
+    }
+  });
+
   it("refuses partitions that are not of the split", async () => {
     assert.throws(() => shardOver(ts.store, "x", [0, PARTITIONS]), { name: "RangeError", message: "partition 4 is not one of 0…3" });
     const a = shardOver(ts.store, "x", [0]);

@@ -20,6 +20,7 @@ import { compileDefinition, type ColumnarCompiled } from "../columnar/predicate.
 import { BuildCancelledError, membersOfPids, statusOverrides, type Snapshot, type SnapshotPart } from "../columnar/snapshot.js";
 import { JobCancelledError, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type EvaluationStore, type JobDefinition } from "./evaluation-types.js";
 import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
+import { PartitionTally } from "./partition-split.js";
 import { usesEvents } from "./uses-events.js";
 import { DEFAULT_LIMITS } from "../../platform/config.js";
 import { ApiError } from "../../services/errors.js";
@@ -123,6 +124,7 @@ export async function evaluateColumnar(
   const columnarDefinitions: string[] = [];
   const compiledCache = opts.compiled ?? new Map<string, ColumnarCompiled>();
   const definitionMs: Record<string, number> = {};
+  const tally = opts.split === undefined ? null : new PartitionTally(opts.split);
   for (const d of ordered) {
     if (cancelled()) throw new JobCancelledError();
     const t0 = performance.now();
@@ -162,17 +164,24 @@ export async function evaluateColumnar(
     const c: DefinitionCounters = { qualified: 0, byNamespace: {}, realized: 0, existing: 0, exited: 0 };
     // Numeric ids (the stores' pids): a string that is not one becomes NaN, which the store refuses by name.
     const out = new MembershipSetBuilder(d.id);
+    // Split by partition: each profile counted in its partition's slot as well.
+    const pcs = tally === null ? null : tally.countersOf(d.id);
     for (const { part, offset } of snap.parts()) {
-      const nsCount = new Int32Array(part.namespaces.length);
-      const stamp = new Int32Array(part.namespaces.length).fill(-1);
+      const nsLen = part.namespaces.length;
+      const nsCount = new Int32Array(nsLen);
+      const stamp = new Int32Array(nsLen).fill(-1);
       const { ordinalStart, nsStart, nsCodes, profileIds } = part;
       const n = part.ordinals;
+      const slots = tally === null ? null : tally.slotsOfPart(part);
+      const slotNs = pcs === null ? null : new Int32Array(pcs.length * nsLen);
       // Masked (replaced or removed) profiles never qualify and have no located status: skipped here.
       for (let o = 0; o < n; o++) {
         const g = offset + o;
         const q = qual[g]!;
         const p = prev[g]!;
         if (q === 0 && p !== 1) continue;
+        const slot = slots === null ? -1 : tally!.check(slots[o]!, part, o);
+        const pc = slot < 0 ? null : pcs![slot]!;
         if (q === 1) {
           c.qualified++;
           for (let r = ordinalStart[o]!; r < ordinalStart[o + 1]!; r++) {
@@ -181,6 +190,7 @@ export async function evaluateColumnar(
               if (stamp[ns] === o) continue;
               stamp[ns] = o;
               nsCount[ns]!++;
+              if (slotNs !== null) slotNs[slot * nsLen + ns]!++;
             }
           }
           if (p === 1) c.existing++;
@@ -188,13 +198,31 @@ export async function evaluateColumnar(
             c.realized++;
             (p === 2 ? out.reentered : out.entered).push(Number(profileIds[o]!));
           }
+          if (pc !== null) {
+            pc.qualified++;
+            if (p === 1) pc.existing++;
+            else {
+              pc.realized++;
+              const b = tally!.builder(d.id, slot);
+              (p === 2 ? b.reentered : b.entered).push(Number(profileIds[o]!));
+            }
+          }
         } else {
           c.exited++;
           out.exited.push(Number(profileIds[o]!));
+          if (pc !== null) {
+            pc.exited++;
+            tally!.builder(d.id, slot).exited.push(Number(profileIds[o]!));
+          }
         }
       }
       part.namespaces.forEach((ns, code) => {
         if (nsCount[code]! > 0) c.byNamespace[ns] = (c.byNamespace[ns] ?? 0) + nsCount[code]!;
+        if (slotNs === null) return;
+        for (let slot = 0; slot < pcs!.length; slot++) {
+          const k = slotNs[slot * nsLen + code]!;
+          if (k > 0) pcs![slot]!.byNamespace[ns] = (pcs![slot]!.byNamespace[ns] ?? 0) + k;
+        }
       });
     }
     counters.set(d.id, c);
@@ -209,7 +237,10 @@ export async function evaluateColumnar(
     profilesByPolicy[d.policy.id] = snap.entryCount;
   }
   report(Math.max(totalProfiles, lastReported));
-  return { memberships, writes: membershipWrites(memberships), counters, totalProfiles, profilesByPolicy, sqlDefinitions: [], inMemoryDefinitions: fallbacks, columnarDefinitions, definitionMs };
+  return {
+    memberships, writes: membershipWrites(memberships), counters, totalProfiles, profilesByPolicy, sqlDefinitions: [], inMemoryDefinitions: fallbacks, columnarDefinitions, definitionMs,
+    ...(tally === null ? {} : { byPartition: tally.finish(ordered.map((d) => d.id)) }),
+  };
 }
 
 /**

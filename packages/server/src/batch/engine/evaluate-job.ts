@@ -29,6 +29,7 @@ import { evaluateColumnar } from "./columnar-engine.js";
 import { readsStoredMemberships } from "./reads-memberships.js";
 import { dependencyOrder } from "./dependency-order.js";
 import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
+import { emptyCounters, PartitionTally } from "./partition-split.js";
 import { usesEvents } from "./uses-events.js";
 import { JobCancelledError, type Backend, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type EvaluationStore, type JobDefinition } from "./evaluation-types.js";
 
@@ -42,10 +43,6 @@ interface Group {
   sql: JobDefinition[];
   js: JobDefinition[];
   predicates: string[];
-}
-
-function emptyCounters(): DefinitionCounters {
-  return { qualified: 0, byNamespace: {}, realized: 0, existing: 0, exited: 0 };
 }
 
 function storedStatus(entity: JsonObject, id: string): MembershipStatus | null {
@@ -101,6 +98,7 @@ export async function evaluateJob(store: EvaluationStore, scope: TenantScope, de
   const evaluated = new Set<string>();
   const counters = new Map(ordered.map((d) => [d.id, emptyCounters()]));
   const builders = new Map(ordered.map((d) => [d.id, new MembershipSetBuilder(d.id)]));
+  const tally = opts.split === undefined ? null : new PartitionTally(opts.split);
   const profilesByPolicy: Record<string, number> = {};
   let processed = 0;
   let totalProfiles = 0;
@@ -141,24 +139,15 @@ export async function evaluateJob(store: EvaluationStore, scope: TenantScope, de
           groupProfiles++;
           // Numeric ids (the stores' pids): a string that is not one becomes NaN, which the store refuses by name.
           const numericPid = Number(pid);
+          const slot = tally === null ? -1 : tally.slot(pid);
           for (let j = 0; j < n; j++) {
             const d = defs[j]!;
-            const c = counters.get(d.id)!;
             const prev = storedStatus(first.entity, d.id);
-            if (qual[j] === 1) {
-              c.qualified++;
-              for (const ns of namespaces) c.byNamespace[ns] = (c.byNamespace[ns] ?? 0) + 1;
-              if (prev === "realized") c.existing++;
-              else {
-                c.realized++;
-                const b = builders.get(d.id)!;
-                (prev === "exited" ? b.reentered : b.entered).push(numericPid);
-              }
-              if (referenced.has(d.id)) setOf(crossScan, d.id).add(pid);
-            } else if (prev === "realized") {
-              c.exited++;
-              builders.get(d.id)!.exited.push(numericPid);
-            }
+            const q = qual[j] === 1;
+            tallyProfile(counters.get(d.id)!, builders.get(d.id)!, q, prev, numericPid, namespaces);
+            // The partition's share too when the outcome is split.
+            if (tally !== null) tallyProfile(tally.countersOf(d.id)[slot]!, tally.builder(d.id, slot), q, prev, numericPid, namespaces);
+            if (qual[j] === 1 && referenced.has(d.id)) setOf(crossScan, d.id).add(pid);
           }
         }
         processed += chunk.length === 0 ? 0 : countProfiles(chunk);
@@ -180,7 +169,24 @@ export async function evaluateJob(store: EvaluationStore, scope: TenantScope, de
     profilesByPolicy,
     sqlDefinitions: groups.flatMap((g) => g.sql.map((d) => d.id)),
     inMemoryDefinitions: fallbacks,
+    ...(tally === null ? {} : { byPartition: tally.finish(ordered.map((d) => d.id)) }),
   };
+}
+
+/** One profile's verdict on one definition, counted and (when its membership changes) collected. */
+function tallyProfile(c: DefinitionCounters, b: MembershipSetBuilder, qualifies: boolean, prev: MembershipStatus | null, pid: number, namespaces: ReadonlySet<string>): void {
+  if (qualifies) {
+    c.qualified++;
+    for (const ns of namespaces) c.byNamespace[ns] = (c.byNamespace[ns] ?? 0) + 1;
+    if (prev === "realized") c.existing++;
+    else {
+      c.realized++;
+      (prev === "exited" ? b.reentered : b.entered).push(pid);
+    }
+  } else if (prev === "realized") {
+    c.exited++;
+    b.exited.push(pid);
+  }
 }
 
 function setOf(m: Map<string, Set<string>>, k: string): Set<string> {

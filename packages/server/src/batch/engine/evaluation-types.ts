@@ -49,6 +49,21 @@ export interface EvaluationOptions {
    * definitions at the same `now` (a worker's partitions: each definition compiled once).
    */
   compiled?: Map<string, ColumnarCompiled>;
+  /** The outcome split by profile-keyed partition as well (a worker's shard): `byPartition`. */
+  split?: EvaluationSplit;
+}
+
+export interface EvaluationSplit {
+  /** The partitions evaluated: every profile read is in one of them. */
+  partitions: readonly number[];
+  /** A profile's partition. */
+  of: (profileId: string) => number;
+}
+
+/** One partition's part of an outcome. */
+export interface PartitionOutcome {
+  memberships: MembershipSet[];
+  counters: Map<string, DefinitionCounters>;
 }
 
 export interface DefinitionCounters {
@@ -81,6 +96,8 @@ export interface EvaluationOutcome {
   columnarDefinitions?: string[];
   /** Columnar back end: wall time per definition (ms), predicate and statuses/changes included. */
   definitionMs?: Record<string, number>;
+  /** With `split`: per partition asked for, its memberships and counters (which sum to the totals). */
+  byPartition?: Map<number, PartitionOutcome>;
 }
 
 export class JobCancelledError extends Error {

@@ -9,12 +9,13 @@ import type { MembershipSource } from "../../profiles/types.js";
 
 /** A growable Float64Array. */
 class IdList {
-  private buf = new Float64Array(256);
+  // Empty until the first id: a job's builders per definition and partition are mostly empty.
+  private buf = new Float64Array(0);
   length = 0;
 
   push(id: number): void {
     if (this.length === this.buf.length) {
-      const next = new Float64Array(this.buf.length * 2);
+      const next = new Float64Array(Math.max(256, this.buf.length * 2));
       next.set(this.buf);
       this.buf = next;
     }

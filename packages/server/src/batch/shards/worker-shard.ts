@@ -23,6 +23,7 @@ import { scopeOf, type TenantContext } from "../../services/tenancy.js";
 import { SnapshotCache, type SnapshotStats } from "../columnar/cache.js";
 import type { BuildOptions, Snapshot, SnapshotStore } from "../columnar/snapshot.js";
 import { evaluateJob, type EvaluationOptions, type EvaluationOutcome, type JobDefinition } from "../engine/evaluate-job.js";
+import type { PartitionOutcome } from "../engine/evaluation-types.js";
 
 /** The store a shard is read from: snapshots, member lists. */
 export type ShardSource = SnapshotStore & MembershipReads;
@@ -69,6 +70,7 @@ export class WorkerShard {
   private readonly cache: SnapshotCache;
   private readonly listings = new Map<string, Promise<IdListing>>();
   private readonly sandboxes = new Map<string, SandboxMoves>();
+  private readonly functions = new Map<string, (profileId: string) => number>();
   /** Snapshot reads and evaluations run one at a time, and a move waits for them: each sees one held set. */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -118,11 +120,16 @@ export class WorkerShard {
 
   /**
    * A job's evaluation of `definitions` over the held partitions: the outcome a whole evaluation
-   * has for their profiles (memberships to write, counters). Stored members of other partitions
-   * in the store's lists are not in the snapshot and so are not looked at.
+   * has for their profiles (memberships to write, counters), and its part per held partition
+   * (`byPartition`, every held partition present). Stored members of other partitions in the
+   * store's lists are not in the snapshot and so are not looked at.
    */
-  evaluate(tenant: TenantContext, definitions: readonly JobDefinition[], opts: Omit<EvaluationOptions, "snapshots" | "backend">): Promise<EvaluationOutcome> {
-    return this.serial(async () => evaluateJob(await this.view(tenant), scopeOf(tenant), [...definitions], { ...opts, snapshots: this.cache }));
+  evaluate(tenant: TenantContext, definitions: readonly JobDefinition[], opts: Omit<EvaluationOptions, "snapshots" | "backend" | "split">): Promise<EvaluationOutcome & { byPartition: Map<number, PartitionOutcome> }> {
+    return this.serial(async () => {
+      const split = { partitions: this.heldPartitions(), of: this.partitionOf(tenant) };
+      const out = await evaluateJob(await this.view(tenant), scopeOf(tenant), [...definitions], { ...opts, snapshots: this.cache, split });
+      return { ...out, byPartition: out.byPartition! };
+    });
   }
 
   /** Resolves once the shard's files written so far are on disk. */
@@ -141,6 +148,14 @@ export class WorkerShard {
     const run = this.queue.then(f);
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /** A sandbox's partition function, one per sandbox (the engine keeps each part's partitions for it). */
+  private partitionOf(tenant: TenantContext): (profileId: string) => number {
+    const k = `${tenant.orgId}\u0000${tenant.sandbox.sandboxName}`;
+    let f = this.functions.get(k);
+    if (f === undefined) this.functions.set(k, (f = this.o.partitionOf(tenant)));
+    return f;
   }
 
   private checked(partitions: Iterable<number>): ReadonlySet<number> {
@@ -165,7 +180,7 @@ export class WorkerShard {
     const { moves: log, forgotten } = moves;
     const movedIds = new Map<number, string[]>();
     for (const m of log) for (const p of m.partitions) if (!movedIds.has(p)) movedIds.set(p, await this.idsOf(tenant, [p]));
-    const partitionOf = this.o.partitionOf(tenant);
+    const partitionOf = this.partitionOf(tenant);
     const held = this.held;
     const mine = (id: string) => held.has(partitionOf(id));
     const scan = (s: TenantScope, policy: MergePolicySpec, opts: ScanOptions = {}): AsyncIterable<ScannedProfile[]> => {
