@@ -540,6 +540,42 @@ export interface PartitionWrites {
   partitionPositions(): Promise<Map<string, number>>;
 }
 
+/** One partition's part of a segment job, evaluated by the worker holding the partition (#44). */
+export interface JobPartitionWrite {
+  scope: TenantScope;
+  jobId: string;
+  partition: number;
+  /** Who evaluated it (a worker id). */
+  worker: string;
+  /** Its membership changes (source `batch`), written at `at`: the job's evaluation instant. */
+  sets: readonly MembershipSet[];
+  at: number;
+  /** What the hub sums into the job's metrics (its counters), stored as JSON. */
+  report: unknown;
+}
+
+export interface JobPartitionReport {
+  partition: number;
+  worker: string;
+  report: unknown;
+  /** Transitions written with it. */
+  transitions: number;
+}
+
+/**
+ * The batch fan-out's fenced write (#44, PostgreSQL: the store workers share): a job's partition
+ * is written once whoever evaluates it — its owner, or the next one after the owner died.
+ */
+export interface JobPartitionWrites {
+  /**
+   * The part's memberships and transitions and its report in one transaction, with a row naming
+   * (job, partition): false, and nothing written, when that row exists (the part was written).
+   */
+  applyJobPartition(w: JobPartitionWrite): Promise<boolean>;
+  /** The parts of a job written so far, by ascending partition. */
+  jobPartitionReports(scope: TenantScope, jobId: string): Promise<JobPartitionReport[]>;
+}
+
 /** Every role at once: what the embedded and PostgreSQL stores implement. */
 export interface ProfileStore
   extends StoreHealth,

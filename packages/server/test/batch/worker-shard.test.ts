@@ -35,7 +35,7 @@ const DEFS = [
 ];
 
 /** Transitions of an outcome, as comparable rows. */
-function transitions(outcomes: Iterable<EvaluationOutcome>): string[] {
+function transitions(outcomes: Iterable<Pick<EvaluationOutcome, "memberships">>): string[] {
   const rows: string[] = [];
   for (const o of outcomes) {
     for (const m of o.memberships) {
@@ -45,7 +45,7 @@ function transitions(outcomes: Iterable<EvaluationOutcome>): string[] {
   return rows.sort();
 }
 
-function counters(outcomes: Iterable<EvaluationOutcome>): Record<string, Omit<DefinitionCounters, "byNamespace">> {
+function counters(outcomes: Iterable<Pick<EvaluationOutcome, "counters">>): Record<string, Omit<DefinitionCounters, "byNamespace">> {
   const out: Record<string, Omit<DefinitionCounters, "byNamespace">> = {};
   for (const o of outcomes) {
     for (const [id, c] of o.counters) {

@@ -65,7 +65,7 @@ export async function applyMembershipSets(ctx: PgStoreContext, scope: TenantScop
 }
 
 /** One planned set's upserts and transitions (in the caller's write job), MEMBERSHIP_CHUNK profiles a statement. */
-async function writePlannedSet(c: pg.PoolClient, tid: number, p: PlannedSet, lqt: string, opts: MembershipSetOptions): Promise<void> {
+export async function writePlannedSet(c: pg.PoolClient, tid: number, p: PlannedSet, lqt: string, opts: MembershipSetOptions): Promise<void> {
   for (let i = 0; i < p.codes.length; i += MEMBERSHIP_CHUNK) {
     const json = jsonIntegers(p.codes, i, Math.min(p.codes.length, i + MEMBERSHIP_CHUNK)).toString("latin1");
     await c.query(`WITH u AS (SELECT code / 4 AS pid, code % 4 AS kind, ord FROM unnest($2::int8[]) WITH ORDINALITY AS x(code, ord)),

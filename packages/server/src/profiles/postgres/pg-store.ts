@@ -38,6 +38,9 @@ import {
   type PartitionBatchWrite,
   type PartitionFence,
   type PartitionWrites,
+  type JobPartitionReport,
+  type JobPartitionWrite,
+  type JobPartitionWrites,
   type ScanOptions,
   type ScannedProfile,
   type StageOptions,
@@ -69,6 +72,7 @@ import * as appends from "./pg-append.js";
 import * as reads from "./pg-reads.js";
 import * as memberships from "./pg-memberships.js";
 import * as partitions from "./pg-partitions.js";
+import * as jobPartitions from "./pg-job-partitions.js";
 import * as lifecycle from "./pg-lifecycle.js";
 import * as transitionLog from "./pg-transition-log.js";
 import { sandboxNameKey } from "../../platform/tenant.js";
@@ -112,7 +116,7 @@ function quoteIdent(name: string): string {
   return `"${name}"`;
 }
 
-export class PostgresProfileStore implements ProfileStore, PartitionWrites {
+export class PostgresProfileStore implements ProfileStore, PartitionWrites, JobPartitionWrites {
   readonly kind = "postgres" as const;
   private readonly pool: pg.Pool;
   private readonly tids = new Map<string, number>();
@@ -631,6 +635,16 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites {
   async partitionPosition(partition: string): Promise<number> {
     await this.ready;
     return partitions.partitionPosition(this.ctx, partition);
+  }
+
+  async applyJobPartition(w: JobPartitionWrite): Promise<boolean> {
+    await this.ready;
+    return jobPartitions.applyJobPartition(this.ctx, w);
+  }
+
+  async jobPartitionReports(scope: TenantScope, jobId: string): Promise<JobPartitionReport[]> {
+    await this.ready;
+    return jobPartitions.jobPartitionReports(this.ctx, scope, jobId);
   }
 
   async partitionPositions(): Promise<Map<string, number>> {
