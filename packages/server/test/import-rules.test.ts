@@ -32,7 +32,7 @@ const MODULE_ARROWS: Record<string, readonly string[]> = {
   edge: ["platform", "services", "stores", "profiles", "http", "streaming", "metrics", "pql"],
   web: ["platform", "services"],
   activation: ["platform", "storage-kit", "services", "profiles", "http"],
-  cluster: ["platform", "storage-kit", "services", "stores", "profiles", "http", "streaming", "edge"],
+  cluster: ["platform", "storage-kit", "services", "stores", "profiles", "http", "streaming", "edge", "batch", "pql"],
   computed: ["platform", "services", "stores", "http", "profiles", "pql"],
   root: ["platform", "services", "stores", "http", "profiles", "hygiene", "batch", "streaming", "edge", "metrics", "web", "cluster", "activation", "computed"],
   cli: ["platform", "services", "stores", "profiles", "batch", "root", "pql", "cluster"],
@@ -45,6 +45,8 @@ const ENGINE_SURFACES: Record<string, readonly string[]> = {
   "edge → metrics": ["metrics/routes.ts"],
   "cluster → edge": ["edge/plugin.ts", "edge/location-store.ts", "edge/locations.ts", "edge/hub-forwarder.ts", "edge/interact.ts", "edge/datastreams.ts", "edge/disqualification.ts", "edge/routes.ts", "edge/errors.ts"],
   "cluster → streaming": ["streaming/definition-catalog.ts", "streaming/profile-state.ts", "streaming/engine.ts", "streaming/plugin.ts"],
+  // The batch fan-out (#44): a worker's shard, the evaluation's types, the job runner's fan-out interface.
+  "cluster → batch": ["batch/shards/worker-shard.ts", "batch/engine/evaluation-types.ts", "batch/jobs/job-runner.ts"],
 };
 
 /** The stores: they import nothing from HTTP or an engine, not even through another file. */

@@ -54,6 +54,16 @@ export function definition(id: string, text: string, extra: Partial<JobDefinitio
   return { id, query, references, excludeOptOut: true, policy: PDG, ...extra };
 }
 
+/** Four definitions over profiles and events, two of them segments of segments (shard and fleet tests). */
+export function segmentOfSegmentsDefinitions(): JobDefinition[] {
+  return [
+    definition("d0", "person.age > 20", { excludeOptOut: false }),
+    definition("d1", 'xEvent[eventType = "purchase"].count() > 0', { excludeOptOut: false }),
+    definition("d2", 'inSegment("d0") and inSegment("d1")', { excludeOptOut: false }),
+    definition("d3", 'not inSegment("d1") or tier = "changed"', { excludeOptOut: false }),
+  ];
+}
+
 /**
  * Reference members: every profile of the store, merged under the policy,
  * evaluated with `evaluate`. `segmentMembership` is replaced by `members` of

@@ -24,15 +24,10 @@ import type { ScanOptions } from "../../src/profiles/store.js";
 import { TenantDirectory, type TenantContext } from "../../src/services/tenancy.js";
 import { openTestStore, type TestStore } from "../profiles/test-store.js";
 import { NOW } from "./pql-gen.js";
-import { PDG, SCOPE, definition, populate, type Population } from "./fixtures.js";
+import { PDG, SCOPE, populate, segmentOfSegmentsDefinitions, type Population } from "./fixtures.js";
 
 const PARTITIONS = 4;
-const DEFS = [
-  definition("d0", "person.age > 20", { excludeOptOut: false }),
-  definition("d1", 'xEvent[eventType = "purchase"].count() > 0', { excludeOptOut: false }),
-  definition("d2", 'inSegment("d0") and inSegment("d1")', { excludeOptOut: false }),
-  definition("d3", 'not inSegment("d1") or tier = "changed"', { excludeOptOut: false }),
-];
+const DEFS = segmentOfSegmentsDefinitions();
 
 /** Transitions of an outcome, as comparable rows. */
 function transitions(outcomes: Iterable<Pick<EvaluationOutcome, "memberships">>): string[] {
@@ -234,7 +229,10 @@ describe("worker shards", () => {
         assert.deepEqual(transitions([part]), transitions([own]), `partition ${p}'s changes`);
         assert.deepEqual(part.counters, own.counters, `partition ${p}'s counters (namespaces included)`);
         assert.deepEqual([...own.byPartition.keys()], [p]);
+        assert.equal(part.profiles, own.totalProfiles, `partition ${p}'s profiles`);
+        assert.ok(part.profiles > 0);
       }
+      assert.equal([...out.byPartition.values()].reduce((a, x) => a + x.profiles, 0), out.totalProfiles);
       assert.deepEqual(counters(out.byPartition.values()), counters([out]));
       assert.deepEqual(transitions(out.byPartition.values()), transitions([out]));
       // The scan-per-job back end splits alike (the engine's own option; the shard always runs columnar).
@@ -243,6 +241,7 @@ describe("worker shards", () => {
       for (const [p, part] of js.byPartition!) {
         assert.deepEqual(transitions([part]), transitions([out.byPartition.get(p)!]), `js: partition ${p}`);
         assert.deepEqual(part.counters, out.byPartition.get(p)!.counters, `js: partition ${p}'s counters`);
+        assert.equal(part.profiles, out.byPartition.get(p)!.profiles, `js: partition ${p}'s profiles`);
       }
       // A profile of a partition not asked for is refused, not counted somewhere.
       await assert.rejects(evaluateJob(ts.store, SCOPE, DEFS, { now: NOW + 3, backend: "js", split: { partitions: [0, 1], of: partitionOf } }), /^Error: profile \d+ is in partition [23], which this evaluation does not hold$/);

@@ -9,7 +9,6 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import pg from "pg";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
@@ -19,8 +18,7 @@ import { partitionOfToken, partitionSubject, profileToken } from "../../src/clus
 import { LEASE_BUCKET, PartitionLeases } from "../../src/cluster/partition-leases.js";
 import { PartitionConsumers } from "../../src/cluster/partition-consumers.js";
 import { PostgresProfileStore } from "../../src/profiles/postgres/pg-store.js";
-import { withDefaultUser } from "../../src/platform/pg-url.js";
-import { testDatabaseUrl } from "../helpers/test-store.js";
+import { dropTestSchema, testDatabaseUrl } from "../helpers/test-store.js";
 import { until } from "../helpers/cluster.js";
 
 const N = 8;
@@ -44,10 +42,7 @@ describe("partitioned workers, fenced writes (NATS + PostgreSQL)", { timeout: 18
   after(async () => {
     for (const c of conns) await c.close().catch(() => {});
     await store.close();
-    const c = new pg.Client({ connectionString: withDefaultUser(testDatabaseUrl()) });
-    await c.connect();
-    await c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    await c.end();
+    await dropTestSchema(schema);
     await server.kill();
     rmSync(dir, { recursive: true, force: true });
   });

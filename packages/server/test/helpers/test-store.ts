@@ -7,8 +7,11 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { after, before } from "node:test";
 import pg from "pg";
 import { openPgStore, openSqliteStore, type MetadataStore } from "../../src/index.js";
+import { withDefaultUser } from "../../src/platform/pg-url.js";
+import { PostgresProfileStore } from "../../src/profiles/postgres/pg-store.js";
 
 export type TestStoreKind = "embedded" | "postgres";
 
@@ -106,4 +109,32 @@ export async function createTestStore(label = "t"): Promise<TestStoreHandle> {
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** Drops a schema a test made in the test database (its tables and all). */
+export async function dropTestSchema(schema: string): Promise<void> {
+  const c = new pg.Client({ connectionString: withDefaultUser(testDatabaseUrl()) });
+  await c.connect();
+  try {
+    await c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * A PostgreSQL profile store in a schema of its own for the enclosing describe: opened before its
+ * tests, closed and dropped after them. Call inside `describe`.
+ */
+export function pgStoreForSuite(prefix: string): () => PostgresProfileStore {
+  const schema = `${prefix}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+  let store: PostgresProfileStore | undefined;
+  before(() => {
+    store = new PostgresProfileStore({ connectionString: testDatabaseUrl(), schema });
+  });
+  after(async () => {
+    await store?.close();
+    await dropTestSchema(schema);
+  });
+  return () => store!;
 }

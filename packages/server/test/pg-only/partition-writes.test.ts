@@ -6,32 +6,20 @@
  * this folder runs in `npm run test:pg`, not in `npm test`.
  */
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import pg from "pg";
-import { PostgresProfileStore } from "../../src/profiles/postgres/pg-store.js";
+import { before, describe, it } from "node:test";
+import type { PostgresProfileStore } from "../../src/profiles/postgres/pg-store.js";
 import type { MembershipChange } from "../../src/profiles/store.js";
-import { withDefaultUser } from "../../src/platform/pg-url.js";
-import { testDatabaseUrl } from "../helpers/test-store.js";
+import { pgStoreForSuite } from "../helpers/test-store.js";
 
 const A = { orgId: "PARTA@AdobeOrg", sandboxName: "prod" };
 const B = { orgId: "PARTB@AdobeOrg", sandboxName: "prod" };
-const schema = `t_partitions_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
 
 const change = (profileId: string, definitionId: string, status: "realized" | "exited", at: number): MembershipChange => ({ profileId, definitionId, status, source: "streaming", at });
 
 describe("partition writes (PostgreSQL)", () => {
+  const pgStore = pgStoreForSuite("t_partitions");
   let store: PostgresProfileStore;
-
-  before(() => {
-    store = new PostgresProfileStore({ connectionString: testDatabaseUrl(), schema });
-  });
-  after(async () => {
-    await store.close();
-    const c = new pg.Client({ connectionString: withDefaultUser(testDatabaseUrl()) });
-    await c.connect();
-    await c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    await c.end();
-  });
+  before(() => (store = pgStore()));
 
   it("writes every tenant's changes and the new position together", async () => {
     assert.equal(await store.partitionPosition("pev.1"), 0);

@@ -125,6 +125,7 @@ export async function evaluateColumnar(
   const compiledCache = opts.compiled ?? new Map<string, ColumnarCompiled>();
   const definitionMs: Record<string, number> = {};
   const tally = opts.split === undefined ? null : new PartitionTally(opts.split);
+  if (tally !== null) for (const snap of new Set(snaps.values())) tally.countScan(tally.snapshotProfiles(snap.parts()));
   for (const d of ordered) {
     if (cancelled()) throw new JobCancelledError();
     const t0 = performance.now();

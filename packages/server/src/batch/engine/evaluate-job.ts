@@ -111,6 +111,7 @@ export async function evaluateJob(store: EvaluationStore, scope: TenantScope, de
     const needsOverride = g.js.some((d) => d.references.some((r) => inJob.has(r)));
     const sqlEval = nSql > 0 ? new SqliteChunkEvaluator(g.predicates) : null;
     let groupProfiles = 0;
+    const slotProfiles = tally === null ? null : new Int32Array(opts.split!.partitions.length);
     let entriesSeen = 0;
     try {
       // Without identity stitching an identity with only events is a profile of its own, so
@@ -140,6 +141,7 @@ export async function evaluateJob(store: EvaluationStore, scope: TenantScope, de
           // Numeric ids (the stores' pids): a string that is not one becomes NaN, which the store refuses by name.
           const numericPid = Number(pid);
           const slot = tally === null ? -1 : tally.slot(pid);
+          if (slotProfiles !== null) slotProfiles[slot]!++;
           for (let j = 0; j < n; j++) {
             const d = defs[j]!;
             const prev = storedStatus(first.entity, d.id);
@@ -157,6 +159,7 @@ export async function evaluateJob(store: EvaluationStore, scope: TenantScope, de
       sqlEval?.close();
     }
     for (const d of defs) evaluated.add(d.id);
+    if (slotProfiles !== null) tally!.countScan(slotProfiles);
     profilesByPolicy[g.policy.id] = entriesSeen;
     totalProfiles = Math.max(totalProfiles, groupProfiles);
   }

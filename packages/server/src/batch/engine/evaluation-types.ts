@@ -64,6 +64,8 @@ export interface EvaluationSplit {
 export interface PartitionOutcome {
   memberships: MembershipSet[];
   counters: Map<string, DefinitionCounters>;
+  /** The partition's profiles in the evaluation's largest scan (its share of `totalProfiles`). */
+  profiles: number;
 }
 
 export interface DefinitionCounters {

@@ -17,12 +17,34 @@ export class PartitionTally {
   private readonly slotOf: Int32Array;
   private readonly counters = new Map<string, DefinitionCounters[]>();
   private readonly builders = new Map<string, Array<MembershipSetBuilder | undefined>>();
+  /** Profiles per slot of the largest scan counted (countScan). */
+  private profiles: Int32Array;
 
   constructor(private readonly split: EvaluationSplit) {
     let max = -1;
     for (const p of split.partitions) max = Math.max(max, p);
     this.slotOf = new Int32Array(max + 1).fill(-1);
     split.partitions.forEach((p, slot) => (this.slotOf[p] = slot));
+    this.profiles = new Int32Array(split.partitions.length);
+  }
+
+  /** A scan's profiles per slot; the largest scan's are the partitions' `profiles`. */
+  countScan(perSlot: Int32Array): void {
+    let a = 0;
+    let b = 0;
+    for (const n of perSlot) a += n;
+    for (const n of this.profiles) b += n;
+    if (a > b) this.profiles = perSlot;
+  }
+
+  /** A snapshot's live profiles per slot. */
+  snapshotProfiles(parts: ReadonlyArray<{ part: SnapshotPart; masked: Uint8Array | null }>): Int32Array {
+    const out = new Int32Array(this.split.partitions.length);
+    for (const { part, masked } of parts) {
+      const slots = this.slotsOfPart(part);
+      for (let o = 0; o < slots.length; o++) if (masked === null || masked[o] === 0) out[this.check(slots[o]!, part, o)]!++;
+    }
+    return out;
   }
 
   /** The slot of a profile's partition; a profile of a partition not asked for is a caller's error. */
@@ -88,7 +110,7 @@ export class PartitionTally {
         const b = this.builders.get(id)?.[slot];
         if (b !== undefined && b.size > 0) memberships.push(b.finish());
       }
-      out.set(p, { memberships, counters });
+      out.set(p, { memberships, counters, profiles: this.profiles[slot]! });
     });
     return out;
   }

@@ -27,7 +27,7 @@ import type { MembershipSet } from "../../profiles/membership-sets.js";
 import { NO_MERGE_POLICY, type MergePolicySpec, type TenantScope } from "../../profiles/types.js";
 import type { MetadataStore } from "../../stores/types.js";
 import { SnapshotCache } from "../columnar/cache.js";
-import { evaluateJob, JobCancelledError, type Backend, type EvaluationStore, type JobDefinition } from "../engine/evaluate-job.js";
+import { evaluateJob, JobCancelledError, type Backend, type DefinitionCounters, type EvaluationStore, type JobDefinition } from "../engine/evaluate-job.js";
 import type { BatchRepository, StoredResource } from "../store/types.js";
 import type { JobStatus, StoredJob } from "./segment-job.js";
 import type { EvaluationLimits } from "../../services/evaluation-budget.js";
@@ -56,6 +56,45 @@ export interface JobRunnerOptions {
   limits?: (scope: TenantScope) => EvaluationLimits | undefined;
   /** Told of a job's sets once they are written (the edge projection follows them); must not throw or wait. */
   onWritten?: (scope: TenantScope, sets: readonly MembershipSet[]) => void;
+}
+
+/**
+ * A job evaluated and written by the worker fleet (#44, cluster/fleet-jobs.ts): each partition is
+ * written by its owner as it is done, so a cancel stops the partitions not yet written and leaves
+ * those written (each complete as of the job's instant). Not yet the runner's: the hub's wiring
+ * (`--workers`) is the next part of #44.
+ */
+export interface FanOutJob {
+  scope: TenantScope;
+  jobId: string;
+  /** The evaluation instant: the memberships' qualification time. */
+  at: number;
+  definitions: readonly JobDefinition[];
+  isCancelled: () => boolean;
+  /** Profiles of the partitions written so far. */
+  onProgress: (profiles: number) => void;
+}
+
+export interface FanOutOutcome {
+  counters: Map<string, DefinitionCounters>;
+  totalProfiles: number;
+  /** Transitions written. */
+  writes: number;
+}
+
+/** Evaluates and writes a job across the fleet; resolves once every partition is written. */
+export interface JobFanOut {
+  run(job: FanOutJob): Promise<FanOutOutcome>;
+}
+
+/** What a job's metrics are made of, whoever evaluated it. */
+interface JobResult {
+  counters: Map<string, DefinitionCounters>;
+  totalProfiles: number;
+  profilesByPolicy: Record<string, number>;
+  writes: number;
+  /** Per definition: how it was evaluated. */
+  evaluation: Record<string, string>;
 }
 
 const KIND = "segment-job" as const;
@@ -180,6 +219,32 @@ export class JobRunner {
     return out;
   }
 
+  /** In this process: evaluated over the resident snapshots, then written in one transaction. */
+  private async evaluateHere(scope: TenantScope, defs: JobDefinition[], segStart: number, cancelled: () => boolean, onProgress: (n: number) => void, progressWritten: () => Promise<unknown>): Promise<JobResult> {
+    const outcome = await evaluateJob(this.o.profiles, scope, defs, {
+      now: segStart,
+      ...(this.o.backend === undefined ? {} : { backend: this.o.backend }),
+      ...(this.o.chunkSize === undefined ? {} : { chunkSize: this.o.chunkSize }),
+      snapshots: this.snapshots,
+      isCancelled: cancelled,
+      ...budgetOf(this.o.limits?.(scope)),
+      onProgress,
+    });
+    await progressWritten();
+    // Last point where a cancel takes effect: after this the single write transaction runs.
+    if (cancelled()) throw new JobCancelledError();
+    // Copied first: a store in a worker thread takes the sets' buffers (they are empty afterwards).
+    const written = this.o.onWritten === undefined ? undefined : outcome.memberships.map((s) => ({ definitionId: s.definitionId, entered: s.entered.slice(), reentered: s.reentered.slice(), exited: s.exited.slice() }));
+    await this.o.profiles.applyMembershipSets(scope, outcome.memberships, { source: "batch", at: segStart });
+    if (written !== undefined) this.o.onWritten?.(scope, written);
+    const evaluation: Record<string, string> = {};
+    for (const defId of outcome.counters.keys()) {
+      const fallback = outcome.inMemoryDefinitions[defId];
+      evaluation[defId] = fallback !== undefined ? `in-memory: ${fallback}` : outcome.columnarDefinitions?.includes(defId) ? "columnar" : "sql";
+    }
+    return { counters: outcome.counters, totalProfiles: outcome.totalProfiles, profilesByPolicy: outcome.profilesByPolicy, writes: outcome.writes, evaluation };
+  }
+
   private async run(scope: TenantScope, id: string): Promise<void> {
     const k = key(scope, id);
     const startedAt = this.o.clock.now();
@@ -198,30 +263,17 @@ export class JobRunner {
       const segStart = this.o.clock.now();
       let lastWrite = 0;
       let pendingProgress: Promise<unknown> = Promise.resolve();
-      const outcome = await evaluateJob(this.o.profiles, scope, defs, {
-        now: segStart,
-        ...(this.o.backend === undefined ? {} : { backend: this.o.backend }),
-        ...(this.o.chunkSize === undefined ? {} : { chunkSize: this.o.chunkSize }),
-        snapshots: this.snapshots,
-        isCancelled: cancelled,
-        ...budgetOf(this.o.limits?.(scope)),
-        onProgress: (n) => {
-          this.o.onProgress?.(id, n);
-          const t = this.o.clock.now();
-          if (t - lastWrite < (this.o.progressIntervalMs ?? 1000)) return;
-          lastWrite = t;
-          pendingProgress = pendingProgress.then(() => this.transition(scope, id, ["PROCESSING"], "PROCESSING", (s) => {
-            s.job.metrics.profilesProcessed = n;
-          }));
-        },
-      });
+      const onProgress = (n: number) => {
+        this.o.onProgress?.(id, n);
+        const t = this.o.clock.now();
+        if (t - lastWrite < (this.o.progressIntervalMs ?? 1000)) return;
+        lastWrite = t;
+        pendingProgress = pendingProgress.then(() => this.transition(scope, id, ["PROCESSING"], "PROCESSING", (s) => {
+          s.job.metrics.profilesProcessed = n;
+        }));
+      };
+      const outcome = await this.evaluateHere(scope, defs, segStart, cancelled, onProgress, () => pendingProgress);
       await pendingProgress;
-      // Last point where a cancel takes effect: after this the single write transaction runs.
-      if (cancelled()) throw new JobCancelledError();
-      // Copied first: a store in a worker thread takes the sets' buffers (they are empty afterwards).
-      const written = this.o.onWritten === undefined ? undefined : outcome.memberships.map((s) => ({ definitionId: s.definitionId, entered: s.entered.slice(), reentered: s.reentered.slice(), exited: s.exited.slice() }));
-      await this.o.profiles.applyMembershipSets(scope, outcome.memberships, { source: "batch", at: segStart });
-      if (written !== undefined) this.o.onWritten?.(scope, written);
       const segEnd = this.o.clock.now();
       const r = await this.o.repo.get<StoredJob>("segment-job", scope, id);
       if (r === null) return;
@@ -233,13 +285,11 @@ export class JobRunner {
       m.segmentedProfileCounter = {};
       m.segmentedProfileByNamespaceCounter = {};
       m.segmentedProfileByStatusCounter = {};
-      m.evaluation = {};
+      m.evaluation = outcome.evaluation;
       for (const [defId, c] of outcome.counters) {
         m.segmentedProfileCounter[defId] = c.qualified;
         m.segmentedProfileByNamespaceCounter[defId] = c.byNamespace;
         m.segmentedProfileByStatusCounter[defId] = { realized: c.realized, existing: c.existing, exited: c.exited };
-        const fallback = outcome.inMemoryDefinitions[defId];
-        m.evaluation[defId] = fallback !== undefined ? `in-memory: ${fallback}` : outcome.columnarDefinitions?.includes(defId) ? "columnar" : "sql";
       }
       // PROCESSING or CANCELLING: a cancel that arrives during the write is too late; the job completed.
       await this.o.repo.update("segment-job", r);

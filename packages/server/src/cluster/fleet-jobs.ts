@@ -1,0 +1,68 @@
+/**
+ * The hub's side of segment jobs across the worker fleet (#44; the protocol is batch-fanout.ts):
+ * announce the job, wait until every partition has reported (a partition whose owner died is
+ * written by its next owner), then sum the reports into the job's counters and withdraw the
+ * announcement. A worker's failure fails the job; so does a cancel, which withdraws it at once.
+ */
+import type { KV } from "@nats-io/kv";
+import { JobCancelledError, type DefinitionCounters } from "../batch/engine/evaluation-types.js";
+import type { FanOutJob, FanOutOutcome, JobFanOut } from "../batch/jobs/job-runner.js";
+import type { JobPartitionWrites } from "../profiles/store.js";
+import { announcement, failKey, type PartitionReportBody } from "./batch-fanout.js";
+
+export interface FleetJobsOptions {
+  kv: KV;
+  store: Pick<JobPartitionWrites, "jobPartitionReports">;
+  partitions: number;
+  /** How often the reports are read (default 250 ms). */
+  pollMs?: number;
+}
+
+export class FleetJobs implements JobFanOut {
+  constructor(private readonly o: FleetJobsOptions) {}
+
+  async run(job: FanOutJob): Promise<FanOutOutcome> {
+    const { kv, store, partitions } = this.o;
+    const key = job.jobId;
+    await kv.put(key, JSON.stringify(announcement({ jobId: job.jobId, orgId: job.scope.orgId, sandboxName: job.scope.sandboxName, at: job.at, partitions, definitions: job.definitions })));
+    try {
+      for (;;) {
+        const reports = await store.jobPartitionReports(job.scope, job.jobId);
+        let profiles = 0;
+        for (const r of reports) profiles += (r.report as PartitionReportBody).profiles;
+        job.onProgress(profiles);
+        if (reports.length >= partitions) return sum(job, reports.map((r) => ({ body: r.report as PartitionReportBody, transitions: r.transitions })));
+        const failed = await kv.get(failKey(key));
+        if (failed !== null && failed.operation === "PUT") {
+          const f = JSON.parse(failed.string()) as { worker: string; message: string };
+          throw new Error(`worker ${f.worker}: ${f.message}`);
+        }
+        if (job.isCancelled()) throw new JobCancelledError();
+        await new Promise((r) => setTimeout(r, this.o.pollMs ?? 250));
+      }
+    } finally {
+      await kv.delete(key).catch(() => undefined);
+      await kv.delete(failKey(key)).catch(() => undefined);
+    }
+  }
+}
+
+function sum(job: FanOutJob, parts: Array<{ body: PartitionReportBody; transitions: number }>): FanOutOutcome {
+  const counters = new Map<string, DefinitionCounters>(job.definitions.map((d) => [d.id, { qualified: 0, byNamespace: {}, realized: 0, existing: 0, exited: 0 }]));
+  let totalProfiles = 0;
+  let writes = 0;
+  for (const { body, transitions } of parts) {
+    totalProfiles += body.profiles;
+    writes += transitions;
+    for (const [id, c] of Object.entries(body.counters)) {
+      const t = counters.get(id);
+      if (t === undefined) continue;
+      t.qualified += c.qualified;
+      t.realized += c.realized;
+      t.existing += c.existing;
+      t.exited += c.exited;
+      for (const [ns, n] of Object.entries(c.byNamespace)) t.byNamespace[ns] = (t.byNamespace[ns] ?? 0) + n;
+    }
+  }
+  return { counters, totalProfiles, writes };
+}
