@@ -17,6 +17,7 @@ export class PartitionTally {
   private readonly slotOf: Int32Array;
   private readonly counters = new Map<string, DefinitionCounters[]>();
   private readonly builders = new Map<string, Array<MembershipSetBuilder | undefined>>();
+  private readonly slotsByPart = new Map<SnapshotPart, Int32Array>();
   /** Profiles per slot of the largest scan counted (countScan). */
   private profiles: Int32Array;
 
@@ -64,6 +65,8 @@ export class PartitionTally {
    * moved away; `check` one before counting it.
    */
   slotsOfPart(part: SnapshotPart): Int32Array {
+    const known = this.slotsByPart.get(part);
+    if (known !== undefined) return known;
     let cached = PART_PARTITIONS.get(part);
     if (cached?.of !== this.split.of) {
       const partitions = new Int32Array(part.ordinals);
@@ -77,6 +80,8 @@ export class PartitionTally {
       const p = cached.partitions[o]!;
       slots[o] = p < slotOf.length ? slotOf[p]! : -1;
     }
+    // Once per part and evaluation: every definition's pass over the part reads them.
+    this.slotsByPart.set(part, slots);
     return slots;
   }
 
