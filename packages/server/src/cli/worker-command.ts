@@ -21,11 +21,12 @@ interface WorkerCliOptions {
   hubDomain?: string;
   id?: string;
   batch?: string;
+  dataDir?: string;
   json?: boolean;
 }
 
 function workerConfig(o: WorkerCliOptions, what: string): Config & { natsUrl: string; databaseUrl: string } {
-  const config = loadConfig({ configFile: o.config, overrides: { ...(o.nats !== undefined ? { natsUrl: o.nats } : {}), ...(o.databaseUrl !== undefined ? { databaseUrl: o.databaseUrl } : {}) } });
+  const config = loadConfig({ configFile: o.config, overrides: { ...(o.nats !== undefined ? { natsUrl: o.nats } : {}), ...(o.databaseUrl !== undefined ? { databaseUrl: o.databaseUrl } : {}), ...(o.dataDir !== undefined ? { dataDir: o.dataDir } : {}) } });
   if (o.hubDomain !== undefined) config.natsHubDomain = o.hubDomain;
   const { natsUrl, databaseUrl } = config;
   if (natsUrl === undefined || databaseUrl === undefined) throw new ConfigError(`${what} needs the hub's NATS (--nats or SEGMENTD_NATS_URL) and PostgreSQL (--database-url or SEGMENTD_DATABASE_URL)`);
@@ -43,6 +44,7 @@ export function registerWorkerCommands(program: Command): void {
   common(program.command("worker").description("run a streaming worker: evaluate the continuous audiences of the partitions it leases (docs/deployment.md)"))
     .option("--id <id>", "worker id (default <host>-<pid>): letters, digits, '-', '_'")
     .option("--batch <n>", "messages read per partition at once (default 500)")
+    .option("-d, --data-dir <dir>", "where the worker keeps its batch shards, under shards/<id> (default the config's dataDir)")
     .action(async (o: WorkerCliOptions) => {
       const config = workerConfig(o, "segmentd worker");
       const batch = o.batch === undefined ? undefined : Number(o.batch);

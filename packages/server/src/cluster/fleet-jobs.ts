@@ -16,6 +16,10 @@ export interface FleetJobsOptions {
   partitions: number;
   /** How often the reports are read (default 250 ms). */
   pollMs?: number;
+  /** The workers alive (their lease heartbeats); with none for `idleMs`, a job fails instead of waiting for ever. */
+  liveWorkers?: () => Promise<number>;
+  /** How long a job waits for a worker without any partition written (default 60 s). */
+  idleMs?: number;
 }
 
 export class FleetJobs implements JobFanOut {
@@ -25,9 +29,17 @@ export class FleetJobs implements JobFanOut {
     const { kv, store, partitions } = this.o;
     const key = job.jobId;
     await kv.put(key, JSON.stringify(announcement({ jobId: job.jobId, orgId: job.scope.orgId, sandboxName: job.scope.sandboxName, at: job.at, partitions, definitions: job.definitions })));
+    let lastProgress = Date.now();
+    let written = 0;
     try {
       for (;;) {
         const reports = await store.jobPartitionReports(job.scope, job.jobId);
+        if (reports.length > written) {
+          written = reports.length;
+          lastProgress = Date.now();
+        } else if (this.o.liveWorkers !== undefined && Date.now() - lastProgress > (this.o.idleMs ?? 60_000) && (await this.o.liveWorkers()) === 0) {
+          throw new Error(`no worker is running: with batch.onWorkers, segment jobs are evaluated by \`segmentd worker\` processes (${partitions - written} of ${partitions} partitions not written)`);
+        }
         let profiles = 0;
         for (const r of reports) profiles += (r.report as PartitionReportBody).profiles;
         job.onProgress(profiles);

@@ -10,7 +10,9 @@ import type { KV } from "@nats-io/kv";
 import type { Registry } from "prom-client";
 import type { EventBus } from "../platform/bus.js";
 import type { Clock } from "../platform/clock.js";
-import type { IdentityGraph, MembershipReads, PartitionWrites, ProfileChanges, ProfileReads } from "../profiles/store.js";
+import type { IdentityGraph, JobPartitionWrites, MembershipReads, PartitionWrites, ProfileChanges, ProfileReads } from "../profiles/store.js";
+import { batchJobBucket } from "./batch-fanout.js";
+import { FleetJobs } from "./fleet-jobs.js";
 import type { TenantDirectory } from "../services/tenancy.js";
 import type { MetadataStore } from "../stores/types.js";
 import { DefinitionCatalog } from "../streaming/definition-catalog.js";
@@ -28,7 +30,9 @@ export interface PartitionFeedPluginOptions {
   partitions: number;
   meta: MetadataStore;
   /** The hub's profile store; with partitionPositions (PostgreSQL, as workers need) backfills are handed to the workers. */
-  hub: Pick<IdentityGraph, "findProfileIds"> & Pick<ProfileReads, "eventsStoredThrough"> & Pick<MembershipReads, "listTransitions"> & Pick<ProfileChanges, "changesSince"> & Partial<Pick<PartitionWrites, "partitionPositions">>;
+  hub: Pick<IdentityGraph, "findProfileIds"> & Pick<ProfileReads, "eventsStoredThrough"> & Pick<MembershipReads, "listTransitions"> & Pick<ProfileChanges, "changesSince"> & Partial<Pick<PartitionWrites, "partitionPositions">> & Partial<Pick<JobPartitionWrites, "jobPartitionReports">>;
+  /** Segment jobs evaluated and written by the workers (config `batch.onWorkers`; #44): decorates `app.batchFanOut`. */
+  batchOnWorkers?: boolean;
   tenants: TenantDirectory;
   clock: Clock;
   bus: EventBus;
@@ -66,6 +70,18 @@ export const partitionFeedPlugin = fp(
       clock: o.clock,
       store: { partitionPositions: positions, listTransitions: hub.listTransitions.bind(hub), changesSince: hub.changesSince.bind(hub), eventsStoredThrough: hub.eventsStoredThrough.bind(hub) },
     });
+    // Segment jobs (issue #44) go to the workers: each evaluates its shard and writes its partitions.
+    if (o.batchOnWorkers === true) {
+      const reports = hub.jobPartitionReports?.bind(hub);
+      if (reports === undefined) throw new Error("batch.onWorkers needs the hub's PostgreSQL profile store (--database-url)");
+      const leases = await leaseBucket(link.local.js);
+      const liveWorkers = async () => {
+        let n = 0;
+        for await (const _ of await leases.keys("w.*")) n++;
+        return n;
+      };
+      app.decorate("batchFanOut", new FleetJobs({ kv: await batchJobBucket(link.local.js), store: { jobPartitionReports: reports }, partitions: o.partitions, liveWorkers }));
+    }
     app.decorate("streaming", {
       catalog,
       engine: feed,

@@ -61,6 +61,8 @@ export interface PartitionWorkerOptions {
   batchesInFlight?: number;
   /** Profile states kept in memory over all partitions owned (default 200,000). */
   maxCachedProfiles?: number;
+  /** After each lease round that gained or lost partitions, with those owned (the batch shard follows them, #44). */
+  onOwned?: (owned: ReadonlySet<number>) => void | Promise<void>;
   onError(err: unknown): void;
 }
 
@@ -194,6 +196,7 @@ export class PartitionWorker {
           this.reports.delete(p);
         }
         await this.consumers.own(owned);
+        await o.onOwned?.(owned);
       },
       onError: o.onError,
     });

@@ -4,6 +4,8 @@
  * lease bucket, and a PartitionWorker over them.
  */
 import os from "node:os";
+import path from "node:path";
+import { WorkerShard } from "../batch/shards/worker-shard.js";
 import type { Config } from "../platform/config.js";
 import { moduleSchema } from "../platform/pg-url.js";
 import { PostgresProfileStore } from "../profiles/postgres/pg-store.js";
@@ -15,12 +17,17 @@ import { partitionCountOf } from "./partition-feed.js";
 import { LEASE_TTL_MS, leaseBucket } from "./partition-leases.js";
 import { PartitionWorker } from "./partition-worker.js";
 import { HUB_DOMAIN } from "./subjects.js";
+import { batchJobBucket } from "./batch-fanout.js";
+import { BatchParticipant } from "./batch-participant.js";
+import { partitionFunction } from "./partitions.js";
 
 
 export interface RunningWorker {
   id: string;
   partitions: number;
   worker: PartitionWorker;
+  /** Its part in segment jobs on the fleet (#44). */
+  batch: BatchParticipant;
   /** Graceful: the batches in flight are written, the partitions given up at once. */
   close(): Promise<void>;
 }
@@ -60,6 +67,15 @@ export async function startWorker(o: { config: Config; id?: string; batch?: numb
     link = await connectNats({ url: config.natsUrl, name: `segmentd-worker-${id}`, localDomain: domain, hubDomain: domain });
     const partitions = await waitForPartitionCount(link, o.log);
     const kv = await leaseBucket(link.local.js);
+    const tenants = new TenantDirectory(config);
+    // Segment jobs on the fleet (#44): a shard of the partitions this worker holds, kept under the
+    // data directory per worker id (a restart with the same --id and partitions loads it).
+    const shard = new WorkerShard({
+      store, partitions, held: [], dir: path.join(config.dataDir, "shards", id), storeIdentity: config.databaseUrl,
+      partitionOf: (t) => partitionFunction(t.sandbox.sandboxId, partitions),
+      onWarning: (m) => o.log(m),
+    });
+    const batch = new BatchParticipant({ kv: await batchJobBucket(link.local.js), shard, store, tenants, workerId: id, partitions, onError: o.onError });
     const worker = new PartitionWorker({
       js: link.local.js,
       kv,
@@ -67,21 +83,27 @@ export async function startWorker(o: { config: Config; id?: string; batch?: numb
       partitions,
       store,
       meta,
-      tenants: new TenantDirectory(config),
+      tenants,
       leaseTtlMs: LEASE_TTL_MS,
       onError: o.onError,
+      // Not awaited: the shard follows once a job in progress ends, and the lease round goes on.
+      onOwned: (owned) => void batch.held(owned).catch(o.onError),
       ...(o.batch === undefined ? {} : { batch: o.batch }),
     });
     await worker.start();
+    batch.start();
     const [m, s, l] = [meta, store, link];
     let closing: Promise<void> | undefined;
     return {
       id,
       partitions,
       worker,
+      batch,
       close() {
         closing ??= (async () => {
+          await batch.stop();
           await worker.stop(true);
+          await shard.close();
           await l.close();
           await s.close();
           await m.close();

@@ -148,8 +148,10 @@ export interface Config {
    * `scheduleTickMs`: how often the scheduler looks for due schedules (default 60 000).
    * `backfillChunk`: profiles a backfill writes at a time, each chunk held from the streaming
    * engine while it is written (default 2,000; smaller holds a profile's events less long).
+   * `onWorkers`: on a hub with `--workers`, segment jobs are evaluated and written by the workers,
+   * each over its shard of the partitions it holds (#44; default false: in the hub's process).
    */
-  batch?: { defaultSchedule?: string | false; scheduleTickMs?: number; backfillChunk?: number };
+  batch?: { defaultSchedule?: string | false; scheduleTickMs?: number; backfillChunk?: number; onWorkers?: boolean };
   /**
    * Destinations (docs/activation.md): `allowPrivateNetworks` lets destination URLs reach loopback,
    * private and link-local addresses (default false; metadata addresses stay refused); `secretKey`
@@ -398,10 +400,14 @@ export function applyConfigFile(base: Config, raw: unknown, source: string): Con
   const batch = raw.batch;
   if (batch !== undefined) {
     if (!isObject(batch)) throw new ConfigError(`${source}: batch must be an object ({ "defaultSchedule": "0 0 1 * * ?" })`);
-    for (const k of Object.keys(batch)) if (k !== "defaultSchedule" && k !== "scheduleTickMs" && k !== "backfillChunk") throw new ConfigError(`${source}: unknown key "batch.${k}"`);
+    for (const k of Object.keys(batch)) if (k !== "defaultSchedule" && k !== "scheduleTickMs" && k !== "backfillChunk" && k !== "onWorkers") throw new ConfigError(`${source}: unknown key "batch.${k}"`);
     if (batch.defaultSchedule !== undefined) c.batch = { ...c.batch, defaultSchedule: parseDefaultSchedule(batch.defaultSchedule, `${source}: batch.defaultSchedule`) };
     if (batch.scheduleTickMs !== undefined) c.batch = { ...c.batch, scheduleTickMs: parseScheduleTick(batch.scheduleTickMs, `${source}: batch.scheduleTickMs`) };
     if (batch.backfillChunk !== undefined) c.batch = { ...c.batch, backfillChunk: parseBackfillChunk(batch.backfillChunk, `${source}: batch.backfillChunk`) };
+    if (batch.onWorkers !== undefined) {
+      if (typeof batch.onWorkers !== "boolean") throw new ConfigError(`${source}: batch.onWorkers must be true or false`);
+      c.batch = { ...c.batch, onWorkers: batch.onWorkers };
+    }
   }
   const act = raw.activation;
   if (act !== undefined) {

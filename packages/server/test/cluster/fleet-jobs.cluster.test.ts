@@ -157,6 +157,18 @@ describe("segment jobs on the worker fleet (NATS + PostgreSQL)", { timeout: 120_
     assert.equal(await announced(failKey("job-4")), false);
     for (const c of closers.splice(0).reverse()) await c();
 
+    // No worker alive: the job fails after the idle time instead of waiting for ever; with one
+    // alive (its heartbeat) but not writing, it keeps waiting.
+    const lonely = new FleetJobs({ kv, store: hubStore, partitions: PARTITIONS, pollMs: 50, idleMs: 300, liveWorkers: async () => 0 });
+    await assert.rejects(lonely.run(job("job-6", NOW + 40)), { message: `no worker is running: with batch.onWorkers, segment jobs are evaluated by \`segmentd worker\` processes (${PARTITIONS} of ${PARTITIONS} partitions not written)` });
+    assert.equal(await announced("job-6"), false);
+    let cancel = false;
+    const patient = new FleetJobs({ kv, store: hubStore, partitions: PARTITIONS, pollMs: 50, idleMs: 300, liveWorkers: async () => 1 });
+    const waiting = patient.run(job("job-7", NOW + 50, () => cancel));
+    await new Promise((r) => setTimeout(r, 800));
+    cancel = true;
+    await assert.rejects(waiting, JobCancelledError);
+
     // Cancelled before any worker wrote: nothing written, the announcement gone.
     await worker("wb", [0, 1, 2, 3], { start: false });
     await assert.rejects(fleet().run(job("job-5", NOW + 30, () => true)), JobCancelledError);

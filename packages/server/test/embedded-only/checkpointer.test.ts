@@ -25,7 +25,8 @@ function internals(store: EmbeddedProfileStore): { db: Database.Database; checkp
   return store as unknown as { db: Database.Database; checkpointer: { worker: Worker } | null };
 }
 
-async function until(what: string, check: () => boolean, ms = 5000): Promise<void> {
+/** Polls until `check` holds; the bound is generous (a loaded 2-core host delays the thread's interval), never the point. */
+async function until(what: string, check: () => boolean, ms = 20_000): Promise<void> {
   for (const end = Date.now() + ms; !check();) {
     if (Date.now() > end) assert.fail(`timed out waiting until ${what}`);
     await new Promise((r) => setTimeout(r, 20));

@@ -182,7 +182,7 @@ export async function deploy(kind: Deployment["kind"], label: string, partitions
       return { status: r.status, json: text === "" ? undefined : (JSON.parse(text) as unknown) };
     },
     async startWorker(id) {
-      const w = proc(["worker", "-c", config, "--nats", nats!.url, "--database-url", databaseUrl, "--id", id], /segmentd worker (\S+) started/, {});
+      const w = proc(["worker", "-c", config, "--nats", nats!.url, "--database-url", databaseUrl, "--id", id, "-d", path.join(dir, "workers")], /segmentd worker (\S+) started/, {});
       await w.start();
       d.workers.set(id, w);
       return w;
@@ -448,6 +448,24 @@ export function difference(a: Outcome, b: Outcome): string {
     membershipsOnlyInFirst: onlyIn(a.memberships, b.memberships),
     membershipsOnlyInSecond: onlyIn(b.memberships, a.memberships),
   }, null, 1);
+}
+
+/**
+ * One batch-collection request of messages to the hub; sent again while some of its records
+ * answer 503 (stored, not yet on the workers' stream: events are stored once by their id, profile
+ * records rewrite the same values).
+ */
+export async function postInlet(url: string, messages: readonly Record<string, unknown>[]): Promise<void> {
+  const headers = { "content-type": "application/json", authorization: `Bearer ${TOKEN}`, "x-api-key": KEY, "x-gw-ims-org-id": ORG, "x-sandbox-name": "prod" };
+  for (let attempt = 1; ; attempt++) {
+    const r = await fetch(`${url}/collection/batch/inlet`, { method: "POST", headers, body: JSON.stringify({ messages }) });
+    const text = await r.text();
+    assert.equal(r.status, 207, text.slice(0, 500));
+    const bad = (JSON.parse(text) as { responses: Array<{ status?: number }> }).responses.filter((x) => (x.status ?? 200) !== 200);
+    if (bad.length === 0) return;
+    assert.ok(bad.every((x) => x.status === 503) && attempt < 10, text.slice(0, 500));
+    await new Promise((res) => setTimeout(res, 500));
+  }
 }
 
 /**

@@ -17,13 +17,12 @@ import { after, describe, it } from "node:test";
 import pg from "pg";
 import { client, DEFS, definitionBody, obj, profileDataset, type Client } from "../helpers/server-harness.js";
 import { killAll } from "../helpers/spawn.js";
-import { deploy, KEY, ORG, TOKEN, waitApplied, type Deployment } from "../helpers/workers-run.js";
+import { deploy, KEY, ORG, postInlet, TOKEN, waitApplied, type Deployment } from "../helpers/workers-run.js";
 import { buyersIn, checkChains, COUNTRIES, ecidMap, EVENT_SCHEMA, message, METHODS, population, PROFILE_SCHEMA, runJob, waitBackfill, type BackfillJson } from "../backfill/backfill-helpers.js";
 
 const PROFILES = Number(process.env.SEGMENTD_BACKFILL_WORKERS_PROFILES ?? 8_000);
 const PARTITIONS = 64;
 const log = (line: string) => process.stdout.write(`# ${line}\n`);
-const headers = { "content-type": "application/json", authorization: `Bearer ${TOKEN}`, "x-api-key": KEY, "x-gw-ims-org-id": ORG, "x-sandbox-name": "prod" };
 
 function rand(seed: number): () => number {
   let s = seed;
@@ -50,23 +49,10 @@ async function loadAll(url: string, messages: readonly Record<string, unknown>[]
     while (next < messages.length) {
       const part = messages.slice(next, next + 1000);
       next += 1000;
-      await post(url, part);
+      await postInlet(url, part);
     }
   };
   await Promise.all([writer(), writer()]);
-}
-
-/** One request, sent again while some of its records answer 503 (stored, not yet on the workers' stream). */
-async function post(url: string, messages: readonly Record<string, unknown>[]): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    const r = await fetch(`${url}/collection/batch/inlet`, { method: "POST", headers, body: JSON.stringify({ messages }) });
-    const text = await r.text();
-    assert.equal(r.status, 207, text.slice(0, 500));
-    const bad = (JSON.parse(text) as { responses: Array<{ status?: number }> }).responses.filter((x) => (x.status ?? 200) !== 200);
-    if (bad.length === 0) return;
-    assert.ok(bad.every((x) => x.status === 503) && attempt < 10, text.slice(0, 500));
-    await new Promise((res) => setTimeout(res, 500));
-  }
 }
 
 /**
@@ -127,7 +113,7 @@ describe("backfill with streaming workers (hub, three workers, PostgreSQL, nats-
           if (r() < 0.5) batch.push(message(profiles, PROFILE_SCHEMA, { identityMap: ecidMap(i), homeAddress: { countryCode: COUNTRIES[Math.floor(r() * 4)] } }));
           else batch.push(message(events, EVENT_SCHEMA, { _id: `bfw-s${seq++}`, identityMap: ecidMap(i), eventType: "commerce.purchases", timestamp: new Date(Date.now() - 1000).toISOString() }));
         }
-        await post(d!.hub.url, batch);
+        await postInlet(d!.hub.url, batch);
         streamed += batch.length;
         // An offered load the workers keep up with on a shared machine (~1,000 records a second).
         await new Promise((res) => setTimeout(res, 200));

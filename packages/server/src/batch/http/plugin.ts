@@ -13,7 +13,7 @@ import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
 import type { AuthDeps } from "../../http/auth.js";
 import { SnapshotCache, type SnapshotCacheOptions } from "../columnar/cache.js";
-import { JobRunner, type JobRunnerOptions, type JobRunnerStore } from "../jobs/job-runner.js";
+import { JobRunner, type JobFanOut, type JobRunnerOptions, type JobRunnerStore } from "../jobs/job-runner.js";
 import { JobService } from "../jobs/job-service.js";
 import { BatchEdgeProjection } from "../jobs/edge-projection.js";
 import { ScheduleService } from "../schedules/schedule-service.js";
@@ -38,6 +38,16 @@ import { followMergePolicies } from "../backfill/merge-policy-backfills.js";
 import type { EventBus } from "../../platform/bus.js";
 import { ALL_ROLES } from "../../platform/roles.js";
 import { SnapshotCounts } from "../engine/snapshot-counts.js";
+
+declare module "fastify" {
+  interface FastifyInstance {
+    /**
+     * Segment jobs on the worker fleet (#44): decorated by cluster/partition-feed-plugin.ts before
+     * this plugin on a hub with `--workers` and `batch.onWorkers`; absent: jobs run in process.
+     */
+    batchFanOut?: JobFanOut;
+  }
+}
 
 /** What the area's services call on the profile store: jobs, previews and exports together. */
 export type BatchProfileStore = JobRunnerStore & PreviewStore & ExportStore;
@@ -92,7 +102,7 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
   // A job's changes to audiences edge definitions read are projected to the edge locations holding those profiles (app.edge, when registered before this plugin).
   const edge = app.edge;
   const edgeProjection = edge === undefined ? undefined : new BatchEdgeProjection({ metadata, logger, edge: edge.projector, tenantOf: (scope) => opts.tenants.resolve(scope.orgId, scope.sandboxName) });
-  const runner = new JobRunner({ ...(app.hubLeases === undefined ? {} : { runnerId: app.hubLeases.hubId }), metadata, profiles, repo, clock, logger, backend, chunkSize, snapshots, limits, ...(edgeProjection === undefined ? {} : { onWritten: (scope, sets) => edgeProjection.jobWritten(scope, sets) }) });
+  const runner = new JobRunner({ ...(app.hubLeases === undefined ? {} : { runnerId: app.hubLeases.hubId }), metadata, profiles, repo, clock, logger, backend, chunkSize, snapshots, limits, ...(edgeProjection === undefined ? {} : { onWritten: (scope, sets) => edgeProjection.jobWritten(scope, sets) }), ...(app.batchFanOut === undefined ? {} : { fanOut: app.batchFanOut }) });
   const jobs = new JobService(opts.metadata, opts.repo, runner, opts.clock);
   const schedules = new ScheduleService(opts.repo, jobs, opts.clock, opts.logger, {
     defaultCron: opts.defaultSchedule ?? false,

@@ -17,6 +17,10 @@
  * -9) before or during its single write transaction, so its memberships were
  * never written: it is marked FAILED. CANCELLING becomes CANCELLED. NEW and
  * QUEUED jobs are queued again.
+ *
+ * On the worker fleet (`fanOut`, #44) each partition is written on its own by the worker holding
+ * it, once: a job interrupted there may have written some partitions (each complete as of the
+ * job's instant); the next job brings the others to the same point.
  */
 import { parse } from "@segmentd/pql";
 import type { Logger } from "../../platform/logger.js";
@@ -56,13 +60,17 @@ export interface JobRunnerOptions {
   limits?: (scope: TenantScope) => EvaluationLimits | undefined;
   /** Told of a job's sets once they are written (the edge projection follows them); must not throw or wait. */
   onWritten?: (scope: TenantScope, sets: readonly MembershipSet[]) => void;
+  /**
+   * Jobs evaluated and written by the worker fleet (config `batch.onWorkers` on a hub with
+   * `--workers`: cluster/fleet-jobs.ts) instead of this process. Not told to `onWritten`.
+   */
+  fanOut?: JobFanOut;
 }
 
 /**
  * A job evaluated and written by the worker fleet (#44, cluster/fleet-jobs.ts): each partition is
  * written by its owner as it is done, so a cancel stops the partitions not yet written and leaves
- * those written (each complete as of the job's instant). Not yet the runner's: the hub's wiring
- * (`--workers`) is the next part of #44.
+ * those written (each complete as of the job's instant).
  */
 export interface FanOutJob {
   scope: TenantScope;
@@ -245,6 +253,12 @@ export class JobRunner {
     return { counters: outcome.counters, totalProfiles: outcome.totalProfiles, profilesByPolicy: outcome.profilesByPolicy, writes: outcome.writes, evaluation };
   }
 
+  /** By the worker fleet: each partition evaluated over its owner's shard and written by it. */
+  private async evaluateOnFleet(scope: TenantScope, jobId: string, defs: JobDefinition[], segStart: number, cancelled: () => boolean, onProgress: (n: number) => void): Promise<JobResult> {
+    const r = await this.o.fanOut!.run({ scope, jobId, at: segStart, definitions: defs, isCancelled: cancelled, onProgress });
+    return { ...r, profilesByPolicy: {}, evaluation: Object.fromEntries(defs.map((d) => [d.id, "columnar, on the worker fleet"])) };
+  }
+
   private async run(scope: TenantScope, id: string): Promise<void> {
     const k = key(scope, id);
     const startedAt = this.o.clock.now();
@@ -272,7 +286,9 @@ export class JobRunner {
           s.job.metrics.profilesProcessed = n;
         }));
       };
-      const outcome = await this.evaluateHere(scope, defs, segStart, cancelled, onProgress, () => pendingProgress);
+      const outcome = this.o.fanOut === undefined
+        ? await this.evaluateHere(scope, defs, segStart, cancelled, onProgress, () => pendingProgress)
+        : await this.evaluateOnFleet(scope, id, defs, segStart, cancelled, onProgress);
       await pendingProgress;
       const segEnd = this.o.clock.now();
       const r = await this.o.repo.get<StoredJob>("segment-job", scope, id);
