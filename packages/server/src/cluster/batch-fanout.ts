@@ -10,8 +10,7 @@
 import { format, parse } from "@segmentd/pql";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
-import type { JobDefinition } from "../batch/engine/evaluation-types.js";
-import type { DefinitionCounters } from "../batch/engine/evaluation-types.js";
+import type { DefinitionCounters, JobDefinition } from "../batch/engine/evaluation-types.js";
 import type { MergePolicySpec } from "../profiles/types.js";
 
 export const BATCH_JOB_BUCKET = "segmentd_batch_jobs";

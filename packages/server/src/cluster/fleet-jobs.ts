@@ -5,7 +5,7 @@
  * announcement. A worker's failure fails the job; so does a cancel, which withdraws it at once.
  */
 import type { KV } from "@nats-io/kv";
-import { JobCancelledError, type DefinitionCounters } from "../batch/engine/evaluation-types.js";
+import { emptyCounters, JobCancelledError, type DefinitionCounters } from "../batch/engine/evaluation-types.js";
 import type { FanOutJob, FanOutOutcome, JobFanOut } from "../batch/jobs/job-runner.js";
 import type { JobPartitionWrites } from "../profiles/store.js";
 import { announcement, failKey, type PartitionReportBody } from "./batch-fanout.js";
@@ -60,7 +60,7 @@ export class FleetJobs implements JobFanOut {
 }
 
 function sum(job: FanOutJob, parts: Array<{ body: PartitionReportBody; transitions: number }>): FanOutOutcome {
-  const counters = new Map<string, DefinitionCounters>(job.definitions.map((d) => [d.id, { qualified: 0, byNamespace: {}, realized: 0, existing: 0, exited: 0 }]));
+  const counters = new Map<string, DefinitionCounters>(job.definitions.map((d) => [d.id, emptyCounters()]));
   let totalProfiles = 0;
   let writes = 0;
   for (const { body, transitions } of parts) {

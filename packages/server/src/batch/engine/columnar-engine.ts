@@ -18,7 +18,7 @@ import { SnapshotCache } from "../columnar/cache.js";
 import type { Column } from "../columnar/layout.js";
 import { compileDefinition, type ColumnarCompiled } from "../columnar/predicate.js";
 import { BuildCancelledError, membersOfPids, statusOverrides, type Snapshot, type SnapshotPart } from "../columnar/snapshot.js";
-import { JobCancelledError, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type EvaluationStore, type JobDefinition } from "./evaluation-types.js";
+import { emptyCounters, JobCancelledError, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type EvaluationStore, type JobDefinition } from "./evaluation-types.js";
 import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
 import { PartitionTally } from "./partition-split.js";
 import { usesEvents } from "./uses-events.js";
@@ -162,7 +162,7 @@ export async function evaluateColumnar(
     storedIds.delete(`realized\u0000${d.id}`);
     storedIds.delete(`exited\u0000${d.id}`);
 
-    const c: DefinitionCounters = { qualified: 0, byNamespace: {}, realized: 0, existing: 0, exited: 0 };
+    const c: DefinitionCounters = emptyCounters();
     // Numeric ids (the stores' pids): a string that is not one becomes NaN, which the store refuses by name.
     const out = new MembershipSetBuilder(d.id);
     // Split by partition: each profile counted in its partition's slot as well.

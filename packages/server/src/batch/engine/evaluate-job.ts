@@ -29,9 +29,9 @@ import { evaluateColumnar } from "./columnar-engine.js";
 import { readsStoredMemberships } from "./reads-memberships.js";
 import { dependencyOrder } from "./dependency-order.js";
 import { MembershipSetBuilder, membershipWrites } from "./membership-output.js";
-import { emptyCounters, PartitionTally } from "./partition-split.js";
+import { PartitionTally } from "./partition-split.js";
 import { usesEvents } from "./uses-events.js";
-import { JobCancelledError, type Backend, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type EvaluationStore, type JobDefinition } from "./evaluation-types.js";
+import { emptyCounters, JobCancelledError, type Backend, type DefinitionCounters, type EvaluationOptions, type EvaluationOutcome, type EvaluationStore, type JobDefinition } from "./evaluation-types.js";
 
 // The types live in evaluation-types.ts so that columnar-engine.ts can share them without
 // importing this file back (no import circle); callers keep importing them from here.

@@ -78,6 +78,11 @@ export interface DefinitionCounters {
   exited: number;
 }
 
+/** A definition's counters before any profile is counted. */
+export function emptyCounters(): DefinitionCounters {
+  return { qualified: 0, byNamespace: {}, realized: 0, existing: 0, exited: 0 };
+}
+
 export interface EvaluationOutcome {
   /**
    * Per definition with changes, the profiles that enter, re-enter or exit, for ONE

@@ -5,12 +5,8 @@
  */
 import type { MembershipSet } from "../../profiles/store.js";
 import type { SnapshotPart } from "../columnar/snapshot.js";
-import type { DefinitionCounters, EvaluationSplit, PartitionOutcome } from "./evaluation-types.js";
+import { emptyCounters, type DefinitionCounters, type EvaluationSplit, type PartitionOutcome } from "./evaluation-types.js";
 import { MembershipSetBuilder } from "./membership-output.js";
-
-export function emptyCounters(): DefinitionCounters {
-  return { qualified: 0, byNamespace: {}, realized: 0, existing: 0, exited: 0 };
-}
 
 export class PartitionTally {
   /** Partition → its slot, -1 for a partition not asked for. */
