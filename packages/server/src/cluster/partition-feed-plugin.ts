@@ -22,7 +22,7 @@ import { PartitionBackfill } from "./partition-backfill.js";
 import { ensurePartitionStream, PartitionFeed } from "./partition-feed.js";
 import { registerPartitionMetrics } from "./partition-reports.js";
 import { HUB_DOMAIN } from "./subjects.js";
-import { leaseBucket } from "./partition-leases.js";
+import { leaseBucket, liveWorkerIds } from "./partition-leases.js";
 
 export interface PartitionFeedPluginOptions {
   natsUrl: string;
@@ -75,11 +75,7 @@ export const partitionFeedPlugin = fp(
       const reports = hub.jobPartitionReports?.bind(hub);
       if (reports === undefined) throw new Error("batch.onWorkers needs the hub's PostgreSQL profile store (--database-url)");
       const leases = await leaseBucket(link.local.js);
-      const liveWorkers = async () => {
-        let n = 0;
-        for await (const _ of await leases.keys("w.*")) n++;
-        return n;
-      };
+      const liveWorkers = async () => (await liveWorkerIds(leases)).size;
       app.decorate("batchFanOut", new FleetJobs({ kv: await batchJobBucket(link.local.js), store: { jobPartitionReports: reports }, partitions: o.partitions, liveWorkers }));
     }
     app.decorate("streaming", {

@@ -34,6 +34,13 @@ export async function leaseBucket(js: JetStreamClient): Promise<KV> {
   return new Kvm(js).create(LEASE_BUCKET, { ttl: LEASE_TTL_MS, history: 1 });
 }
 
+/** The workers whose heartbeat (`w.<id>`) is in the bucket: those alive within the TTL. */
+export async function liveWorkerIds(kv: KV): Promise<Set<string>> {
+  const live = new Set<string>();
+  for await (const k of await kv.keys("w.*")) live.add(k.slice(2));
+  return live;
+}
+
 export class PartitionLeases {
   /** Partition → the revision of our lease entry. */
   private readonly held = new Map<number, number>();
@@ -132,9 +139,8 @@ export class PartitionLeases {
     const { kv, partitions } = this.o;
     const gained: number[] = [];
     await this.renew();
-    const live = new Set<string>();
-    for await (const k of await kv.keys("w.*")) live.add(k);
-    this.live = new Set([...live].map((k) => k.slice(2)));
+    const live = await liveWorkerIds(kv);
+    this.live = live;
     const share = Math.ceil(partitions / Math.max(1, live.size));
     const mine = [...this.held.keys()].sort((a, b) => b - a);
     const giveUp = mine.slice(0, Math.max(0, this.held.size - share));
