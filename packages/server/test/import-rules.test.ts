@@ -45,8 +45,8 @@ const ENGINE_SURFACES: Record<string, readonly string[]> = {
   "edge → metrics": ["metrics/routes.ts"],
   "cluster → edge": ["edge/plugin.ts", "edge/location-store.ts", "edge/locations.ts", "edge/hub-forwarder.ts", "edge/interact.ts", "edge/datastreams.ts", "edge/disqualification.ts", "edge/routes.ts", "edge/errors.ts"],
   "cluster → streaming": ["streaming/definition-catalog.ts", "streaming/profile-state.ts", "streaming/engine.ts", "streaming/plugin.ts"],
-  // The batch fan-out (#44): a worker's shard, the evaluation's types, the job runner's fan-out interface.
-  "cluster → batch": ["batch/shards/worker-shard.ts", "batch/engine/evaluation-types.ts", "batch/jobs/job-runner.ts"],
+  // The batch fan-out (#44): a worker's shard and its reads, the evaluation's types, the job runner's fan-out interface, the fleet reads' requests.
+  "cluster → batch": ["batch/shards/worker-shard.ts", "batch/shards/shard-reads.ts", "batch/previews/fleet-reads.ts", "batch/engine/evaluation-types.ts", "batch/jobs/job-runner.ts"],
 };
 
 /** The stores: they import nothing from HTTP or an engine, not even through another file. */

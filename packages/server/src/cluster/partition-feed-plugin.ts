@@ -13,6 +13,7 @@ import type { Clock } from "../platform/clock.js";
 import type { IdentityGraph, JobPartitionWrites, MembershipReads, PartitionWrites, ProfileChanges, ProfileReads } from "../profiles/store.js";
 import { batchJobBucket } from "./batch-fanout.js";
 import { FleetJobs } from "./fleet-jobs.js";
+import { FleetReadsClient } from "./fleet-reads.js";
 import type { TenantDirectory } from "../services/tenancy.js";
 import type { MetadataStore } from "../stores/types.js";
 import { DefinitionCatalog } from "../streaming/definition-catalog.js";
@@ -31,7 +32,7 @@ export interface PartitionFeedPluginOptions {
   meta: MetadataStore;
   /** The hub's profile store; with partitionPositions (PostgreSQL, as workers need) backfills are handed to the workers. */
   hub: Pick<IdentityGraph, "findProfileIds"> & Pick<ProfileReads, "eventsStoredThrough"> & Pick<MembershipReads, "listTransitions"> & Pick<ProfileChanges, "changesSince"> & Partial<Pick<PartitionWrites, "partitionPositions">> & Partial<Pick<JobPartitionWrites, "jobPartitionReports">>;
-  /** Segment jobs evaluated and written by the workers (config `batch.onWorkers`; #44): decorates `app.batchFanOut`. */
+  /** Segment jobs evaluated and written by the workers (config `batch.onWorkers`; #44): decorates `app.batchFanOut`, and `app.batchFleetReads` for previews, estimates and edit impact. */
   batchOnWorkers?: boolean;
   tenants: TenantDirectory;
   clock: Clock;
@@ -77,6 +78,8 @@ export const partitionFeedPlugin = fp(
       const leases = await leaseBucket(link.local.js);
       const liveWorkers = async () => (await liveWorkerIds(leases)).size;
       app.decorate("batchFanOut", new FleetJobs({ kv: await batchJobBucket(link.local.js), store: { jobPartitionReports: reports }, partitions: o.partitions, liveWorkers }));
+      // Previews, builder estimates and edit impact: answered by the workers' shards.
+      app.decorate("batchFleetReads", new FleetReadsClient({ nc: link.nc, partitions: o.partitions, liveWorkers: () => liveWorkerIds(leases) }));
     }
     app.decorate("streaming", {
       catalog,

@@ -21,6 +21,8 @@ export const HUB_INVALIDATION_SUBJECT = "segmentd.hub.invalidate";
 export const DELIVERY_COMMAND_SUBJECT = "segmentd.hub.delivery";
 /** Core NATS requests for a chunk of an export run's file, answered by the hub that has it. */
 export const EXPORT_FILE_SUBJECT = "segmentd.hub.files";
+/** Core NATS: the hub's previews, estimates and edit impact, answered by every worker over its shard (fleet-reads.ts). */
+export const SHARD_READ_SUBJECT = "segmentd.batch.read";
 
 /** A site name: a JetStream domain, a stream-name suffix and a subject token at once. */
 export const SITE_NAME = /^[a-z0-9][a-z0-9-]{0,31}$/;

@@ -19,6 +19,7 @@ import { PartitionWorker } from "./partition-worker.js";
 import { HUB_DOMAIN } from "./subjects.js";
 import { batchJobBucket } from "./batch-fanout.js";
 import { BatchParticipant } from "./batch-participant.js";
+import { serveShardReads } from "./fleet-reads.js";
 import { partitionFunction } from "./partitions.js";
 
 
@@ -92,6 +93,7 @@ export async function startWorker(o: { config: Config; id?: string; batch?: numb
     });
     await worker.start();
     batch.start();
+    const unserve = serveShardReads({ nc: link.nc, shard, tenants, workerId: id, partitions, onError: o.onError });
     const [m, s, l] = [meta, store, link];
     let closing: Promise<void> | undefined;
     return {
@@ -101,6 +103,7 @@ export async function startWorker(o: { config: Config; id?: string; batch?: numb
       batch,
       close() {
         closing ??= (async () => {
+          unserve();
           await batch.stop();
           await worker.stop(true);
           await shard.close();

@@ -7,7 +7,8 @@
  * nothing left to change and counts the same members; no membership is written twice. Then one worker is killed with -9 and a
  * second job (after data changes) runs at once: the dead worker's partitions are written by the
  * workers that take them over, every partition once, and again the result is the in-process one.
- * SEGMENTD_FLEET_PROFILES sets the size (default 4,000).
+ * After the first job, previews, builder estimates and edit impact through the hub (answered by
+ * the workers' shards) equal the in-process ones. SEGMENTD_FLEET_PROFILES sets the size (default 4,000).
  */
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
@@ -16,9 +17,13 @@ import { parse } from "@segmentd/pql";
 import { SnapshotCache } from "../../src/batch/columnar/cache.js";
 import { evaluateJob, type JobDefinition } from "../../src/batch/engine/evaluate-job.js";
 import { evaluatedPolicy } from "../../src/batch/jobs/job-runner.js";
+import { compareEdit, type ImpactSide } from "../../src/batch/previews/impact-service.js";
+import { inSegmentMemberPids, sampleOnSnapshot, type SampleCount } from "../../src/batch/previews/preview-service.js";
+import { defaultConfig } from "../../src/platform/config.js";
+import { EvaluationBudget } from "../../src/services/evaluation-budget.js";
 import { moduleSchema } from "../../src/platform/pg-url.js";
 import { PostgresProfileStore } from "../../src/profiles/postgres/pg-store.js";
-import type { MergePolicySpec } from "../../src/profiles/types.js";
+import { NO_MERGE_POLICY, type MergePolicySpec } from "../../src/profiles/types.js";
 import { buyersIn, COUNTRIES, ecidMap, EVENT_SCHEMA, message, METHODS, population, PROFILE_SCHEMA } from "../backfill/backfill-helpers.js";
 import { client, DEFS, definitionBody, MPS, obj, profileDataset, type Client } from "../helpers/server-harness.js";
 import { killAll } from "../helpers/spawn.js";
@@ -45,6 +50,66 @@ async function job(a: Client, ids: readonly string[]): Promise<Record<string, un
     if (i >= 12_000) throw new Error(`segment job: ${JSON.stringify(j)}`);
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/**
+ * Previews, builder estimates and edit impact through the hub (answered by the workers' shards)
+ * equal the all-in-one's over the same data: the in-process snapshot of the whole store, the
+ * stored memberships for inSegment.
+ */
+async function readsEqual(a: Client, store: PostgresProfileStore, ids: Record<string, string>, texts: Record<string, string>, policy: MergePolicySpec): Promise<void> {
+  const now = Date.now();
+  const budget = new EvaluationBudget(defaultConfig().limits, { deadline: false });
+  const snap = await new SnapshotCache().get(store, SCOPE, NO_MERGE_POLICY, { events: true });
+  const reference = async (text: string): Promise<SampleCount> => {
+    const q = parse(text);
+    return sampleOnSnapshot(snap, q, 1, now, await inSegmentMemberPids(store, SCOPE, q), 10_000, budget, null);
+  };
+  for (const text of [texts.us!, `inSegment("${ids.either}") and not inSegment("${ids.fr}")`]) {
+    const created = await a.post("/data/core/ups/preview", { predicateExpression: text, predicateType: "pql/text", graphType: "none" });
+    assert.equal(created.status, 201, created.text);
+    const id = obj(created.json).previewId as string;
+    let est: Record<string, unknown> = {};
+    for (let i = 0; i < 3_000; i++) {
+      est = obj((await a.get(`/data/core/ups/estimate/${id}`)).json);
+      if (est.state === "RESULT_READY" || est.state === "FAILED") break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(est.state, "RESULT_READY", JSON.stringify(est));
+    const ref = await reference(text);
+    assert.ok(ref.matched > 0, `${text} has members`);
+    assert.deepEqual(
+      [est.profilesReadSoFar, est.profilesMatchedSoFar, est.estimatedSize, est.estimatedNamespaceDistribution],
+      [ref.read, ref.matched, ref.matched, Object.entries(ref.byNamespace).sort((x, y) => x[0].localeCompare(y[0])).map(([namespaceId, n]) => ({ namespaceId, profilesMatchedSoFar: n }))],
+      `estimate of ${text}`,
+    );
+    const members: string[] = [];
+    for (let next: string | undefined = `/data/core/ups/preview/${id}`; next !== undefined;) {
+      const page = obj((await a.get(next)).json);
+      for (const r of page.results as Record<string, unknown>[]) members.push(...Object.keys(r));
+      next = obj(page.links).next as string | undefined;
+    }
+    assert.deepEqual(members.sort(), ref.members.map((m) => m.profileId).sort(), `preview of ${text}`);
+  }
+  const exprs = [texts.us!, texts.fr!, `(${texts.us}) or (${texts.fr})`];
+  const built = await a.post("/data/core/ups/segment/builder/estimate", { expressions: exprs });
+  assert.equal(built.status, 200, built.text);
+  const estimates = obj(built.json).estimates as Record<string, unknown>[];
+  for (const [i, t] of exprs.entries()) assert.equal(estimates[i]!.profilesMatchedSoFar, (await reference(t)).matched, `builder estimate of ${t}`);
+
+  const impact = await a.post(`${DEFS}/${ids.us}/impact`, { expression: { type: "PQL", format: "pql/text", value: texts.fr }, sampleSize: 100 });
+  assert.equal(impact.status, 200, impact.text);
+  const got = obj(impact.json);
+  const side = (text: string): ImpactSide => ({ query: parse(text), text, policy, mergePolicyId: (policy as { id?: string }).id ?? "", excludeOptOut: true });
+  const ref = await compareEdit(store, new SnapshotCache(), SCOPE, side(texts.us!), side(texts.fr!), now, 100);
+  const group = (g: unknown) => obj(g).count;
+  assert.deepEqual(
+    [got.profiles, obj(got.before).qualified, obj(got.after).qualified, group(got.enter), group(got.leave), group(got.stay)],
+    [ref.profiles, ref.before, ref.after, ref.enter.count, ref.leave.count, ref.stay.count],
+    "edit impact",
+  );
+  assert.ok(ref.enter.count > 0 && ref.leave.count > 0, "the edit moves profiles both ways");
+  log(`previews, builder estimates and edit impact over the fleet equal the in-process ones (${ref.profiles} profiles)`);
 }
 
 describe("segment jobs on the worker fleet (hub, three workers, PostgreSQL, nats-server)", { timeout: 20 * 60_000 }, () => {
@@ -121,6 +186,7 @@ describe("segment jobs on the worker fleet (hub, three workers, PostgreSQL, nats
       };
       const first = await run("job 1", ["w1", "w2", "w3"]);
       assert.ok(first.counters.get(ids.either!)!.qualified > 0 && first.counters.get(ids.us!)!.qualified > 0);
+      await readsEqual(a, store!, ids, texts, policy);
 
       // w3 killed with -9; profiles move from the US to France; the next job at once: w3's
       // partitions wait for its leases to expire and are written by w1 and w2.

@@ -15,13 +15,13 @@
 import type { QueryExpander } from "../../services/definition-analysis.js";
 import { format, parse, PqlError, type Expr, type Query } from "@segmentd/pql";
 import type { Clock } from "../../platform/clock.js";
-import { NO_MERGE_POLICY, type MergePolicySpec } from "../../profiles/types.js";
 import { ApiError, ErrorCodes } from "../../services/errors.js";
 import { costRefusal, EvaluationBudget } from "../../services/evaluation-budget.js";
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
 import type { SnapshotCache } from "../columnar/cache.js";
 import { usesEvents } from "../engine/uses-events.js";
-import { countSample, entryFlags, estimateFrom, inSegmentMemberPids, sampleSize, type PreviewStore } from "../previews/preview-service.js";
+import { countSample, entryFlags, estimateFrom, inSegmentMemberPids, previewPolicy, sampleSize, type PreviewStore, type SampleCount } from "../previews/preview-service.js";
+import { mergeSamples, type FleetReads } from "../previews/fleet-reads.js";
 
 export const MAX_ESTIMATE_EXPRESSIONS = 20;
 
@@ -54,6 +54,8 @@ export class BuilderEstimator {
     private readonly clock: Clock,
     /** Computed attribute paths become their aggregates, as a definition's save makes them (computed/expand.ts). */
     private readonly expand?: QueryExpander,
+    /** On a hub whose workers evaluate (#44): the shards count, not a snapshot here. */
+    private readonly fleet?: FleetReads,
   ) {}
 
   async estimate(ctx: TenantContext, input: BuilderEstimateInput): Promise<BuilderEstimates> {
@@ -83,13 +85,25 @@ export class BuilderEstimator {
     }
     const budget = new EvaluationBudget(ctx.limits, { deadline: true });
     const scope = scopeOf(ctx);
-    // The preview's merge rule for its graphType (preview-service.ts).
-    const policy: MergePolicySpec = input.graphType === "pdg" ? { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } } : NO_MERGE_POLICY;
     const total = await this.profiles.countProfiles(scope);
     const want = sampleSize(total);
     const fraction = total === 0 ? 1 : want / total;
-    const snap = await this.snapshots.get(this.profiles, scope, policy, { events: policy.identityGraph.type !== "pdg" || queries.some(usesEvents) });
     const now = this.clock.now();
+    const counts = this.fleet === undefined
+      ? await this.onSnapshot(ctx, queries, input.graphType, fraction, now, budget)
+      : mergeSamples(await this.fleet.read(scope, { kind: "sample", graphType: input.graphType ?? "none", expressions: queries.map((q) => format(q)), fraction, keepMembers: 0, now }), queries.length, 0);
+    const estimates = counts.map((r): ExpressionEstimate => {
+      const e = estimateFrom({ totalRows: total, read: r.read, matched: r.matched });
+      return { estimatedSize: e.size, standardError: e.standardError, estimatedSizeRange: { low: e.low, high: e.high }, profilesReadSoFar: r.read, profilesMatchedSoFar: r.matched };
+    });
+    return { evaluatedAt: new Date(now).toISOString(), totalRows: total, numRowsToRead: want, confidenceInterval: "95%", estimates, tookMs: Math.round(performance.now() - t0) };
+  }
+
+  /** Over the resident snapshot of the preview's merge rule; an `and`/`or` of other expressions combined from their flags. */
+  private async onSnapshot(ctx: TenantContext, queries: Query[], graphType: "none" | "pdg" | undefined, fraction: number, now: number, budget: EvaluationBudget): Promise<SampleCount[]> {
+    const scope = scopeOf(ctx);
+    const policy = previewPolicy(graphType);
+    const snap = await this.snapshots.get(this.profiles, scope, policy, { events: policy.identityGraph.type !== "pdg" || queries.some(usesEvents) });
     const plans = combinations(queries);
     const flags: Array<Array<Uint8Array | null>> = [];
     for (const [i, q] of queries.entries()) {
@@ -98,14 +112,12 @@ export class BuilderEstimator {
         flags[i] = await entryFlags(snap, q, now, members, budget, this.snapshots.pool);
       }
     }
-    const estimates: ExpressionEstimate[] = [];
+    const out: SampleCount[] = [];
     for (const [i, plan] of plans.entries()) {
       if (plan !== null) flags[i] = combine(plan.op, plan.of.map((j) => flags[j]!));
-      const r = await countSample(snap, flags[i]!, fraction, 0);
-      const e = estimateFrom({ totalRows: total, read: r.read, matched: r.matched });
-      estimates.push({ estimatedSize: e.size, standardError: e.standardError, estimatedSizeRange: { low: e.low, high: e.high }, profilesReadSoFar: r.read, profilesMatchedSoFar: r.matched });
+      out.push(await countSample(snap, flags[i]!, fraction, 0));
     }
-    return { evaluatedAt: new Date(now).toISOString(), totalRows: total, numRowsToRead: want, confidenceInterval: "95%", estimates, tookMs: Math.round(performance.now() - t0) };
+    return out;
   }
 }
 
@@ -143,7 +155,8 @@ function operands(e: Expr, op: "and" | "or"): Expr[] {
   return out;
 }
 
-function combine(op: "and" | "or", parts: ReadonlyArray<ReadonlyArray<Uint8Array | null>>): Array<Uint8Array | null> {
+/** Entry flags of an `and`/`or` from its operands' flags. */
+export function combine(op: "and" | "or", parts: ReadonlyArray<ReadonlyArray<Uint8Array | null>>): Array<Uint8Array | null> {
   return parts[0]!.map((first, k) => {
     if (first === null) return null;
     const out = new Uint8Array(first);

@@ -18,6 +18,7 @@ import { JobService } from "../jobs/job-service.js";
 import { BatchEdgeProjection } from "../jobs/edge-projection.js";
 import { ScheduleService } from "../schedules/schedule-service.js";
 import { PreviewService, type PreviewStore } from "../previews/preview-service.js";
+import type { FleetReads } from "../previews/fleet-reads.js";
 import { ExportService, type ExportStore } from "../exports/export-service.js";
 import { exportRoutes } from "./exports-routes.js";
 import { jobRoutes } from "./jobs-routes.js";
@@ -46,6 +47,8 @@ declare module "fastify" {
      * this plugin on a hub with `--workers` and `batch.onWorkers`; absent: jobs run in process.
      */
     batchFanOut?: JobFanOut;
+    /** Previews, builder estimates and edit impact over the workers' shards (#44), decorated beside batchFanOut. */
+    batchFleetReads?: FleetReads;
   }
 }
 
@@ -109,10 +112,11 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
     sandboxes: () => opts.tenants.all(),
   });
   const expand = opts.expand;
-  const previews = new PreviewService(opts.profiles, opts.repo, opts.clock, opts.logger, snapshots, expand);
+  const fleet = app.batchFleetReads;
+  const previews = new PreviewService(opts.profiles, opts.repo, opts.clock, opts.logger, snapshots, expand, fleet);
   // Several hubs: each export records its hub; another hub cancels it through the store and fails it only once that hub is gone.
   const exports = new ExportService(opts.metadata, opts.profiles, opts.repo, opts.clock, opts.logger, jobs, app.hubLeases === undefined ? {} : { runnerId: app.hubLeases.hubId, liveRunners: () => app.hubLeases?.liveHubs() });
-  const impact = new ImpactService(metadata, profiles, snapshots, clock, opts.eligibility, expand);
+  const impact = new ImpactService(metadata, profiles, snapshots, clock, opts.eligibility, expand, fleet);
   // Backfills (issue #40) follow the live definition catalog of the streaming capability registered
   // before this plugin (app.streaming; none: no backfill runs by itself). The in-process engine
   // fences them (holdIdle); on a hub whose workers evaluate, the workers write them (streaming.backfill).
@@ -156,7 +160,7 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
   await app.register(impactRoutes, { ...auth, impact });
   await app.register(backfillRoutes, { ...auth, runner: backfills, metadata });
   const fields = new BuilderFields(profiles, clock, opts.descriptors ?? (async () => []));
-  await app.register(builderRoutes, { ...auth, fields, estimator: new BuilderEstimator(profiles, snapshots, clock, expand) });
+  await app.register(builderRoutes, { ...auth, fields, estimator: new BuilderEstimator(profiles, snapshots, clock, expand, fleet) });
   let timer: NodeJS.Timeout | undefined;
   app.addHook("onReady", async () => {
     // Several hubs: interrupted jobs are those of hubs no longer alive (and the schedules holder looks again at each pass).

@@ -38,6 +38,9 @@ import type { BatchTenant } from "../jobs/job-service.js";
 import type { BatchRepository } from "../store/types.js";
 import type { EvaluationPool } from "../pool/evaluation-pool.js";
 import { partFlags } from "../pool/part-flags.js";
+import { mergeSamples, type FleetReads, type SampleCount } from "./fleet-reads.js";
+
+export type { SampleCount } from "./fleet-reads.js";
 
 const KIND = "preview" as const;
 export const FULL_DATA_LIMIT = 1_000_000;
@@ -94,6 +97,11 @@ export function sampleSize(total: number): number {
   return Math.ceil(total * 0.05);
 }
 
+/** The merge rule a preview's graphType asks for (the builder's estimates use it too). */
+export function previewPolicy(graphType: "none" | "pdg" | undefined): MergePolicySpec {
+  return graphType === "pdg" ? { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } } : NO_MERGE_POLICY;
+}
+
 /** A stable value in [0, 1) for a profile id (FNV-1a). */
 function unit(id: string): number {
   let h = 0x811c9dc5;
@@ -111,12 +119,6 @@ export function estimateFrom(p: { totalRows: number; read: number; matched: numb
   return { size, standardError: se, low: Math.max(0, Math.floor(size - 1.96 * se)), high: Math.ceil(size + 1.96 * se) };
 }
 
-export interface SampleCount {
-  read: number;
-  matched: number;
-  byNamespace: Record<string, number>;
-  members: Array<{ profileId: string; identities: string[] }>;
-}
 
 /**
  * On the resident snapshot: one columnar predicate over every profile (in the evaluation pool
@@ -144,36 +146,52 @@ const COUNT_SLICE = 65_536;
  * yield between them, so a million profiles never hold the event loop at once.
  */
 export async function countSample(snap: Snapshot, flags: ReadonlyArray<Uint8Array | null>, fraction: number, keepMembers: number): Promise<SampleCount> {
-  const r: SampleCount = { read: 0, matched: 0, byNamespace: {}, members: [] };
-  for (const [k, { part, masked }] of snap.parts().entries()) {
-    const out = flags[k];
-    if (out === null || out === undefined) continue;
+  return (await countSampleBySlot(snap, flags, fraction, keepMembers, null, 1))[0]!;
+}
+
+/**
+ * countSample apart per slot (a worker's shard counted per partition, #44): `slots` gives each
+ * global ordinal's slot in 0…n-1 (-1: not counted); null: every profile in slot 0. Up to
+ * `keepMembers` members are kept per slot.
+ */
+export async function countSampleBySlot(snap: Snapshot, flags: ReadonlyArray<Uint8Array | null>, fraction: number, keepMembers: number, slots: Int32Array | null, n: number): Promise<SampleCount[]> {
+  const out: SampleCount[] = Array.from({ length: n }, () => ({ read: 0, matched: 0, byNamespace: {}, members: [] }));
+  for (const [k, { part, masked, offset }] of snap.parts().entries()) {
+    const matches = flags[k];
+    if (matches === null || matches === undefined) continue;
     const inSample = fraction < 1 ? sampleMask(part, fraction) : null;
     // A row's namespace codes are distinct (PartBuilder), so the matching row's codes count once each.
-    const byCode = new Float64Array(part.namespaces.length);
+    const spaces = part.namespaces.length;
+    const byCode = new Float64Array(n * spaces);
     const { ordinalStart, optedOut, nsStart, nsCodes } = part;
     for (let o = 0; o < part.ordinals; o++) {
       if (o % COUNT_SLICE === COUNT_SLICE - 1) await new Promise((res) => setImmediate(res));
       if (masked !== null && masked[o] === 1) continue;
       if (inSample !== null && inSample[o] === 0) continue;
+      const slot = slots === null ? 0 : slots[offset + o]!;
+      if (slot < 0) continue;
+      const r = out[slot]!;
       r.read++;
       let matchRow = -1;
       for (let x = ordinalStart[o]!; x < ordinalStart[o + 1]!; x++) {
-        if (out[x] === 1 && optedOut[x] === 0) {
+        if (matches[x] === 1 && optedOut[x] === 0) {
           matchRow = x;
           break;
         }
       }
       if (matchRow < 0) continue;
       r.matched++;
-      for (let x = nsStart[matchRow]!; x < nsStart[matchRow + 1]!; x++) byCode[nsCodes[x]!]!++;
+      for (let x = nsStart[matchRow]!; x < nsStart[matchRow + 1]!; x++) byCode[slot * spaces + nsCodes[x]!]!++;
       if (r.members.length < keepMembers) r.members.push({ profileId: part.profileIds[o]!, identities: part.identitiesOf(matchRow) });
     }
-    part.namespaces.forEach((ns, code) => {
-      if (byCode[code]! > 0) r.byNamespace[ns] = (r.byNamespace[ns] ?? 0) + byCode[code]!;
+    out.forEach((r, slot) => {
+      part.namespaces.forEach((ns, code) => {
+        const c = byCode[slot * spaces + code]!;
+        if (c > 0) r.byNamespace[ns] = (r.byNamespace[ns] ?? 0) + c;
+      });
     });
   }
-  return r;
+  return out;
 }
 
 /**
@@ -217,6 +235,8 @@ export class PreviewService {
     private readonly snapshots?: SnapshotCache,
     /** Computed attribute paths become their aggregates, as a definition's save makes them (computed/expand.ts). */
     private readonly expand?: QueryExpander,
+    /** On a hub whose workers evaluate (#44): the shards answer, not a snapshot here. */
+    private readonly fleet?: FleetReads,
   ) {}
 
   async create(ctx: BatchTenant & { limits?: SandboxLimits }, input: PreviewInput): Promise<{ state: PreviewState; previewQueryId: string; previewQueryStatus: PreviewState; previewId: string; previewExecutionId: number }> {
@@ -286,7 +306,7 @@ export class PreviewService {
     const scope = scopeOf(ctx);
     try {
       const query = parse(p.expression);
-      const policy: MergePolicySpec = p.graphType === "pdg" ? { identityGraph: { type: "pdg" }, attributeMerge: { type: "timestampOrdered" } } : NO_MERGE_POLICY;
+      const policy = previewPolicy(p.graphType);
       const total = await this.profiles.countProfiles(scope);
       const want = sampleSize(total);
       const fraction = total === 0 ? 1 : want / total;
@@ -295,7 +315,10 @@ export class PreviewService {
       p.numRowsToRead = want;
       await this.save(ctx, p);
       const now = this.clock.now();
-      if (this.snapshots !== undefined) {
+      if (this.fleet !== undefined) {
+        const answers = await this.fleet.read(scope, { kind: "sample", graphType: p.graphType, expressions: [p.expression], fraction, keepMembers: MAX_KEPT_MEMBERS, now });
+        this.add(p, mergeSamples(answers, 1, MAX_KEPT_MEMBERS)[0]!);
+      } else if (this.snapshots !== undefined) {
         const snap = await this.snapshotFor(scope, policy, query);
         const members = await inSegmentMemberPids(this.profiles, scope, query);
         await this.evaluateOnSnapshot(p, query, snap, fraction, now, members, budget);
@@ -313,7 +336,10 @@ export class PreviewService {
   }
 
   private async evaluateOnSnapshot(p: StoredPreview, query: Query, snap: Snapshot, fraction: number, now: number, inSegment: Map<string, Float64Array>, budget: EvaluationBudget): Promise<void> {
-    const r = await sampleOnSnapshot(snap, query, fraction, now, inSegment, MAX_KEPT_MEMBERS, budget, this.snapshots!.pool);
+    this.add(p, await sampleOnSnapshot(snap, query, fraction, now, inSegment, MAX_KEPT_MEMBERS, budget, this.snapshots!.pool));
+  }
+
+  private add(p: StoredPreview, r: SampleCount): void {
     p.profilesReadSoFar += r.read;
     p.profilesMatchedSoFar += r.matched;
     for (const [ns, n] of Object.entries(r.byNamespace)) p.byNamespace[ns] = (p.byNamespace[ns] ?? 0) + n;

@@ -14,8 +14,8 @@
  * refreshes it; with another set, it is built again.
  *
  * Which partition a profile is in is the caller's (cluster/partitions.ts: batch imports nothing of
- * the cluster). Not yet used by segment jobs: the fan-out of a job to the partitions' owners is
- * the next part of #44.
+ * the cluster). Segment jobs (cluster/batch-participant.ts) and the fleet's previews, estimates
+ * and edit impact (batch/shards/shard-reads.ts) read it.
  */
 import type { MembershipReads, ScanOptions, ScannedProfile } from "../../profiles/store.js";
 import type { MergePolicySpec, TenantScope } from "../../profiles/types.js";
@@ -24,6 +24,8 @@ import { SnapshotCache, type SnapshotStats } from "../columnar/cache.js";
 import type { BuildOptions, Snapshot, SnapshotStore } from "../columnar/snapshot.js";
 import { evaluateJob, type EvaluationOptions, type EvaluationOutcome, type JobDefinition } from "../engine/evaluate-job.js";
 import type { PartitionOutcome } from "../engine/evaluation-types.js";
+import { PartitionTally } from "../engine/partition-split.js";
+import type { EvaluationPool } from "../pool/evaluation-pool.js";
 
 /** The store a shard is read from: snapshots, member lists. */
 export type ShardSource = SnapshotStore & MembershipReads;
@@ -40,6 +42,18 @@ export interface WorkerShardOptions {
   /** Names the store (a file written for another store, partition count or held set is ignored). */
   storeIdentity?: string;
   onWarning?: (message: string, err?: unknown) => void;
+}
+
+/** What a read over a shard sees (WorkerShard.read). */
+export interface ShardRead {
+  /** The held partitions, ascending: the slots. */
+  partitions: readonly number[];
+  /** The store as the shard reads it (member lists for inSegment). */
+  profiles: ShardSource;
+  pool: EvaluationPool | null;
+  snapshot(policy: MergePolicySpec, o: BuildOptions): Promise<Snapshot>;
+  /** Each global ordinal's slot in `partitions`, -1 for a masked one. */
+  slots(snap: Snapshot): Int32Array;
 }
 
 /** Profile ids listed per page while a sandbox's ids are split into partitions. */
@@ -111,6 +125,34 @@ export class WorkerShard {
   /** A sandbox's snapshot under a merge policy over the held partitions: loaded from its file or built, then refreshed. */
   snapshot(tenant: TenantContext, policy: MergePolicySpec, o: BuildOptions): Promise<Snapshot> {
     return this.serial(async () => this.cache.get(await this.view(tenant), scopeOf(tenant), policy, o));
+  }
+
+  /**
+   * A read over the held partitions (previews, estimates, edit impact over the fleet, #44),
+   * serialized with evaluations and moves: `f` gets the snapshots of this held set and, for a
+   * snapshot, each global ordinal's slot in `partitions` (-1: masked).
+   */
+  read<T>(tenant: TenantContext, f: (r: ShardRead) => Promise<T>): Promise<T> {
+    return this.serial(async () => {
+      const view = await this.view(tenant);
+      const scope = scopeOf(tenant);
+      const split = { partitions: this.heldPartitions(), of: this.partitionOf(tenant) };
+      const tally = new PartitionTally(split);
+      return f({
+        partitions: split.partitions,
+        profiles: view,
+        pool: this.cache.pool,
+        snapshot: (policy, o) => this.cache.get(view, scope, policy, o),
+        slots: (snap) => {
+          const out = new Int32Array(snap.ordinals).fill(-1);
+          for (const { part, masked, offset } of snap.parts()) {
+            const slots = tally.slotsOfPart(part);
+            for (let o = 0; o < slots.length; o++) if (masked === null || masked[o] === 0) out[offset + o] = tally.check(slots[o]!, part, o);
+          }
+          return out;
+        },
+      });
+    });
   }
 
   /** What the last snapshot read did (built, loaded, incremental, …). */
