@@ -117,6 +117,9 @@ export class BatchParticipant {
       this.stats.evaluations++;
       for (const [p, part] of out.byPartition) {
         if (written.has(p) || isCancelled()) continue;
+        // Read again right before each write: a job withdrawn since (cancelled, or failed by a restarted hub) writes nothing more.
+        const still = await this.o.kv.get(key);
+        if (still === null || still.operation !== "PUT") break;
         const report: PartitionReportBody = { profiles: part.profiles, counters: Object.fromEntries(part.counters) as Record<string, DefinitionCounters> };
         const applied = await this.o.store.applyJobPartition({ scope, jobId: job.jobId, partition: p, worker: this.o.workerId, sets: part.memberships, at: job.at, report });
         if (applied) this.stats.partitionsWritten++;

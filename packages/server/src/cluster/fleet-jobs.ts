@@ -8,6 +8,7 @@ import type { KV } from "@nats-io/kv";
 import { emptyCounters, JobCancelledError, type DefinitionCounters } from "../batch/engine/evaluation-types.js";
 import type { FanOutJob, FanOutOutcome, JobFanOut } from "../batch/jobs/job-runner.js";
 import type { JobPartitionWrites } from "../profiles/store.js";
+import type { TenantScope } from "../profiles/types.js";
 import { announcement, failKey, type PartitionReportBody } from "./batch-fanout.js";
 
 export interface FleetJobsOptions {
@@ -56,6 +57,12 @@ export class FleetJobs implements JobFanOut {
       await kv.delete(key).catch(() => undefined);
       await kv.delete(failKey(key)).catch(() => undefined);
     }
+  }
+
+  /** The announcement of a job whose hub died removed (the workers check it before each partition's write). */
+  async withdraw(_scope: TenantScope, jobId: string): Promise<void> {
+    await this.o.kv.delete(jobId);
+    await this.o.kv.delete(failKey(jobId));
   }
 }
 

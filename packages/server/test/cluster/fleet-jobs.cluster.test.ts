@@ -4,7 +4,7 @@
  * connection and shard): the job's memberships, transitions and counters equal one evaluation
  * over every profile (segments of segments included); a worker that dies before writing has its
  * partitions written by the one that takes them over, each once; a worker's failure fails the job
- * with its reason; a cancelled job is withdrawn and written no further.
+ * with its reason; a cancelled job, or one withdrawn after its hub died, is written no further.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -17,7 +17,7 @@ import type { KV } from "@nats-io/kv";
 import { SnapshotCache } from "../../src/batch/columnar/cache.js";
 import { evaluateJob, JobCancelledError, type EvaluationOutcome } from "../../src/batch/engine/evaluate-job.js";
 import { WorkerShard } from "../../src/batch/shards/worker-shard.js";
-import { batchJobBucket, failKey } from "../../src/cluster/batch-fanout.js";
+import { announcement, batchJobBucket, failKey } from "../../src/cluster/batch-fanout.js";
 import { BatchParticipant } from "../../src/cluster/batch-participant.js";
 import { FleetJobs } from "../../src/cluster/fleet-jobs.js";
 import { startNatsServer, type RunningNatsServer } from "../../src/cluster/nats-server.js";
@@ -144,6 +144,26 @@ describe("segment jobs on the worker fleet (NATS + PostgreSQL)", { timeout: 120_
     assert.deepEqual(out.counters, ref.counters);
     assert.deepEqual(await transitionsAt(at), expected(ref), "every change written once");
     assert.deepEqual((await hubStore.jobPartitionReports(SCOPE, "job-3")).map((r) => [r.partition, r.worker]), [[0, "wa"], [1, "wa"], [2, "wa"], [3, "wa"]]);
+  });
+
+  it("a job withdrawn after its hub died (recovery) is written no further: a worker that reads the bucket afterwards writes none of it", async () => {
+    await worker("wa", [0, 1]);
+    const late = await worker("wb", [2, 3], { start: false });
+    const at = NOW + 60;
+    // The hub announced the job and died: nothing waits on the reports.
+    await kv.put("job-8", JSON.stringify(announcement({ jobId: "job-8", orgId: SCOPE.orgId, sandboxName: SCOPE.sandboxName, at, partitions: PARTITIONS, definitions: DEFS })));
+    const until = Date.now() + 20_000;
+    while ((await hubStore.jobPartitionReports(SCOPE, "job-8")).length < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual((await hubStore.jobPartitionReports(SCOPE, "job-8")).map((r) => r.partition), [0, 1]);
+    // The restarted hub's recovery withdraws it (JobRunner.recover → FleetJobs.withdraw).
+    await fleet().withdraw(SCOPE, "job-8");
+    assert.equal(await announced("job-8"), false);
+    late.participant.start();
+    await new Promise((r) => setTimeout(r, 600));
+    late.participant.kick();
+    await new Promise((r) => setTimeout(r, 600));
+    assert.deepEqual((await hubStore.jobPartitionReports(SCOPE, "job-8")).map((r) => r.partition), [0, 1], "partitions 2 and 3 are not written");
+    assert.equal(late.participant.stats.evaluations, 0);
   });
 
   it("a worker's failure fails the job with its reason; a cancelled job is withdrawn and written no further", async () => {

@@ -7,6 +7,8 @@
  * nothing left to change and counts the same members; no membership is written twice. Then one worker is killed with -9 and a
  * second job (after data changes) runs at once: the dead worker's partitions are written by the
  * workers that take them over, every partition once, and again the result is the in-process one.
+ * Then the hub is killed with -9 mid-job and started again: the job ends FAILED, withdrawn from the
+ * workers (nothing more of it written), and the next job's result is again the in-process one.
  * After the first job, previews, builder estimates and edit impact through the hub (answered by
  * the workers' shards) equal the in-process ones. SEGMENTD_FLEET_PROFILES sets the size (default 4,000).
  */
@@ -124,7 +126,7 @@ describe("segment jobs on the worker fleet (hub, three workers, PostgreSQL, nats
   it(`a job's transitions and counters equal the in-process evaluation's; with a worker killed with -9, its partitions are written by the others, once (${PROFILES} profiles)`, async () => {
     d = await deploy("workers", "fleet", PARTITIONS, { testClock: false, config: { batch: { onWorkers: true } } });
     for (const id of ["w1", "w2", "w3"]) await d.startWorker(id);
-    const a = client(d.hub.url, { token: TOKEN, apiKey: KEY, org: ORG });
+    let a = client(d.hub.url, { token: TOKEN, apiKey: KEY, org: ORG });
     const profiles = await profileDataset(a, "crm", PROFILE_SCHEMA);
     const events = await profileDataset(a, "web", EVENT_SCHEMA);
     await load(d.hub.url, population(profiles, events, PROFILES, Date.now()));
@@ -196,6 +198,40 @@ describe("segment jobs on the worker fleet (hub, three workers, PostgreSQL, nats
       await load(d.hub.url, moved);
       const second = await run("job 2, w3 killed", ["w1", "w2"]);
       assert.notDeepEqual(second.counters.get(ids.us!)!.qualified, first.counters.get(ids.us!)!.qualified, "the data change moved members");
+
+      // The hub killed with -9 mid-job (once a first partition is written) and started again:
+      // recovery withdraws the job from the workers and fails it; no partition of it is written
+      // afterwards, and the next job brings every partition to the in-process result.
+      const changed: Record<string, unknown>[] = [];
+      for (let i = 0; i < PROFILES; i += 6) changed.push(message(profiles, PROFILE_SCHEMA, { identityMap: ecidMap(i), homeAddress: { countryCode: COUNTRIES[(i + 2) % 4] } }));
+      await load(d.hub.url, changed);
+      await waitApplied(d, PARTITIONS);
+      const created = await a.post("/data/core/ups/segment/jobs", { segments: Object.values(ids).map((segmentId) => ({ segmentId })) });
+      assert.equal(created.status, 200, created.text);
+      const interrupted = obj(created.json).id as string;
+      const partsOf = async () => Number((await c.query<{ n: string }>(`SELECT count(*) AS n FROM job_partitions WHERE job = $1`, [interrupted])).rows[0]!.n);
+      for (let i = 0; (await partsOf()) === 0; i++) {
+        if (i >= 6_000) throw new Error("no partition of the job was written in 60 s");
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await d.hub.kill();
+      await d.hub.start();
+      a = client(d.hub.url, { token: TOKEN, apiKey: KEY, org: ORG });
+      let failed: Record<string, unknown> = {};
+      for (let i = 0; i < 3_000; i++) {
+        failed = obj((await a.get(`/data/core/ups/segment/jobs/${interrupted}`)).json);
+        if (failed.status !== "PROCESSING") break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(failed.status, "FAILED", JSON.stringify(failed));
+      assert.equal(obj((failed.errors as unknown[])[0]).code, "SEGMENTD-JOB-INTERRUPTED");
+      const parts = await partsOf();
+      // Four passes of the workers' bucket reads later, nothing more of it was written.
+      await new Promise((r) => setTimeout(r, 2_000));
+      assert.equal(await partsOf(), parts, "no partition of the withdrawn job written after its failure");
+      log(`job 3, hub killed with -9: ${parts} of ${PARTITIONS} partitions written, then withdrawn`);
+      await load(d.hub.url, moved);
+      await run("job 4, after the hub's restart", ["w1", "w2"]);
     } finally {
       await c.end();
     }

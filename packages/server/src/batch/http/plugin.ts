@@ -37,7 +37,7 @@ import type { LiveGate, PartitionedBackfill } from "../backfill/backfill-types.j
 import { backfillRoutes } from "./backfill-routes.js";
 import { followMergePolicies } from "../backfill/merge-policy-backfills.js";
 import type { EventBus } from "../../platform/bus.js";
-import { ALL_ROLES } from "../../platform/roles.js";
+import { ALL_ROLES, RECENT_CLAIM_MS } from "../../platform/roles.js";
 import { SnapshotCounts } from "../engine/snapshot-counts.js";
 
 declare module "fastify" {
@@ -162,6 +162,7 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
   const fields = new BuilderFields(profiles, clock, opts.descriptors ?? (async () => []));
   await app.register(builderRoutes, { ...auth, fields, estimator: new BuilderEstimator(profiles, snapshots, clock, expand, fleet) });
   let timer: NodeJS.Timeout | undefined;
+  let again: NodeJS.Timeout | undefined;
   app.addHook("onReady", async () => {
     // Several hubs: interrupted jobs are those of hubs no longer alive (and the schedules holder looks again at each pass).
     const recoverJobs = async () => {
@@ -171,6 +172,12 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
       await exports.recover(app.hubLeases?.liveHubs());
     };
     await recoverJobs();
+    // Several hubs: a job of a hub that died moments ago still reads as claimed (its heartbeat, its
+    // recent update); looked at again once that has passed rather than at the next tick.
+    if (app.hubLeases !== undefined) {
+      again = setTimeout(() => void recoverJobs().catch((err: unknown) => opts.logger?.error({ err }, "segment job, backfill and export recovery failed")), RECENT_CLAIM_MS + 2_000);
+      again.unref();
+    }
     // Every sandbox has its daily schedule from the start (not only once someone lists schedules).
     await schedules.ensureDefaults();
     const every = opts.scheduleTickMs ?? 60_000;
@@ -189,6 +196,7 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
   });
   app.addHook("onClose", async () => {
     if (timer !== undefined) clearInterval(timer);
+    if (again !== undefined) clearTimeout(again);
     // Exports first: one waiting for its segment job gives up (FAILED) rather than wait on a stopped runner.
     await exports.close();
     unfollow?.();

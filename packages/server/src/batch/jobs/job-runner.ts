@@ -20,7 +20,8 @@
  *
  * On the worker fleet (`fanOut`, #44) each partition is written on its own by the worker holding
  * it, once: a job interrupted there may have written some partitions (each complete as of the
- * job's instant); the next job brings the others to the same point.
+ * job's instant); recovery withdraws it from the workers before failing it, and the next job
+ * brings the others to the same point.
  */
 import { parse } from "@segmentd/pql";
 import type { Logger } from "../../platform/logger.js";
@@ -93,6 +94,8 @@ export interface FanOutOutcome {
 /** Evaluates and writes a job across the fleet; resolves once every partition is written. */
 export interface JobFanOut {
   run(job: FanOutJob): Promise<FanOutOutcome>;
+  /** A job whose runner died (recovery fails it): the workers write none of its partitions from now on. */
+  withdraw(scope: TenantScope, jobId: string): Promise<void>;
 }
 
 /** What a job's metrics are made of, whoever evaluated it. */
@@ -146,7 +149,13 @@ export class JobRunner {
       // (Nor one that started moments ago: its hub may have joined after the heartbeats were read.)
       // (This hub's own jobs too: it is among the live ones.)
       if (liveRunners !== undefined && claimedElsewhere({ by: r.doc.runBy, live: liveRunners, at: r.doc.job.updateTime, now: this.o.clock.now() })) continue;
-      await this.finish(r, "FAILED", { code: "SEGMENTD-JOB-INTERRUPTED", msg: "The service stopped while the job was processing; no membership of this job was written" }, ["PROCESSING"]);
+      if (this.o.fanOut === undefined) {
+        await this.finish(r, "FAILED", { code: "SEGMENTD-JOB-INTERRUPTED", msg: "The service stopped while the job was processing; no membership of this job was written" }, ["PROCESSING"]);
+        continue;
+      }
+      // On the fleet: withdrawn first, so that no worker writes a partition of it after it is failed.
+      await this.o.fanOut.withdraw(r.scope, r.id);
+      await this.finish(r, "FAILED", { code: "SEGMENTD-JOB-INTERRUPTED", msg: "The service stopped while the job was processing on the workers; the partitions they had written stay (each complete as of the job's instant), the others were not written" }, ["PROCESSING"]);
     }
     for (const r of await this.o.repo.listAllByStatus<StoredJob>(KIND, ["CANCELLING"])) await this.finish(r, "CANCELLED", undefined, ["CANCELLING"]);
     for (const r of await this.o.repo.listAllByStatus<StoredJob>(KIND, ["NEW"])) await this.transition(r.scope, r.id, ["NEW"], "QUEUED");
