@@ -1,5 +1,5 @@
 /**
- * Previews, builder estimates and edit impact over the worker fleet (#44), the protocol end to end
+ * Previews, builder estimates, edit impact and a computed attribute's first count over the worker fleet (#44), the protocol end to end
  * over a real nats-server and PostgreSQL: the hub's FleetReadsClient and two workers answering
  * over their shards (each its own store connection). The merged sample counts and comparisons
  * equal the in-process ones over every profile (inSegment reading stored memberships included);
@@ -15,7 +15,9 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { parse } from "@segmentd/pql";
 import { SnapshotCache } from "../../src/batch/columnar/cache.js";
 import { evaluateJob } from "../../src/batch/engine/evaluate-job.js";
-import { mergeComparisons, mergeSamples } from "../../src/batch/previews/fleet-reads.js";
+import { mergeComparisons, mergeCounts, mergeSamples } from "../../src/batch/previews/fleet-reads.js";
+import { statusOverrides } from "../../src/batch/columnar/snapshot.js";
+import { qualifyOnSnapshot } from "../../src/batch/engine/columnar-engine.js";
 import { compareEdit, type ImpactSide } from "../../src/batch/previews/impact-service.js";
 import { inSegmentMemberPids, previewPolicy, sampleOnSnapshot, type SampleCount } from "../../src/batch/previews/preview-service.js";
 import { WorkerShard } from "../../src/batch/shards/worker-shard.js";
@@ -133,6 +135,14 @@ describe("previews, estimates and edit impact over the worker fleet (NATS + Post
         { profiles: ref.profiles, before: ref.before, after: ref.after, enter: [ref.enter.count, ids(ref.enter)], leave: [ref.leave.count, ids(ref.leave)], stay: [ref.stay.count, ids(ref.stay)] },
         `${b.text} → ${a.text}`,
       );
+    }
+    // A computed attribute's first evaluation: profiles and those qualifying (opted-out ones included).
+    for (const [text, policy] of [[BUYERS, NO_MERGE_POLICY], [AGE, PDG]] as const) {
+      const snap = await new SnapshotCache().get(hubStore, SCOPE, policy, { events: true });
+      const qual = await qualifyOnSnapshot(null, snap, parse(text), NOW, statusOverrides(snap, new Map()), false, new EvaluationBudget(defaultConfig().limits, { deadline: false }));
+      const merged = mergeCounts(await client().read(SCOPE, { kind: "count", text, policy, now: NOW }));
+      assert.deepEqual(merged, { profiles: snap.profileCount, qualifying: qual.reduce((x, y) => x + y, 0) }, `count of ${text}`);
+      assert.ok(merged.qualifying > 0 && merged.qualifying < merged.profiles);
     }
     assert.deepEqual(errors, []);
   });

@@ -6,7 +6,7 @@
  * What a computed attribute's first evaluation counts (computed/processing.ts, its
  * `ResidentProfiles`; wired in app.ts: batch does not import computed).
  */
-import type { Query } from "@segmentd/pql";
+import { format, type Query } from "@segmentd/pql";
 import { NO_MERGE_POLICY } from "../../profiles/types.js";
 import { EvaluationBudget } from "../../services/evaluation-budget.js";
 import { PROFILE_SCHEMA_CLASS } from "../../services/merge-policies.js";
@@ -17,6 +17,7 @@ import { statusOverrides, type SnapshotStore } from "../columnar/snapshot.js";
 import { evaluatedPolicy } from "../jobs/job-runner.js";
 import { qualifyOnSnapshot } from "./columnar-engine.js";
 import { usesEvents } from "./uses-events.js";
+import { mergeCounts, type FleetReads } from "../previews/fleet-reads.js";
 
 export interface CountOptions {
   /** Profiles read so far while the snapshot is built or refreshed. */
@@ -33,6 +34,8 @@ export class SnapshotCounts {
     private readonly profiles: SnapshotStore,
     private readonly mergePolicies: Pick<MergePolicyRepository, "getDefault">,
     private readonly snapshots: SnapshotCache,
+    /** On a hub whose workers evaluate (#44): the shards count, not a snapshot here (no build progress to report then). */
+    private readonly fleet?: FleetReads,
   ) {}
 
   /**
@@ -57,6 +60,7 @@ export class SnapshotCounts {
     const scope = scopeOf(ctx);
     const d = await this.mergePolicies.getDefault(scope, PROFILE_SCHEMA_CLASS);
     const policy = d === undefined ? NO_MERGE_POLICY : evaluatedPolicy(d.policy);
+    if (this.fleet !== undefined) return mergeCounts(await this.fleet.read(scope, { kind: "count", text: format(query), policy, now }));
     const snap = await this.snapshots.get(this.profiles, scope, policy, {
       events: policy.identityGraph.type !== "pdg" || usesEvents(query),
       ...(o.onProgress === undefined ? {} : { onProgress: o.onProgress }),

@@ -150,7 +150,7 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
       return t !== undefined && t.orgId === orgId ? t : undefined;
     },
   });
-  const counts = new SnapshotCounts(profiles, metadata.mergePolicies, snapshots);
+  const counts = new SnapshotCounts(profiles, metadata.mergePolicies, snapshots, fleet);
   opts.expose?.({ runner, jobs, schedules, previews, exports, backfills, counts, ...(edgeProjection === undefined ? {} : { edgeProjection }) });
   const auth = { authenticator: opts.authenticator, tenants: opts.tenants };
   await app.register(jobRoutes, { ...auth, jobs });

@@ -38,9 +38,14 @@ export type ShardReadRequest =
   /** Sample counts of expressions (a preview: one, with members; the builder: several, counts only). */
   | { kind: "sample"; graphType: "none" | "pdg"; expressions: string[]; fraction: number; keepMembers: number; now: number }
   /** Edit impact: both versions and their groups. */
-  | { kind: "compare"; before: SideText; after: SideText; now: number; wanted: number };
+  | { kind: "compare"; before: SideText; after: SideText; now: number; wanted: number }
+  /** Profiles qualifying for an expression (a computed attribute's first evaluation; opted-out ones included, no deadline, as a job). */
+  | { kind: "count"; text: string; policy: MergePolicySpec; now: number };
 
-export type ShardReadAnswer = { kind: "sample"; counts: SampleCount[] } | { kind: "compare"; counts: ComparisonCounts };
+export type ShardReadAnswer =
+  | { kind: "sample"; counts: SampleCount[] }
+  | { kind: "compare"; counts: ComparisonCounts }
+  | { kind: "count"; profiles: number; qualifying: number };
 
 /** The hub's side: every partition's answer, once each (cluster/fleet-reads.ts). */
 export interface FleetReads {
@@ -78,6 +83,17 @@ export function mergeComparisons(answers: ReadonlyMap<number, ShardReadAnswer>, 
       out[g].count += c[g].count;
       for (const id of c[g].pids) if (out[g].pids.length < wanted) out[g].pids.push(id);
     }
+  }
+  return out;
+}
+
+/** The partitions' counts as one. */
+export function mergeCounts(answers: ReadonlyMap<number, ShardReadAnswer>): { profiles: number; qualifying: number } {
+  const out = { profiles: 0, qualifying: 0 };
+  for (const [p, a] of answers) {
+    if (a.kind !== "count") throw new Error(`partition ${p} answered a ${a.kind} read to a count read`);
+    out.profiles += a.profiles;
+    out.qualifying += a.qualifying;
   }
   return out;
 }

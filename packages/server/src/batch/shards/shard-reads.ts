@@ -9,6 +9,8 @@ import { parse } from "@segmentd/pql";
 import { EvaluationBudget } from "../../services/evaluation-budget.js";
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
 import { combinations, combine } from "../builder/estimates.js";
+import { statusOverrides } from "../columnar/snapshot.js";
+import { qualifyOnSnapshot } from "../engine/columnar-engine.js";
 import { usesEvents } from "../engine/uses-events.js";
 import type { ShardReadAnswer, ShardReadRequest, SideText } from "../previews/fleet-reads.js";
 import { compareSides, type ImpactSide } from "../previews/impact-service.js";
@@ -38,6 +40,23 @@ export async function answerOnShard(r: ShardRead, tenant: TenantContext, req: Sh
       per.push(await countSampleBySlot(snap, flags[i]!, req.fraction, req.keepMembers, slots, n));
     }
     r.partitions.forEach((p, slot) => out.set(p, { kind: "sample", counts: per.map((c) => c[slot]!) }));
+    return out;
+  }
+  if (req.kind === "count") {
+    const q = parse(req.text);
+    const snap = await r.snapshot(req.policy, { events: req.policy.identityGraph.type !== "pdg" || usesEvents(q) });
+    // Per-profile budgets, no deadline, as a job's (snapshot-counts.ts).
+    const qual = await qualifyOnSnapshot(r.pool, snap, q, req.now, statusOverrides(snap, new Map()), false, new EvaluationBudget(tenant.limits, { deadline: false }));
+    const slots = r.slots(snap);
+    const profiles = new Array<number>(n).fill(0);
+    const qualifying = new Array<number>(n).fill(0);
+    for (let g = 0; g < slots.length; g++) {
+      const slot = slots[g]!;
+      if (slot < 0) continue;
+      profiles[slot]!++;
+      qualifying[slot]! += qual[g]!;
+    }
+    r.partitions.forEach((p, slot) => out.set(p, { kind: "count", profiles: profiles[slot]!, qualifying: qualifying[slot]! }));
     return out;
   }
   const side = (s: SideText): ImpactSide => ({ query: parse(s.text), text: s.text, policy: s.policy, mergePolicyId: "", excludeOptOut: s.excludeOptOut });
