@@ -43,13 +43,12 @@ import { parseArgs } from "node:util";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { parse } from "@segmentd/pql";
-import { DEMO_DATASETS, demoEvents, demoProfiles } from "../packages/server/src/profiles/demo.js";
 import { EmbeddedProfileStore } from "../packages/server/src/profiles/embedded/sqlite-store.js";
 import { WorkerProfileStore } from "../packages/server/src/profiles/embedded/worker-store.js";
 import { PostgresProfileStore } from "../packages/server/src/profiles/postgres/pg-store.js";
-import { ingestRecords } from "../packages/server/src/profiles/ingest.js";
+import { loadDemo } from "./lib/demo-load.js";
 import type { ProfileStore } from "../packages/server/src/profiles/store.js";
-import type { JsonObject, TenantScope } from "../packages/server/src/profiles/types.js";
+import type { TenantScope } from "../packages/server/src/profiles/types.js";
 import { defaultConfig } from "../packages/server/src/platform/config.js";
 import { withDefaultUser } from "../packages/server/src/platform/pg-url.js";
 import { ManualClock } from "../packages/server/src/platform/clock.js";
@@ -101,7 +100,6 @@ const ORG = "BENCH@AdobeOrg";
 /** PostgreSQL: the profile store's schema (kept for --reuse), and the metadata's (fresh each run; the batch repository's is it + `_batch`). */
 const PG_SCHEMA = "segmentd_bench_backfill";
 const PG_META_SCHEMA = "segmentd_bench_backfill_meta";
-const LOAD_CHUNK = 20_000;
 /** D: a profile attribute or a purchase in the last day (≈ 12 % of the profiles). */
 const D = 'loyalty.points >= 8000 or xEvent[eventType = "commerce.purchases" and timestamp occurs < 1 days before now].count() > 0';
 /** D': a higher threshold (members leave) or a cart add in the last day (members enter). */
@@ -169,21 +167,8 @@ function printCalls(label: string): void {
 
 /** The PostgreSQL load (the embedded one runs bench/batch.ts's loader in a child process). */
 async function loadInProcess(store: ProfileStore, scope: TenantScope, profiles: number, events: number): Promise<void> {
-  const demo = { profiles, events, now: NOW, seed: 1 };
-  const t0 = performance.now();
-  for (const [input, gen] of [[DEMO_DATASETS.profiles, demoProfiles(demo)], [DEMO_DATASETS.events, demoEvents(demo)]] as const) {
-    const ds = (await store.createDataset(scope, input, NOW)).id;
-    let batch: Array<{ index: number; value: JsonObject }> = [];
-    for (const value of gen) {
-      batch.push({ index: batch.length, value });
-      if (batch.length === LOAD_CHUNK) {
-        await ingestRecords(store, scope, ds, batch, { now: NOW });
-        batch = [];
-      }
-    }
-    if (batch.length > 0) await ingestRecords(store, scope, ds, batch, { now: NOW });
-  }
-  console.log(`load (in process): ${profiles} profiles + ${events} events in ${s(performance.now() - t0)}`);
+  const r = await loadDemo(store, scope, { profiles, events, now: NOW });
+  console.log(`load (in process): ${profiles} profiles + ${events} events in ${s(r.ms)}`);
 }
 
 function openProfiles(url: string, file: string): ProfileStore {

@@ -45,7 +45,8 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import Database from "better-sqlite3";
 import { parse } from "@segmentd/pql";
-import { DEMO_DATASETS, demoCrmId, demoEcid, demoEvents, demoProfiles } from "../packages/server/src/profiles/demo.js";
+import { DEMO_DATASETS, demoCrmId, demoEcid } from "../packages/server/src/profiles/demo.js";
+import { loadDemo } from "./lib/demo-load.js";
 import { EmbeddedProfileStore } from "../packages/server/src/profiles/embedded/sqlite-store.js";
 import { WorkerProfileStore } from "../packages/server/src/profiles/embedded/worker-store.js";
 import { ingestRecords } from "../packages/server/src/profiles/ingest.js";
@@ -82,7 +83,6 @@ const { values: args } = parseArgs({
 
 const SCOPE: TenantScope = { orgId: "BENCH@AdobeOrg", sandboxName: "prod" };
 const POLICY = { id: "bench-pdg", identityGraph: { type: "pdg" as const }, attributeMerge: { type: "timestampOrdered" as const } };
-const LOAD_CHUNK = 20_000;
 
 function gb(bytes: number): string {
   return `${(bytes / 1024 ** 3).toFixed(2)} GB`;
@@ -93,26 +93,9 @@ function s(ms: number): string {
 }
 
 async function load(store: EmbeddedProfileStore, profiles: number, events: number): Promise<{ profilesDs: string; eventsDs: string }> {
-  const demo = { profiles, events, now: NOW, seed: 1 };
-  const profilesDs = (await store.createDataset(SCOPE, DEMO_DATASETS.profiles, NOW)).id;
-  const eventsDs = (await store.createDataset(SCOPE, DEMO_DATASETS.events, NOW)).id;
-  const t0 = performance.now();
-  for (const [ds, gen, n] of [[profilesDs, demoProfiles(demo), profiles], [eventsDs, demoEvents(demo), events]] as const) {
-    let batch: Array<{ index: number; value: JsonObject }> = [];
-    let done = 0;
-    for (const value of gen) {
-      batch.push({ index: batch.length, value });
-      if (batch.length === LOAD_CHUNK) {
-        await ingestRecords(store, SCOPE, ds, batch, { now: NOW });
-        done += batch.length;
-        batch = [];
-        if (done % 500_000 === 0) console.log(`  loaded ${done} / ${n} (${s(performance.now() - t0)})`);
-      }
-    }
-    if (batch.length > 0) await ingestRecords(store, SCOPE, ds, batch, { now: NOW });
-  }
-  console.log(`load: ${profiles} profiles + ${events} events in ${s(performance.now() - t0)}`);
-  return { profilesDs, eventsDs };
+  const r = await loadDemo(store, SCOPE, { profiles, events, now: NOW, log: (line) => console.log(line) });
+  console.log(`load: ${profiles} profiles + ${events} events in ${s(r.ms)}`);
+  return r;
 }
 
 /** One pass over events (each row's JSON read once) and one over fragments, then all 100 audiences as columns. */
@@ -263,8 +246,9 @@ async function changeData(store: EmbeddedProfileStore, profiles: number, n: numb
       } });
     }
   }
-  for (let k = 0; k < updates.length; k += LOAD_CHUNK) await ingestRecords(store, SCOPE, profilesDs, updates.slice(k, k + LOAD_CHUNK), { now: NOW - 1000 });
-  for (let k = 0; k < purchases.length; k += LOAD_CHUNK) await ingestRecords(store, SCOPE, eventsDs, purchases.slice(k, k + LOAD_CHUNK), { now: NOW - 1000 });
+  const chunk = 20_000;
+  for (let k = 0; k < updates.length; k += chunk) await ingestRecords(store, SCOPE, profilesDs, updates.slice(k, k + chunk), { now: NOW - 1000 });
+  for (let k = 0; k < purchases.length; k += chunk) await ingestRecords(store, SCOPE, eventsDs, purchases.slice(k, k + chunk), { now: NOW - 1000 });
 }
 
 async function main(): Promise<void> {

@@ -1,11 +1,14 @@
 /**
- * Batch shards (issue #44, acceptance 3 measured on the shards alone; the job fan-out is not built
- * yet), one command:
+ * Batch shards (issue #44, acceptance 3 measured on the shards' evaluation), one command:
  *
  *   npm run bench:shards -- [--db bench/.data/batch.db] [--workers 3] [--partitions 64] [--dir DIR] [--cache-mib 16]
+ *   npm run bench:shards -- --database-url postgres://127.0.0.1:5432/test [--load] [--profiles 1000000 --events 10000000]
  *
  * Over bench:batch's data (1M profiles / 10M events; load it first with `npm run bench:batch --
- * --load-only`), each in a process of its own, one after the other (the machine has two cores):
+ * --load-only`), or over the same data in PostgreSQL (`--database-url`: as deployed, the store is
+ * a process of its own and no side holds a store in its RSS; `--load` loads it first into the
+ * schema `--schema`, default segmentd_bench_shards, and a later run without it reuses it), each
+ * in a process of its own, one after the other (the machine has two cores):
  * the all-in-one — the whole snapshot built, then bench:batch's 100 definitions evaluated over it —
  * and each of `--workers` workers — its shard over its partitions (partition p is worker p mod N's)
  * built, then the same definitions evaluated over it. Each prints its build and evaluation
@@ -30,6 +33,10 @@ import { WorkerShard } from "../packages/server/src/batch/shards/worker-shard.js
 import { partitionFunction } from "../packages/server/src/cluster/partitions.js";
 import { defaultConfig } from "../packages/server/src/platform/config.js";
 import { WorkerProfileStore } from "../packages/server/src/profiles/embedded/worker-store.js";
+import { PostgresProfileStore } from "../packages/server/src/profiles/postgres/pg-store.js";
+import type { ProfileStore } from "../packages/server/src/profiles/store.js";
+import pg from "pg";
+import { loadDemo } from "./lib/demo-load.js";
 import { TenantDirectory } from "../packages/server/src/services/tenancy.js";
 import { NOW, definitions } from "./lib/batch-definitions.js";
 import { startCpuProfile } from "./lib/cpu-profile.js";
@@ -49,6 +56,11 @@ const { values: args } = parseArgs({
      * a process of its own, so a cache in the bench's processes would count against every side's RSS.
      */
     "cache-mib": { type: "string", default: "16" },
+    "database-url": { type: "string", default: "" },
+    schema: { type: "string", default: "segmentd_bench_shards" },
+    load: { type: "boolean", default: false },
+    profiles: { type: "string", default: "1000000" },
+    events: { type: "string", default: "10000000" },
   },
 });
 const ORG = "BENCH@AdobeOrg";
@@ -98,7 +110,7 @@ function members(outcomes: Iterable<EvaluationOutcome>): Record<string, number> 
 
 /** One side, in this process: the build, then the evaluation (nothing written). */
 async function side(role: "all-in-one" | "worker", worker: number): Promise<Side> {
-  const store = new WorkerProfileStore({ path: path.resolve(args.db!), synchronous: "normal", cacheMiB: Number(args["cache-mib"]) });
+  const store = openStore();
   const config = defaultConfig();
   config.organizations = [{ id: ORG, sandboxes: [{ name: "prod", type: "production", default: true }] }];
   const tenant = new TenantDirectory(config).resolve(ORG, "prod")!;
@@ -125,7 +137,7 @@ async function side(role: "all-in-one" | "worker", worker: number): Promise<Side
     const mine = Array.from({ length: PARTITIONS }, (_, p) => p).filter((p) => p % WORKERS === worker);
     const shard = new WorkerShard({
       store, partitions: PARTITIONS, held: mine, partitionOf: (t) => partitionFunction(t.sandbox.sandboxId, PARTITIONS),
-      ...(args.dir === "" ? {} : { dir: path.resolve(args.dir!, `worker-${worker}`), storeIdentity: path.resolve(args.db!) }),
+      ...(args.dir === "" ? {} : { dir: path.resolve(args.dir!, `worker-${worker}`), storeIdentity: storeName() }),
     });
     const profiles = (await shard.snapshot(tenant, POLICY, { events: true })).profileCount;
     const buildMs = performance.now() - t0;
@@ -144,9 +156,34 @@ async function side(role: "all-in-one" | "worker", worker: number): Promise<Side
   }
 }
 
+/** The store every side reads: PostgreSQL with --database-url, else the embedded file. */
+function openStore(): ProfileStore {
+  const url = args["database-url"]!;
+  if (url !== "") return new PostgresProfileStore({ connectionString: url, schema: args.schema! });
+  return new WorkerProfileStore({ path: path.resolve(args.db!), synchronous: "normal", cacheMiB: Number(args["cache-mib"]) });
+}
+
+const storeName = () => (args["database-url"] === "" ? path.resolve(args.db!) : `${args["database-url"]}#${args.schema}`);
+
+/** --load: the schema dropped, then bench:batch's data loaded into it. */
+async function loadPostgres(): Promise<void> {
+  const url = args["database-url"]!;
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  await c.query(`DROP SCHEMA IF EXISTS "${args.schema!.replace(/"/g, '""')}" CASCADE`);
+  await c.end();
+  const store = new PostgresProfileStore({ connectionString: url, schema: args.schema! });
+  try {
+    const r = await loadDemo(store, { orgId: ORG, sandboxName: "prod" }, { profiles: Number(args.profiles), events: Number(args.events), now: NOW, log: (line) => console.log(line) });
+    console.log(`load into PostgreSQL (${args.schema}): ${args.profiles} profiles + ${args.events} events in ${s(r.ms)}`);
+  } finally {
+    await store.close();
+  }
+}
+
 function runChild(extra: string[]): Side {
   const script = fileURLToPath(import.meta.url);
-  const r = spawnSync(process.execPath, [...process.execArgv, script, "--db", args.db!, "--workers", String(WORKERS), "--partitions", String(PARTITIONS), "--dir", args.dir!, "--cache-mib", args["cache-mib"]!, ...extra], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
+  const r = spawnSync(process.execPath, [...process.execArgv, script, "--db", args.db!, "--workers", String(WORKERS), "--partitions", String(PARTITIONS), "--dir", args.dir!, "--cache-mib", args["cache-mib"]!, "--database-url", args["database-url"]!, "--schema", args.schema!, ...extra], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
   const line = r.stdout.split("\n").find((l) => l.startsWith("{"));
   if (r.status !== 0 || line === undefined) throw new Error(`bench:shards ${extra.join(" ")} failed (${r.status}): ${r.stderr.slice(-2000)}`);
   return JSON.parse(line) as Side;
@@ -165,7 +202,9 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(await side(args.role, Number(args.worker))));
     return;
   }
-  console.log(`bench:shards — ${args.db}, ${WORKERS} workers over ${PARTITIONS} partitions; ${os.cpus()[0]?.model ?? "cpu"} × ${os.availableParallelism()}, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}`);
+  if (args.load && args["database-url"] === "") throw new Error("--load loads PostgreSQL: give --database-url (the embedded data is bench:batch --load-only's)");
+  if (args.load) await loadPostgres();
+  console.log(`bench:shards — ${args["database-url"] === "" ? args.db : `PostgreSQL ${args.schema}`}, ${WORKERS} workers over ${PARTITIONS} partitions; ${os.cpus()[0]?.model ?? "cpu"} × ${os.availableParallelism()}, node ${process.version}, load ${os.loadavg().map((l) => l.toFixed(1)).join(" ")}`);
   const all = runChild(["--role", "all-in-one"]);
   print(all);
   const workers: Side[] = [];

@@ -444,6 +444,32 @@ describe(`profile store conformance (${STORE_KIND})`, () => {
       assert.deepEqual(await store.listProfileIds({ orgId: "org4", sandboxName: "nobody" }), [], "another sandbox lists nothing");
     });
 
+    it("lists profile ids in numeric order across a change of digit count (pages chained by the last id)", async () => {
+      // Profiles until the ids of this sandbox span a power of ten: "10" sorts before "9" as text.
+      const Y: TenantScope = { orgId: "org4", sandboxName: "digits" };
+      const ds = (await store.createDataset(Y, { name: "p", schemaClass: "profile", profileEnabled: true }, T0)).id;
+      const profile = (i: number) => ({ identityMap: { ECID: [{ id: `D${i}` }] } });
+      await ingestRecords(store, Y, ds, rec(profile(0)), { now: T0 });
+      const first = Number((await store.findProfileId(Y, ecid("D0")))!);
+      const wanted = 10 ** String(first).length - first + 3;
+      assert.ok(wanted <= 20_000, `the first id ${first} is within reach of the next power of ten`);
+      for (let i = 1; i < wanted; i += 5_000) {
+        await ingestRecords(store, Y, ds, rec(...Array.from({ length: Math.min(5_000, wanted - i) }, (_, k) => profile(i + k))), { now: T0 });
+      }
+      const all = await store.listProfileIds(Y, { limit: 100_000 });
+      assert.equal(all.length, wanted);
+      assert.ok(all.every((id, k) => k === 0 || Number(id) > Number(all[k - 1])), "ascending as numbers");
+      assert.ok(String(all[0]).length < String(all[all.length - 1]).length, "the ids change digit count");
+      const paged: string[] = [];
+      for (let after: string | undefined; ;) {
+        const page = await store.listProfileIds(Y, after === undefined ? { limit: 7 } : { afterProfileId: after, limit: 7 });
+        paged.push(...page);
+        if (page.length < 7) break;
+        after = page[page.length - 1];
+      }
+      assert.deepEqual(paged, all);
+    });
+
     it("lists a lake dataset's records in write order, page by page, in its sandbox only", async () => {
       const first = await store.listLakeRecords(X, lake, { limit: 2 });
       assert.deepEqual(first.map((r) => r.body["n"]), [0, 1]);

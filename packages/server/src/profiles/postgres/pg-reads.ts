@@ -173,9 +173,9 @@ export async function countProfiles(ctx: PgStoreContext, scope: TenantScope): Pr
 }
 
 export async function listProfileIds(ctx: PgStoreContext, scope: TenantScope, opts: { afterProfileId?: string; limit?: number } = {}): Promise<string[]> {
-  const rows = await queryRows<{ pid: string }>(ctx.pool, "SELECT pid::text AS pid FROM profiles WHERE tid = $1 AND pid > $2 ORDER BY pid LIMIT $3",
+  const rows = await queryRows<{ id: string }>(ctx.pool, "SELECT pid::text AS id FROM profiles WHERE tid = $1 AND pid > $2 ORDER BY profiles.pid LIMIT $3",
     [await ctx.tid(ctx.pool, scope, false), Number(opts.afterProfileId ?? 0), opts.limit ?? 1000]);
-  return rows.map((r) => r.pid);
+  return rows.map((r) => r.id);
 }
 
 /** One statement per IDENTITY_CHUNK ids: per id, the max of fragments (tid, pid) and of events (tid, pid, ts). */
