@@ -3,12 +3,14 @@
  * definitions edge evaluation reads (edge ones and, transitively, what they name with inSegment)
  * and only the profiles a location holds are projected — a million changed profiles cost one pass
  * over their typed arrays, not a read each; a failing chunk is tried again, and one that keeps
- * failing is logged, never thrown at the job.
+ * failing is logged, never thrown at the job. A job the worker fleet wrote is read back from the
+ * store's transition log (the held profiles' transitions of the job's instant).
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { BatchEdgeProjection, type EdgeProjectionTarget } from "../../src/batch/jobs/edge-projection.js";
 import type { MembershipSet } from "../../src/profiles/membership-sets.js";
+import { openTestStore } from "../profiles/test-store.js";
 import type { TenantContext } from "../../src/services/tenancy.js";
 import type { DefinitionRecord, MetadataStore } from "../../src/stores/types.js";
 
@@ -84,6 +86,33 @@ describe("a batch job's projection to the edge locations", () => {
     p.jobWritten(SCOPE, [set("gold", [3, 1], [2])]);
     await p.idle();
     assert.deepEqual(t.calls, [["1", "2", "3"]]);
+  });
+
+  test("a fleet job (#44): the held profiles' transitions of the job's instant are read back from the store", async () => {
+    const ts = openTestStore();
+    try {
+      const AT = Date.UTC(2026, 10, 1);
+      await ts.store.applyMembershipSets(SCOPE, [set("gold", [], [7, 12, 50]), set("other", [], [13])], { source: "batch", at: AT });
+      // Another job's instant, and a streaming change at the job's instant: neither is this job's.
+      await ts.store.applyMembershipSets(SCOPE, [set("gold", [], [13])], { source: "batch", at: AT + 5 });
+      await ts.store.applyMembershipSets(SCOPE, [set("mid", [], [14])], { source: "streaming", at: AT });
+      const held = target(["7", "12", "13", "14", "abc"]);
+      const p = new BatchEdgeProjection({ metadata: metadata(), edge: held, transitions: ts.store, tenantOf: () => TENANT, chunkSize: 1 });
+      p.fleetJobWritten(SCOPE, ["gold", "mid", "other"], AT);
+      const unlisted = target(null);
+      const q = new BatchEdgeProjection({ metadata: metadata(), edge: unlisted, transitions: ts.store, tenantOf: () => TENANT });
+      q.fleetJobWritten(SCOPE, ["gold", "mid", "other"], AT);
+      // A job of definitions no edge definition reads projects nothing.
+      const unread = target(["13"]);
+      const r = new BatchEdgeProjection({ metadata: metadata(), edge: unread, transitions: ts.store, tenantOf: () => TENANT });
+      r.fleetJobWritten(SCOPE, ["other"], AT);
+      await Promise.all([p.idle(), q.idle(), r.idle()]);
+      assert.deepEqual(held.calls.flat().sort(), ["12", "7"]);
+      assert.deepEqual(unlisted.calls.flat().sort(), ["12", "50", "7"]);
+      assert.deepEqual(unread.calls, []);
+    } finally {
+      await ts.cleanup();
+    }
   });
 
   test("a projection that keeps failing is logged, never thrown at the job", async () => {

@@ -104,8 +104,8 @@ async function batchArea(app: FastifyInstance, opts: BatchPluginOptions): Promis
   const limits = (scope: TenantScope) => opts.tenants.resolve(scope.orgId, scope.sandboxName)?.limits;
   // A job's changes to audiences edge definitions read are projected to the edge locations holding those profiles (app.edge, when registered before this plugin).
   const edge = app.edge;
-  const edgeProjection = edge === undefined ? undefined : new BatchEdgeProjection({ metadata, logger, edge: edge.projector, tenantOf: (scope) => opts.tenants.resolve(scope.orgId, scope.sandboxName) });
-  const runner = new JobRunner({ ...(app.hubLeases === undefined ? {} : { runnerId: app.hubLeases.hubId }), metadata, profiles, repo, clock, logger, backend, chunkSize, snapshots, limits, ...(edgeProjection === undefined ? {} : { onWritten: (scope, sets) => edgeProjection.jobWritten(scope, sets) }), ...(app.batchFanOut === undefined ? {} : { fanOut: app.batchFanOut }) });
+  const edgeProjection = edge === undefined ? undefined : new BatchEdgeProjection({ metadata, logger, edge: edge.projector, transitions: profiles, tenantOf: (scope) => opts.tenants.resolve(scope.orgId, scope.sandboxName) });
+  const runner = new JobRunner({ ...(app.hubLeases === undefined ? {} : { runnerId: app.hubLeases.hubId }), metadata, profiles, repo, clock, logger, backend, chunkSize, snapshots, limits, ...(edgeProjection === undefined ? {} : { onWritten: (scope, sets) => edgeProjection.jobWritten(scope, sets), onFleetWritten: (scope, ids, at) => edgeProjection.fleetJobWritten(scope, ids, at) }), ...(app.batchFanOut === undefined ? {} : { fanOut: app.batchFanOut }) });
   const jobs = new JobService(opts.metadata, opts.repo, runner, opts.clock);
   const schedules = new ScheduleService(opts.repo, jobs, opts.clock, opts.logger, {
     defaultCron: opts.defaultSchedule ?? false,

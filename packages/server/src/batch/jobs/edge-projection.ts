@@ -13,6 +13,7 @@
  */
 import type { Logger } from "../../platform/logger.js";
 import type { MembershipSet } from "../../profiles/membership-sets.js";
+import type { MembershipReads } from "../../profiles/store.js";
 import type { TenantScope } from "../../profiles/types.js";
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
 import { isPublished } from "../../stores/records.js";
@@ -30,6 +31,8 @@ export interface BatchEdgeProjectionOptions {
   edge: EdgeProjectionTarget;
   tenantOf: (scope: TenantScope) => TenantContext | undefined;
   logger?: Pick<Logger, "info" | "error">;
+  /** The transition log: a fleet job's changes are read back from it (fleetJobWritten). */
+  transitions?: Pick<MembershipReads, "listTransitions">;
   /** Profiles projected per chunk (default 200). */
   chunkSize?: number;
   /** Attempts per chunk (default 5), waiting `retryMs` × attempt between them (default 200 ms). */
@@ -38,6 +41,8 @@ export interface BatchEdgeProjectionOptions {
 }
 
 const PAGE = 1000;
+/** Transitions of a fleet job read back when no location can list what it holds. */
+const FLEET_UNLISTED_LIMIT = 1_000_000;
 
 export class BatchEdgeProjection {
   /** Per sandbox: the projection running (jobs' projections follow one another). */
@@ -52,9 +57,24 @@ export class BatchEdgeProjection {
   jobWritten(scope: TenantScope, sets: readonly MembershipSet[]): void {
     const changed = sets.filter((s) => s.entered.length + s.reentered.length + s.exited.length > 0);
     if (changed.length === 0) return;
+    this.queue(scope, () => this.run(scope, changed));
+  }
+
+  /**
+   * A job the worker fleet wrote (#44): its changes are not in this process, so the held profiles'
+   * transitions of the job's instant are read back from the store (by the (definition, profile)
+   * index, a chunk of held profiles at a time) and those that moved are projected. Never throws,
+   * never waits.
+   */
+  fleetJobWritten(scope: TenantScope, definitionIds: readonly string[], at: number): void {
+    if (definitionIds.length === 0) return;
+    this.queue(scope, () => this.runFleet(scope, definitionIds, at));
+  }
+
+  private queue(scope: TenantScope, work: () => Promise<void>): void {
     const k = `${scope.orgId}\u0000${scope.sandboxName}`;
     const p = (this.chains.get(k) ?? Promise.resolve())
-      .then(() => this.run(scope, changed))
+      .then(work)
       .catch((err: unknown) => this.o.logger?.error({ err }, "batch job: projection to the edge locations failed"));
     const tracked = p.finally(() => {
       this.pending.delete(tracked);
@@ -84,6 +104,33 @@ export class BatchEdgeProjection {
       if (held.size === 0) return;
       ids = intersect(held, relevant);
     }
+    await this.projectAll(tenant, ids);
+  }
+
+  private async runFleet(scope: TenantScope, definitionIds: readonly string[], at: number): Promise<void> {
+    const tenant = this.o.tenantOf(scope);
+    const transitions = this.o.transitions;
+    if (tenant === undefined || transitions === undefined) return;
+    const read = await this.readOnEdge(tenant);
+    const relevant = definitionIds.filter((id) => read.has(id));
+    if (relevant.length === 0) return;
+    const held = await this.o.edge.heldProfileIds(tenant);
+    const query = { definitionIds: relevant, sources: ["batch" as const], since: at, until: at + 1 };
+    const ids = new Set<string>();
+    if (held === null) {
+      // A location that cannot list what it holds: every profile the job moved (project() skips those no location holds).
+      for (const t of await transitions.listTransitions(scope, { ...query, limit: FLEET_UNLISTED_LIMIT })) ids.add(t.profileId);
+    } else {
+      const list = [...held];
+      for (let i = 0; i < list.length; i += PAGE) {
+        const part = list.slice(i, i + PAGE);
+        for (const t of await transitions.listTransitions(scope, { ...query, profileIds: part, limit: part.length * relevant.length })) ids.add(t.profileId);
+      }
+    }
+    await this.projectAll(tenant, [...ids]);
+  }
+
+  private async projectAll(tenant: TenantContext, ids: readonly string[]): Promise<void> {
     const chunk = this.o.chunkSize ?? 200;
     for (let i = 0; i < ids.length; i += chunk) {
       await this.projectChunk(tenant, ids.slice(i, i + chunk));

@@ -63,9 +63,12 @@ export interface JobRunnerOptions {
   onWritten?: (scope: TenantScope, sets: readonly MembershipSet[]) => void;
   /**
    * Jobs evaluated and written by the worker fleet (config `batch.onWorkers` on a hub with
-   * `--workers`: cluster/fleet-jobs.ts) instead of this process. Not told to `onWritten`.
+   * `--workers`: cluster/fleet-jobs.ts) instead of this process. Not told to `onWritten`, but to
+   * `onFleetWritten`.
    */
   fanOut?: JobFanOut;
+  /** Told of a fleet job once every partition is written: its definitions and instant (the edge projection reads its changes back); must not throw or wait. */
+  onFleetWritten?: (scope: TenantScope, definitionIds: readonly string[], at: number) => void;
 }
 
 /**
@@ -265,6 +268,7 @@ export class JobRunner {
   /** By the worker fleet: each partition evaluated over its owner's shard and written by it. */
   private async evaluateOnFleet(scope: TenantScope, jobId: string, defs: JobDefinition[], segStart: number, cancelled: () => boolean, onProgress: (n: number) => void): Promise<JobResult> {
     const r = await this.o.fanOut!.run({ scope, jobId, at: segStart, definitions: defs, isCancelled: cancelled, onProgress });
+    if (r.writes > 0) this.o.onFleetWritten?.(scope, defs.map((d) => d.id), segStart);
     return { ...r, profilesByPolicy: {}, evaluation: Object.fromEntries(defs.map((d) => [d.id, "columnar, on the worker fleet"])) };
   }
 
