@@ -11,9 +11,12 @@ import type { JobPartitionWrites } from "../profiles/store.js";
 import type { TenantScope } from "../profiles/types.js";
 import { announcement, failKey, type PartitionReportBody } from "./batch-fanout.js";
 
+/** How long a job's partition rows are kept after its instant. */
+export const JOB_PARTITIONS_KEPT_MS = 7 * 24 * 3_600_000;
+
 export interface FleetJobsOptions {
   kv: KV;
-  store: Pick<JobPartitionWrites, "jobPartitionReports">;
+  store: Pick<JobPartitionWrites, "jobPartitionReports" | "pruneJobPartitions">;
   partitions: number;
   /** How often the reports are read (default 250 ms). */
   pollMs?: number;
@@ -44,7 +47,11 @@ export class FleetJobs implements JobFanOut {
         let profiles = 0;
         for (const r of reports) profiles += (r.report as PartitionReportBody).profiles;
         job.onProgress(profiles);
-        if (reports.length >= partitions) return sum(job, reports.map((r) => ({ body: r.report as PartitionReportBody, transitions: r.transitions })));
+        if (reports.length >= partitions) {
+          // The rows of the sandbox's jobs of more than a week ago go (they fence nothing any more).
+          await store.pruneJobPartitions(job.scope, job.at - JOB_PARTITIONS_KEPT_MS);
+          return sum(job, reports.map((r) => ({ body: r.report as PartitionReportBody, transitions: r.transitions })));
+        }
         const failed = await kv.get(failKey(key));
         if (failed !== null && failed.operation === "PUT") {
           const f = JSON.parse(failed.string()) as { worker: string; message: string };

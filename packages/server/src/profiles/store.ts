@@ -574,6 +574,8 @@ export interface JobPartitionWrites {
   applyJobPartition(w: JobPartitionWrite): Promise<boolean>;
   /** The parts of a job written so far, by ascending partition. */
   jobPartitionReports(scope: TenantScope, jobId: string): Promise<JobPartitionReport[]>;
+  /** Removes the rows of the sandbox's jobs whose instant is before `before` (epoch ms); how many. */
+  pruneJobPartitions(scope: TenantScope, before: number): Promise<number>;
 }
 
 /** Every role at once: what the embedded and PostgreSQL stores implement. */

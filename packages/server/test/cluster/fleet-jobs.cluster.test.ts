@@ -19,7 +19,7 @@ import { evaluateJob, JobCancelledError, type EvaluationOutcome } from "../../sr
 import { WorkerShard } from "../../src/batch/shards/worker-shard.js";
 import { announcement, batchJobBucket, failKey } from "../../src/cluster/batch-fanout.js";
 import { BatchParticipant } from "../../src/cluster/batch-participant.js";
-import { FleetJobs } from "../../src/cluster/fleet-jobs.js";
+import { FleetJobs, JOB_PARTITIONS_KEPT_MS } from "../../src/cluster/fleet-jobs.js";
 import { startNatsServer, type RunningNatsServer } from "../../src/cluster/nats-server.js";
 import { partitionFunction } from "../../src/cluster/partitions.js";
 import { defaultConfig } from "../../src/platform/config.js";
@@ -104,6 +104,8 @@ describe("segment jobs on the worker fleet (NATS + PostgreSQL)", { timeout: 120_
   it("two workers write a job's partitions: its transitions and counters are one evaluation's over every profile", async () => {
     await worker("wa", [0, 1]);
     await worker("wb", [2, 3]);
+    // A part of a job of more than a week before: pruned when this job completes.
+    assert.equal(await hubStore.applyJobPartition({ scope: SCOPE, jobId: "job-0", partition: 0, worker: "wa", sets: [], at: NOW - JOB_PARTITIONS_KEPT_MS - 1, report: {} }), true);
     const ref = await reference(NOW);
     assert.ok(ref.writes > 0 && ref.counters.get("d2")!.qualified > 0, "the job moves memberships, the segment of segments has members");
     const out = await fleet().run(job("job-1", NOW));
@@ -114,6 +116,7 @@ describe("segment jobs on the worker fleet (NATS + PostgreSQL)", { timeout: 120_
     const reports = await hubStore.jobPartitionReports(SCOPE, "job-1");
     assert.deepEqual(reports.map((r) => [r.partition, r.worker]), [[0, "wa"], [1, "wa"], [2, "wb"], [3, "wb"]]);
     assert.equal(await announced("job-1"), false, "the announcement is withdrawn");
+    assert.deepEqual(await hubStore.jobPartitionReports(SCOPE, "job-0"), [], "the week-old job's rows are pruned");
     // Data changes (a new profile, every other one leaving d0), read by the workers' shards from the change
     // feed; the second job sees the first one's memberships: only what changes since is written.
     await ingestRecords(hubStore, SCOPE, pop.crm, [

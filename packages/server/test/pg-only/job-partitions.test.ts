@@ -82,4 +82,17 @@ describe("job partitions (PostgreSQL)", () => {
     assert.deepEqual(await store.jobPartitionReports(A, "job-3"), [{ partition: 0, worker: "w1", transitions: 0, report: { d1: { qualified: 0 } } }]);
     assert.equal(await store.applyJobPartition(part(A, "job-3", 0, [], {})), false);
   });
+
+  it("prunes the rows of a sandbox's jobs older than an instant, and only that sandbox's", async () => {
+    const WEEK = 7 * 24 * 3_600_000;
+    assert.equal(await store.applyJobPartition(part(A, "old-1", 0, [], {}, "w1", AT - WEEK - 1)), true);
+    assert.equal(await store.applyJobPartition(part(A, "old-1", 1, [], {}, "w1", AT - WEEK - 1)), true);
+    assert.equal(await store.applyJobPartition(part(A, "recent", 0, [], {}, "w1", AT - WEEK)), true);
+    assert.equal(await store.applyJobPartition(part(B, "old-b", 0, [], {}, "w1", AT - WEEK - 1)), true);
+    assert.equal(await store.pruneJobPartitions(A, AT - WEEK), 2);
+    assert.deepEqual(await store.jobPartitionReports(A, "old-1"), []);
+    assert.equal((await store.jobPartitionReports(A, "recent")).length, 1);
+    assert.equal((await store.jobPartitionReports(B, "old-b")).length, 1, "another tenant's rows stay");
+    assert.equal(await store.pruneJobPartitions({ orgId: "NOBODY@AdobeOrg", sandboxName: "prod" }, AT), 0);
+  });
 });

@@ -26,8 +26,8 @@ export async function applyJobPartition(ctx: PgStoreContext, w: JobPartitionWrit
   return withTransaction(ctx.pool, async (c) => {
     // The tenant's write lock, as the group commit takes it: the part's upserts queue with the other writes of the tenant.
     await lockForTransaction(c, [TENANT_LOCK_CLASS, tid]);
-    const claimed = await c.query(`INSERT INTO job_partitions (tid, job, part, worker, transitions, report) VALUES ($1, $2, $3, $4, $5, $6::jsonb)
-      ON CONFLICT (tid, job, part) DO NOTHING`, [tid, w.jobId, w.partition, w.worker, counts.realized + counts.exited, report]);
+    const claimed = await c.query(`INSERT INTO job_partitions (tid, job, part, worker, transitions, report, at) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)
+      ON CONFLICT (tid, job, part) DO NOTHING`, [tid, w.jobId, w.partition, w.worker, counts.realized + counts.exited, report, w.at]);
     if (claimed.rowCount === 0) return false;
     for (const p of planned) await writePlannedSet(c, tid, p, lqt, opts);
     return true;
@@ -40,4 +40,14 @@ export async function jobPartitionReports(ctx: PgStoreContext, scope: TenantScop
   const r = await ctx.pool.query<{ part: number; worker: string; transitions: string; report: unknown }>(
     "SELECT part, worker, transitions, report FROM job_partitions WHERE tid = $1 AND job = $2 ORDER BY part", [tid, jobId]);
   return r.rows.map((x) => ({ partition: x.part, worker: x.worker, transitions: Number(x.transitions), report: x.report }));
+}
+
+/**
+ * The rows of the sandbox's jobs whose instant is before `before`: they fence a second write of a
+ * part only while a worker may still be evaluating the job, which a week outlasts.
+ */
+export async function pruneJobPartitions(ctx: PgStoreContext, scope: TenantScope, before: number): Promise<number> {
+  const tid = await ctx.tid(ctx.pool, scope, false);
+  const r = await ctx.pool.query("DELETE FROM job_partitions WHERE tid = $1 AND at < $2", [tid, before]);
+  return r.rowCount ?? 0;
 }

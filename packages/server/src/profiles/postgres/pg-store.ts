@@ -556,6 +556,11 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites, JobP
     return jobPartitions.jobPartitionReports(this.ctx, scope, jobId);
   }
 
+  async pruneJobPartitions(scope: TenantScope, before: number): Promise<number> {
+    await this.ready;
+    return jobPartitions.pruneJobPartitions(this.ctx, scope, before);
+  }
+
   async partitionPositions(): Promise<Map<string, number>> {
     await this.ready;
     return partitions.partitionPositions(this.ctx);

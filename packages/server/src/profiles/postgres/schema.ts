@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS partition_positions (part text PRIMARY KEY, seq int8 
 -- The parts of segment jobs written by the workers holding their partitions (#44): once each.
 CREATE TABLE IF NOT EXISTS job_partitions (tid int NOT NULL, job text NOT NULL, part int4 NOT NULL, worker text NOT NULL,
   transitions int8 NOT NULL, report jsonb NOT NULL, PRIMARY KEY (tid, job, part));
+-- The job's instant: rows of jobs older than a week are pruned (an older schema gains it in place).
+ALTER TABLE job_partitions ADD COLUMN IF NOT EXISTS at int8 NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS transitions_at ON transitions (tid, at);
 CREATE TABLE IF NOT EXISTS batches (tid int NOT NULL, id text NOT NULL, ds text NOT NULL, status text NOT NULL,
   created int8 NOT NULL, updated int8 NOT NULL, completed int8, records_read int8 NOT NULL DEFAULT 0,
