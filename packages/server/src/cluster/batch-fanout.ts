@@ -39,6 +39,8 @@ export interface BatchJobAnnouncement {
 export interface PartitionReportBody {
   profiles: number;
   counters: Record<string, DefinitionCounters>;
+  /** Entries per merge policy id (absent in reports of older workers). */
+  profilesByPolicy?: Record<string, number>;
 }
 
 export function announcement(o: Omit<BatchJobAnnouncement, "v" | "definitions"> & { definitions: readonly JobDefinition[] }): BatchJobAnnouncement {

@@ -120,7 +120,7 @@ export class BatchParticipant {
         // Read again right before each write: a job withdrawn since (cancelled, or failed by a restarted hub) writes nothing more.
         const still = await this.o.kv.get(key);
         if (still === null || still.operation !== "PUT") break;
-        const report: PartitionReportBody = { profiles: part.profiles, counters: Object.fromEntries(part.counters) as Record<string, DefinitionCounters> };
+        const report: PartitionReportBody = { profiles: part.profiles, counters: Object.fromEntries(part.counters) as Record<string, DefinitionCounters>, profilesByPolicy: part.profilesByPolicy };
         const applied = await this.o.store.applyJobPartition({ scope, jobId: job.jobId, partition: p, worker: this.o.workerId, sets: part.memberships, at: job.at, report });
         if (applied) this.stats.partitionsWritten++;
         else this.stats.partitionsSkipped++;

@@ -77,9 +77,11 @@ function sum(job: FanOutJob, parts: Array<{ body: PartitionReportBody; transitio
   const counters = new Map<string, DefinitionCounters>(job.definitions.map((d) => [d.id, emptyCounters()]));
   let totalProfiles = 0;
   let writes = 0;
+  const profilesByPolicy: Record<string, number> = {};
   for (const { body, transitions } of parts) {
     totalProfiles += body.profiles;
     writes += transitions;
+    for (const [policy, n] of Object.entries(body.profilesByPolicy ?? {})) profilesByPolicy[policy] = (profilesByPolicy[policy] ?? 0) + n;
     for (const [id, c] of Object.entries(body.counters)) {
       const t = counters.get(id);
       if (t === undefined) continue;
@@ -90,5 +92,5 @@ function sum(job: FanOutJob, parts: Array<{ body: PartitionReportBody; transitio
       for (const [ns, n] of Object.entries(c.byNamespace)) t.byNamespace[ns] = (t.byNamespace[ns] ?? 0) + n;
     }
   }
-  return { counters, totalProfiles, writes };
+  return { counters, totalProfiles, writes, profilesByPolicy };
 }

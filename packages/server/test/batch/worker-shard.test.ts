@@ -230,9 +230,11 @@ describe("worker shards", () => {
         assert.deepEqual(part.counters, own.counters, `partition ${p}'s counters (namespaces included)`);
         assert.deepEqual([...own.byPartition.keys()], [p]);
         assert.equal(part.profiles, own.totalProfiles, `partition ${p}'s profiles`);
+        assert.deepEqual(part.profilesByPolicy, own.profilesByPolicy, `partition ${p}'s entries per merge policy`);
         assert.ok(part.profiles > 0);
       }
       assert.equal([...out.byPartition.values()].reduce((a, x) => a + x.profiles, 0), out.totalProfiles);
+      for (const [policy, n] of Object.entries(out.profilesByPolicy)) assert.equal([...out.byPartition.values()].reduce((a, x) => a + x.profilesByPolicy[policy]!, 0), n, `entries of ${policy}`);
       assert.deepEqual(counters(out.byPartition.values()), counters([out]));
       assert.deepEqual(transitions(out.byPartition.values()), transitions([out]));
       // The scan-per-job back end splits alike (the engine's own option; the shard always runs columnar).
@@ -242,6 +244,7 @@ describe("worker shards", () => {
         assert.deepEqual(transitions([part]), transitions([out.byPartition.get(p)!]), `js: partition ${p}`);
         assert.deepEqual(part.counters, out.byPartition.get(p)!.counters, `js: partition ${p}'s counters`);
         assert.equal(part.profiles, out.byPartition.get(p)!.profiles, `js: partition ${p}'s profiles`);
+        assert.deepEqual(part.profilesByPolicy, out.byPartition.get(p)!.profilesByPolicy, `js: partition ${p}'s entries per merge policy`);
       }
       // A profile of a partition not asked for is refused, not counted somewhere.
       await assert.rejects(evaluateJob(ts.store, SCOPE, DEFS, { now: NOW + 3, backend: "js", split: { partitions: [0, 1], of: partitionOf } }), /^Error: profile \d+ is in partition [23], which this evaluation does not hold$/);

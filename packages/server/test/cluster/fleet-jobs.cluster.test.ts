@@ -110,6 +110,7 @@ describe("segment jobs on the worker fleet (NATS + PostgreSQL)", { timeout: 120_
     assert.ok(ref.writes > 0 && ref.counters.get("d2")!.qualified > 0, "the job moves memberships, the segment of segments has members");
     const out = await fleet().run(job("job-1", NOW));
     assert.deepEqual(out.counters, ref.counters);
+    assert.deepEqual(out.profilesByPolicy, ref.profilesByPolicy);
     assert.equal(out.totalProfiles, ref.totalProfiles);
     assert.equal(out.writes, ref.writes);
     assert.deepEqual(await transitionsAt(NOW), expected(ref));

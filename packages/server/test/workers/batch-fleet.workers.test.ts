@@ -173,6 +173,7 @@ describe("segment jobs on the worker fleet (hub, three workers, PostgreSQL, nats
         const ref = await evaluateJob(store!, SCOPE, defs, { now: at, snapshots: new SnapshotCache() });
         assert.deepEqual(ref.memberships.map((m) => [m.definitionId, m.entered.length, m.reentered.length, m.exited.length]), [], `${label}: nothing left to change`);
         const metrics = obj(j.metrics);
+        assert.deepEqual(metrics.totalProfilesByMergePolicy, ref.profilesByPolicy, `${label}: entries per merge policy`);
         for (const def of defs) {
           const r = ref.counters.get(def.id)!;
           assert.equal(obj(metrics.segmentedProfileCounter)[def.id], r.qualified, `${label}: ${def.id}'s members`);

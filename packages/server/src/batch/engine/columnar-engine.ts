@@ -236,6 +236,7 @@ export async function evaluateColumnar(
     const snap = snaps.get(policyKey(d.policy))!;
     totalProfiles = Math.max(totalProfiles, snap.profileCount);
     profilesByPolicy[d.policy.id] = snap.entryCount;
+    tally?.countEntries(d.policy.id, tally.snapshotEntries(snap.parts()));
   }
   report(Math.max(totalProfiles, lastReported));
   return {

@@ -112,6 +112,7 @@ export async function evaluateJob(store: EvaluationStore, scope: TenantScope, de
     const sqlEval = nSql > 0 ? new SqliteChunkEvaluator(g.predicates) : null;
     let groupProfiles = 0;
     const slotProfiles = tally === null ? null : new Int32Array(opts.split!.partitions.length);
+    const slotEntries = tally === null ? null : new Int32Array(opts.split!.partitions.length);
     let entriesSeen = 0;
     try {
       // Without identity stitching an identity with only events is a profile of its own, so
@@ -129,6 +130,7 @@ export async function evaluateJob(store: EvaluationStore, scope: TenantScope, de
           const qual = new Uint8Array(n);
           const namespaces = new Set<string>();
           const first = chunk[i]!;
+          const from = i;
           for (; i < chunk.length && chunk[i]!.profileId === pid; i++) {
             const entry = chunk[i]!;
             for (const id of entry.identities) namespaces.add(id.namespace);
@@ -141,7 +143,10 @@ export async function evaluateJob(store: EvaluationStore, scope: TenantScope, de
           // Numeric ids (the stores' pids): a string that is not one becomes NaN, which the store refuses by name.
           const numericPid = Number(pid);
           const slot = tally === null ? -1 : tally.slot(pid);
-          if (slotProfiles !== null) slotProfiles[slot]!++;
+          if (slotProfiles !== null) {
+            slotProfiles[slot]!++;
+            slotEntries![slot]! += i - from;
+          }
           for (let j = 0; j < n; j++) {
             const d = defs[j]!;
             const prev = storedStatus(first.entity, d.id);
@@ -159,7 +164,10 @@ export async function evaluateJob(store: EvaluationStore, scope: TenantScope, de
       sqlEval?.close();
     }
     for (const d of defs) evaluated.add(d.id);
-    if (slotProfiles !== null) tally!.countScan(slotProfiles);
+    if (slotProfiles !== null) {
+      tally!.countScan(slotProfiles);
+      tally!.countEntries(g.policy.id, slotEntries!);
+    }
     profilesByPolicy[g.policy.id] = entriesSeen;
     totalProfiles = Math.max(totalProfiles, groupProfiles);
   }

@@ -66,6 +66,8 @@ export interface PartitionOutcome {
   counters: Map<string, DefinitionCounters>;
   /** The partition's profiles in the evaluation's largest scan (its share of `totalProfiles`). */
   profiles: number;
+  /** The partition's entries per merge policy id (its share of `profilesByPolicy`). */
+  profilesByPolicy: Record<string, number>;
 }
 
 export interface DefinitionCounters {

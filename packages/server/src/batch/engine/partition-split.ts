@@ -16,6 +16,8 @@ export class PartitionTally {
   private readonly slotsByPart = new Map<SnapshotPart, Int32Array>();
   /** Profiles per slot of the largest scan counted (countScan). */
   private profiles: Int32Array;
+  /** Entries per slot, per merge policy id (countEntries). */
+  private readonly entries = new Map<string, Int32Array>();
 
   constructor(private readonly split: EvaluationSplit) {
     let max = -1;
@@ -32,6 +34,22 @@ export class PartitionTally {
     for (const n of perSlot) a += n;
     for (const n of this.profiles) b += n;
     if (a > b) this.profiles = perSlot;
+  }
+
+  /** A merge policy's entries per slot (what `profilesByPolicy` counts). */
+  countEntries(policyId: string, perSlot: Int32Array): void {
+    this.entries.set(policyId, perSlot);
+  }
+
+  /** A snapshot's entries (rows) of live profiles per slot. */
+  snapshotEntries(parts: ReadonlyArray<{ part: SnapshotPart; masked: Uint8Array | null }>): Int32Array {
+    const out = new Int32Array(this.split.partitions.length);
+    for (const { part, masked } of parts) {
+      const slots = this.slotsOfPart(part);
+      const { ordinalStart } = part;
+      for (let o = 0; o < slots.length; o++) if (masked === null || masked[o] === 0) out[this.check(slots[o]!, part, o)]! += ordinalStart[o + 1]! - ordinalStart[o]!;
+    }
+    return out;
   }
 
   /** A snapshot's live profiles per slot. */
@@ -111,7 +129,9 @@ export class PartitionTally {
         const b = this.builders.get(id)?.[slot];
         if (b !== undefined && b.size > 0) memberships.push(b.finish());
       }
-      out.set(p, { memberships, counters, profiles: this.profiles[slot]! });
+      const profilesByPolicy: Record<string, number> = {};
+      for (const [policy, perSlot] of this.entries) profilesByPolicy[policy] = perSlot[slot]!;
+      out.set(p, { memberships, counters, profiles: this.profiles[slot]!, profilesByPolicy });
     });
     return out;
   }

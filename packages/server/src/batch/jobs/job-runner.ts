@@ -90,6 +90,8 @@ export interface FanOutJob {
 export interface FanOutOutcome {
   counters: Map<string, DefinitionCounters>;
   totalProfiles: number;
+  /** Entries per merge policy id, summed over the partitions. */
+  profilesByPolicy: Record<string, number>;
   /** Transitions written. */
   writes: number;
 }
@@ -269,7 +271,7 @@ export class JobRunner {
   private async evaluateOnFleet(scope: TenantScope, jobId: string, defs: JobDefinition[], segStart: number, cancelled: () => boolean, onProgress: (n: number) => void): Promise<JobResult> {
     const r = await this.o.fanOut!.run({ scope, jobId, at: segStart, definitions: defs, isCancelled: cancelled, onProgress });
     if (r.writes > 0) this.o.onFleetWritten?.(scope, defs.map((d) => d.id), segStart);
-    return { ...r, profilesByPolicy: {}, evaluation: Object.fromEntries(defs.map((d) => [d.id, "columnar, on the worker fleet"])) };
+    return { ...r, evaluation: Object.fromEntries(defs.map((d) => [d.id, "columnar, on the worker fleet"])) };
   }
 
   private async run(scope: TenantScope, id: string): Promise<void> {
