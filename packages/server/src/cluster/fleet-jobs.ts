@@ -16,7 +16,7 @@ export const JOB_PARTITIONS_KEPT_MS = 7 * 24 * 3_600_000;
 
 export interface FleetJobsOptions {
   kv: KV;
-  store: Pick<JobPartitionWrites, "jobPartitionReports" | "pruneJobPartitions">;
+  store: Pick<JobPartitionWrites, "jobPartitionReports" | "pruneJobPartitions" | "closeJobPartitions">;
   partitions: number;
   /** How often the reports are read (default 250 ms). */
   pollMs?: number;
@@ -35,6 +35,7 @@ export class FleetJobs implements JobFanOut {
     await kv.put(key, JSON.stringify(announcement({ jobId: job.jobId, orgId: job.scope.orgId, sandboxName: job.scope.sandboxName, at: job.at, partitions, definitions: job.definitions })));
     let lastProgress = Date.now();
     let written = 0;
+    let completed = false;
     try {
       for (;;) {
         const reports = await store.jobPartitionReports(job.scope, job.jobId);
@@ -50,6 +51,7 @@ export class FleetJobs implements JobFanOut {
         if (reports.length >= partitions) {
           // The rows of the sandbox's jobs of more than a week ago go (they fence nothing any more).
           await store.pruneJobPartitions(job.scope, job.at - JOB_PARTITIONS_KEPT_MS);
+          completed = true;
           return sum(job, reports.map((r) => ({ body: r.report as PartitionReportBody, transitions: r.transitions })));
         }
         const failed = await kv.get(failKey(key));
@@ -63,13 +65,19 @@ export class FleetJobs implements JobFanOut {
     } finally {
       await kv.delete(key).catch(() => undefined);
       await kv.delete(failKey(key)).catch(() => undefined);
+      // Failed or cancelled: the partitions not written are closed, so no worker still evaluating writes one.
+      if (!completed) await store.closeJobPartitions(job.scope, job.jobId, partitions, job.at).catch(() => undefined);
     }
   }
 
-  /** The announcement of a job whose hub died removed (the workers check it before each partition's write). */
-  async withdraw(_scope: TenantScope, jobId: string): Promise<void> {
+  /**
+   * A job whose hub died: its announcement removed (the workers stop reading it) and its partitions
+   * not written closed in the store (a worker still evaluating it writes none of them afterwards).
+   */
+  async withdraw(scope: TenantScope, jobId: string): Promise<void> {
     await this.o.kv.delete(jobId);
     await this.o.kv.delete(failKey(jobId));
+    await this.o.store.closeJobPartitions(scope, jobId, this.o.partitions, Date.now());
   }
 }
 

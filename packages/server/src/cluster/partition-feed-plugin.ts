@@ -31,7 +31,7 @@ export interface PartitionFeedPluginOptions {
   partitions: number;
   meta: MetadataStore;
   /** The hub's profile store; with partitionPositions (PostgreSQL, as workers need) backfills are handed to the workers. */
-  hub: Pick<IdentityGraph, "findProfileIds"> & Pick<ProfileReads, "eventsStoredThrough"> & Pick<MembershipReads, "listTransitions"> & Pick<ProfileChanges, "changesSince"> & Partial<Pick<PartitionWrites, "partitionPositions">> & Partial<Pick<JobPartitionWrites, "jobPartitionReports" | "pruneJobPartitions">>;
+  hub: Pick<IdentityGraph, "findProfileIds"> & Pick<ProfileReads, "eventsStoredThrough"> & Pick<MembershipReads, "listTransitions"> & Pick<ProfileChanges, "changesSince"> & Partial<Pick<PartitionWrites, "partitionPositions">> & Partial<Pick<JobPartitionWrites, "jobPartitionReports" | "pruneJobPartitions" | "closeJobPartitions">>;
   /** Segment jobs evaluated and written by the workers (config `batch.onWorkers`; #44): decorates `app.batchFanOut`, and `app.batchFleetReads` for previews, estimates and edit impact. */
   batchOnWorkers?: boolean;
   tenants: TenantDirectory;
@@ -75,10 +75,11 @@ export const partitionFeedPlugin = fp(
     if (o.batchOnWorkers === true) {
       const reports = hub.jobPartitionReports?.bind(hub);
       const prune = hub.pruneJobPartitions?.bind(hub);
-      if (reports === undefined || prune === undefined) throw new Error("batch.onWorkers needs the hub's PostgreSQL profile store (--database-url)");
+      const close = hub.closeJobPartitions?.bind(hub);
+      if (reports === undefined || prune === undefined || close === undefined) throw new Error("batch.onWorkers needs the hub's PostgreSQL profile store (--database-url)");
       const leases = await leaseBucket(link.local.js);
       const liveWorkers = async () => (await liveWorkerIds(leases)).size;
-      app.decorate("batchFanOut", new FleetJobs({ kv: await batchJobBucket(link.local.js), store: { jobPartitionReports: reports, pruneJobPartitions: prune }, partitions: o.partitions, liveWorkers }));
+      app.decorate("batchFanOut", new FleetJobs({ kv: await batchJobBucket(link.local.js), store: { jobPartitionReports: reports, pruneJobPartitions: prune, closeJobPartitions: close }, partitions: o.partitions, liveWorkers }));
       // Previews, builder estimates and edit impact: answered by the workers' shards.
       app.decorate("batchFleetReads", new FleetReadsClient({ nc: link.nc, partitions: o.partitions, liveWorkers: () => liveWorkerIds(leases) }));
     }

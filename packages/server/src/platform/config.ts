@@ -149,7 +149,8 @@ export interface Config {
    * `backfillChunk`: profiles a backfill writes at a time, each chunk held from the streaming
    * engine while it is written (default 2,000; smaller holds a profile's events less long).
    * `onWorkers`: on a hub with `--workers`, segment jobs are evaluated and written by the workers,
-   * each over its shard of the partitions it holds (#44; default false: in the hub's process).
+   * each over its shard of the partitions it holds, and previews, estimates and edit impact are
+   * answered by them (#44; default true there; false: in the hub's process, over its own snapshot).
    */
   batch?: { defaultSchedule?: string | false; scheduleTickMs?: number; backfillChunk?: number; onWorkers?: boolean };
   /**

@@ -574,6 +574,11 @@ export interface JobPartitionWrites {
   applyJobPartition(w: JobPartitionWrite): Promise<boolean>;
   /** The parts of a job written so far, by ascending partition. */
   jobPartitionReports(scope: TenantScope, jobId: string): Promise<JobPartitionReport[]>;
+  /**
+   * A job given up: each of its `partitions` not yet written gets a row of no worker (worker ""),
+   * so that no part of it is written afterwards; how many.
+   */
+  closeJobPartitions(scope: TenantScope, jobId: string, partitions: number, at: number): Promise<number>;
   /** Removes the rows of the sandbox's jobs whose instant is before `before` (epoch ms); how many. */
   pruneJobPartitions(scope: TenantScope, before: number): Promise<number>;
 }

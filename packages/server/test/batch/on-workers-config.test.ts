@@ -9,7 +9,7 @@ import { applyConfigFile, ConfigError, defaultConfig } from "../../src/platform/
 test("batch.onWorkers is true or false; other values are refused naming the key", () => {
   assert.deepEqual(applyConfigFile(defaultConfig(), { batch: { onWorkers: true } }, "f.json").batch, { onWorkers: true });
   assert.deepEqual(applyConfigFile(defaultConfig(), { batch: { onWorkers: false, backfillChunk: 500 } }, "f.json").batch, { onWorkers: false, backfillChunk: 500 });
-  assert.equal(defaultConfig().batch?.onWorkers, undefined, "off by default: jobs run in the hub's process");
+  assert.equal(defaultConfig().batch?.onWorkers, undefined, "unset by default: on a hub with --workers, jobs run on the workers");
   for (const bad of ["true", 1, null, {}]) {
     assert.throws(() => applyConfigFile(defaultConfig(), { batch: { onWorkers: bad } }, "f.json"), new ConfigError("f.json: batch.onWorkers must be true or false"));
   }

@@ -162,11 +162,14 @@ describe("segment jobs on the worker fleet (NATS + PostgreSQL)", { timeout: 120_
     // The restarted hub's recovery withdraws it (JobRunner.recover → FleetJobs.withdraw).
     await fleet().withdraw(SCOPE, "job-8");
     assert.equal(await announced("job-8"), false);
+    // Its partitions not written are closed in the store: a worker still evaluating it writes none.
+    assert.deepEqual((await hubStore.jobPartitionReports(SCOPE, "job-8")).map((r) => [r.partition, r.worker]), [[0, "wa"], [1, "wa"], [2, ""], [3, ""]]);
+    assert.equal(await hubStore.applyJobPartition({ scope: SCOPE, jobId: "job-8", partition: 2, worker: "wb", sets: [], at, report: {} }), false);
     late.participant.start();
     await new Promise((r) => setTimeout(r, 600));
     late.participant.kick();
     await new Promise((r) => setTimeout(r, 600));
-    assert.deepEqual((await hubStore.jobPartitionReports(SCOPE, "job-8")).map((r) => r.partition), [0, 1], "partitions 2 and 3 are not written");
+    assert.deepEqual((await hubStore.jobPartitionReports(SCOPE, "job-8")).map((r) => [r.partition, r.worker]), [[0, "wa"], [1, "wa"], [2, ""], [3, ""]], "partitions 2 and 3 are not written");
     assert.equal(late.participant.stats.evaluations, 0);
   });
 
@@ -176,7 +179,8 @@ describe("segment jobs on the worker fleet (NATS + PostgreSQL)", { timeout: 120_
     bare.organizations = [{ id: "OTHER@AdobeOrg", sandboxes: [{ name: "prod", type: "production", default: true }] }];
     await worker("wa", [0, 1, 2, 3], { tenants: new TenantDirectory(bare) });
     await assert.rejects(fleet().run(job("job-4", NOW + 20)), { message: `worker wa: sandbox prod of ${SCOPE.orgId} is not configured on worker wa` });
-    assert.deepEqual(await hubStore.jobPartitionReports(SCOPE, "job-4"), []);
+    const closed = [0, 1, 2, 3].map((partition) => ({ partition, worker: "", transitions: 0, report: { withdrawn: true } }));
+    assert.deepEqual(await hubStore.jobPartitionReports(SCOPE, "job-4"), closed, "nothing written, every partition closed");
     assert.equal(await announced("job-4"), false);
     assert.equal(await announced(failKey("job-4")), false);
     for (const c of closers.splice(0).reverse()) await c();
@@ -197,7 +201,7 @@ describe("segment jobs on the worker fleet (NATS + PostgreSQL)", { timeout: 120_
     await worker("wb", [0, 1, 2, 3], { start: false });
     await assert.rejects(fleet().run(job("job-5", NOW + 30, () => true)), JobCancelledError);
     assert.equal(await announced("job-5"), false);
-    assert.deepEqual(await hubStore.jobPartitionReports(SCOPE, "job-5"), []);
+    assert.deepEqual(await hubStore.jobPartitionReports(SCOPE, "job-5"), closed);
     assert.deepEqual(await transitionsAt(NOW + 30), []);
   });
 });

@@ -83,6 +83,19 @@ describe("job partitions (PostgreSQL)", () => {
     assert.equal(await store.applyJobPartition(part(A, "job-3", 0, [], {})), false);
   });
 
+  it("a job given up has its unwritten partitions closed: nothing of it is written afterwards, what was written stays", async () => {
+    assert.equal(await store.applyJobPartition(part(A, "gone", 1, [set("g1", [70])], { g1: { qualified: 1 } })), true);
+    assert.equal(await store.closeJobPartitions(A, "gone", 4, AT), 3);
+    assert.equal(await store.applyJobPartition(part(A, "gone", 2, [set("g1", [71])], {}, "w2")), false);
+    assert.deepEqual(await members(A, "g1"), [70]);
+    assert.deepEqual((await store.jobPartitionReports(A, "gone")).map((r) => [r.partition, r.worker, r.transitions]), [[0, "", 0], [1, "w1", 1], [2, "", 0], [3, "", 0]]);
+    assert.equal(await store.closeJobPartitions(A, "gone", 4, AT), 0, "closed once");
+    // Another tenant's job of the same id is its own.
+    assert.equal(await store.applyJobPartition(part(B, "gone", 2, [set("g1", [72])], {})), true);
+    await assert.rejects(store.closeJobPartitions(A, "bad id!", 4, AT), RangeError);
+    await assert.rejects(store.closeJobPartitions(A, "gone", 0, AT), RangeError);
+  });
+
   it("prunes the rows of a sandbox's jobs older than an instant, and only that sandbox's", async () => {
     const WEEK = 7 * 24 * 3_600_000;
     assert.equal(await store.applyJobPartition(part(A, "old-1", 0, [], {}, "w1", AT - WEEK - 1)), true);

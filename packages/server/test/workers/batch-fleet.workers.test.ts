@@ -1,6 +1,6 @@
 /**
- * Segment jobs on the worker fleet (#44), on real processes: a hub (`serve --workers` with
- * `batch.onWorkers`) and three `segmentd worker`s over PostgreSQL and nats-server. Over stored
+ * Segment jobs on the worker fleet (#44), on real processes: a hub (`serve --workers`, whose
+ * default `batch.onWorkers` sends jobs to the workers) and three `segmentd worker`s over PostgreSQL and nats-server. Over stored
  * profiles and purchases, a job of three batch definitions (one a segment of the other two) is
  * evaluated by the workers, each over its shard: an in-process evaluation of the same data at the
  * job's instant afterwards (the all-in-one's engine, run by the test over the same database) finds
@@ -8,7 +8,8 @@
  * second job (after data changes) runs at once: the dead worker's partitions are written by the
  * workers that take them over, every partition once, and again the result is the in-process one.
  * Then the hub is killed with -9 mid-job and started again: the job ends FAILED, withdrawn from the
- * workers (nothing more of it written), and the next job's result is again the in-process one.
+ * workers and its unwritten partitions closed (nothing more of it written), and the next job's
+ * result is again the in-process one.
  * After the first job, previews, builder estimates and edit impact through the hub (answered by
  * the workers' shards) equal the in-process ones. SEGMENTD_FLEET_PROFILES sets the size (default 4,000).
  */
@@ -124,7 +125,8 @@ describe("segment jobs on the worker fleet (hub, three workers, PostgreSQL, nats
   });
 
   it(`a job's transitions and counters equal the in-process evaluation's; with a worker killed with -9, its partitions are written by the others, once (${PROFILES} profiles)`, async () => {
-    d = await deploy("workers", "fleet", PARTITIONS, { testClock: false, config: { batch: { onWorkers: true } } });
+    // batch.onWorkers is the default of a hub with --workers.
+    d = await deploy("workers", "fleet", PARTITIONS, { testClock: false });
     for (const id of ["w1", "w2", "w3"]) await d.startWorker(id);
     let a = client(d.hub.url, { token: TOKEN, apiKey: KEY, org: ORG });
     const profiles = await profileDataset(a, "crm", PROFILE_SCHEMA);
@@ -210,7 +212,9 @@ describe("segment jobs on the worker fleet (hub, three workers, PostgreSQL, nats
       const created = await a.post("/data/core/ups/segment/jobs", { segments: Object.values(ids).map((segmentId) => ({ segmentId })) });
       assert.equal(created.status, 200, created.text);
       const interrupted = obj(created.json).id as string;
-      const partsOf = async () => Number((await c.query<{ n: string }>(`SELECT count(*) AS n FROM job_partitions WHERE job = $1`, [interrupted])).rows[0]!.n);
+      // Written by a worker (a closed partition has worker '').
+      const partsOf = async () => Number((await c.query<{ n: string }>(`SELECT count(*) AS n FROM job_partitions WHERE job = $1 AND worker <> ''`, [interrupted])).rows[0]!.n);
+      const rowsOf = async () => Number((await c.query<{ n: string }>(`SELECT count(*) AS n FROM job_partitions WHERE job = $1`, [interrupted])).rows[0]!.n);
       for (let i = 0; (await partsOf()) === 0; i++) {
         if (i >= 6_000) throw new Error("no partition of the job was written in 60 s");
         await new Promise((r) => setTimeout(r, 10));
@@ -227,6 +231,7 @@ describe("segment jobs on the worker fleet (hub, three workers, PostgreSQL, nats
       assert.equal(failed.status, "FAILED", JSON.stringify(failed));
       assert.equal(obj((failed.errors as unknown[])[0]).code, "SEGMENTD-JOB-INTERRUPTED");
       const parts = await partsOf();
+      assert.equal(await rowsOf(), PARTITIONS, "the partitions not written are closed before the job is failed");
       // Four passes of the workers' bucket reads later, nothing more of it was written.
       await new Promise((r) => setTimeout(r, 2_000));
       assert.equal(await partsOf(), parts, "no partition of the withdrawn job written after its failure");

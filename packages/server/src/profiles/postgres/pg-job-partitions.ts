@@ -51,3 +51,21 @@ export async function pruneJobPartitions(ctx: PgStoreContext, scope: TenantScope
   const r = await ctx.pool.query("DELETE FROM job_partitions WHERE tid = $1 AND at < $2", [tid, before]);
   return r.rowCount ?? 0;
 }
+
+/**
+ * A job given up (cancelled, or failed by a restarted hub): every partition not yet written is
+ * claimed with a row of no worker, under the tenant's write lock, so that a worker still
+ * evaluating it writes nothing more once this returns. How many were claimed.
+ */
+export async function closeJobPartitions(ctx: PgStoreContext, scope: TenantScope, jobId: string, partitions: number, at: number): Promise<number> {
+  if (!JOB_ID.test(jobId)) throw new RangeError(`job partition: job id ${JSON.stringify(jobId)} is not one`);
+  if (!Number.isSafeInteger(partitions) || partitions < 1 || partitions > 0x10000) throw new RangeError(`job partition: ${partitions} partitions is not a count`);
+  const tid = await ctx.tid(ctx.pool, scope, true);
+  return withTransaction(ctx.pool, async (c) => {
+    await lockForTransaction(c, [TENANT_LOCK_CLASS, tid]);
+    const r = await c.query(`INSERT INTO job_partitions (tid, job, part, worker, transitions, report, at)
+      SELECT $1, $2, p, '', 0, '{"withdrawn": true}'::jsonb, $4 FROM generate_series(0, $3 - 1) AS p
+      ON CONFLICT (tid, job, part) DO NOTHING`, [tid, jobId, partitions, at]);
+    return r.rowCount ?? 0;
+  });
+}

@@ -556,6 +556,11 @@ export class PostgresProfileStore implements ProfileStore, PartitionWrites, JobP
     return jobPartitions.jobPartitionReports(this.ctx, scope, jobId);
   }
 
+  async closeJobPartitions(scope: TenantScope, jobId: string, partitions: number, at: number): Promise<number> {
+    await this.ready;
+    return jobPartitions.closeJobPartitions(this.ctx, scope, jobId, partitions, at);
+  }
+
   async pruneJobPartitions(scope: TenantScope, before: number): Promise<number> {
     await this.ready;
     return jobPartitions.pruneJobPartitions(this.ctx, scope, before);
