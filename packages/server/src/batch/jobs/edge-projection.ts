@@ -121,7 +121,11 @@ export class BatchEdgeProjection {
       // A location that cannot list what it holds: every profile the job moved (project() skips those no location holds).
       for (const t of await transitions.listTransitions(scope, { ...query, limit: FLEET_UNLISTED_LIMIT })) ids.add(t.profileId);
     } else {
-      const list = [...held];
+      // Only ids a store can hold (numeric): a location's other ids changed in no job.
+      const list = [...held].filter((id) => {
+        const n = Number(id);
+        return Number.isSafeInteger(n) && String(n) === id;
+      });
       for (let i = 0; i < list.length; i += PAGE) {
         const part = list.slice(i, i + PAGE);
         for (const t of await transitions.listTransitions(scope, { ...query, profileIds: part, limit: part.length * relevant.length })) ids.add(t.profileId);
