@@ -5,7 +5,8 @@
  * over its shard, one answer per partition it holds (in pieces under NATS's payload limit), then
  * says which partitions it answered for. The hub keeps the first answer of each partition; when
  * every live worker has answered and a partition is still missing (it moved between two workers'
- * reads), it asks again. A worker's error ends the read with it (an API error keeps its status
+ * reads), or a live worker has not acknowledged the read (it subscribed a moment after it was
+ * sent), it asks again. A worker's error ends the read with it (an API error keeps its status
  * and code); no worker alive, or the deadline passed, ends it saying so.
  */
 import { randomUUID } from "node:crypto";
@@ -28,6 +29,8 @@ interface ReadMessage {
 }
 
 type Reply =
+  /** Sent on receipt, before the evaluation: a worker that heard the read is not asked again. */
+  | { id: string; worker: string; ack: true }
   | { id: string; worker: string; partition: number; seq: number; of: number; data: string }
   | { id: string; worker: string; done: number[] }
   | { id: string; worker: string; error: { status?: number; code?: string; message: string } };
@@ -57,6 +60,8 @@ export class FleetReadsClient implements FleetReads {
     const answers = new Map<number, ShardReadAnswer>();
     const pieces = new Map<string, string[]>();
     const done = new Set<string>();
+    /** Workers that acknowledged the read (a live one that did not, e.g. subscribed a moment after it was sent, is asked again). */
+    const heard = new Set<string>();
     let failure: Error | null = null;
     let wake: () => void = () => undefined;
     const sub = nc.subscribe(inbox, {
@@ -76,6 +81,8 @@ export class FleetReadsClient implements FleetReads {
         return null;
       }
       if (r?.id !== id) return null;
+      heard.add(r.worker);
+      if ("ack" in r) return null;
       if ("error" in r) return r.error.status !== undefined && r.error.code !== undefined ? new ApiError(r.error.status, r.error.code, r.error.message) : new Error(`worker ${r.worker}: ${r.error.message}`);
       if ("done" in r) {
         done.add(r.worker);
@@ -106,8 +113,11 @@ export class FleetReadsClient implements FleetReads {
           throw new Error(`no worker is running: with batch.onWorkers, previews, estimates and edit impact are evaluated by \`segmentd worker\` processes (${partitions - answers.size} of ${partitions} partitions not answered)`);
         }
         // Every live worker answered and some partition is not in any answer: it moved meanwhile.
-        if (live.size > 0 && [...live].every((w) => done.has(w)) && Date.now() - asked > 1_000) {
-          done.clear();
+        // Or a live worker has not heard the read at all: it is sent again (a worker evaluating it only acknowledges).
+        const all = live.size > 0 && [...live].every((w) => done.has(w));
+        const unheard = [...live].some((w) => !heard.has(w));
+        if ((all || unheard) && Date.now() - asked > 1_000) {
+          if (all) done.clear();
           ask();
           asked = Date.now();
         }
@@ -134,8 +144,10 @@ export interface ShardReadServerOptions {
   onError(err: unknown): void;
 }
 
-/** A worker answers the hub's reads over its shard; returns the unsubscribe. */
-export function serveShardReads(o: ShardReadServerOptions): () => void {
+/** A worker answers the hub's reads over its shard; resolves, once the server has the subscription, to the unsubscribe. */
+export async function serveShardReads(o: ShardReadServerOptions): Promise<() => void> {
+  /** Reads being evaluated here: the same read asked again meanwhile is only acknowledged. */
+  const inFlight = new Set<string>();
   const sub = o.nc.subscribe(SHARD_READ_SUBJECT, {
     callback: (err, msg) => {
       if (err !== null) return o.onError(err);
@@ -153,6 +165,9 @@ export function serveShardReads(o: ShardReadServerOptions): () => void {
     }
     if (m?.v !== 1 || typeof m.id !== "string") return;
     const send = (r: Reply) => o.nc.publish(reply, JSON.stringify(r));
+    send({ id: m.id, worker: o.workerId, ack: true });
+    if (inFlight.has(m.id)) return;
+    inFlight.add(m.id);
     try {
       const tenant = o.tenants.resolve(m.orgId, m.sandboxName);
       if (tenant === undefined) throw new Error(`sandbox ${m.sandboxName} of ${m.orgId} is not configured on worker ${o.workerId}`);
@@ -167,7 +182,10 @@ export function serveShardReads(o: ShardReadServerOptions): () => void {
     } catch (e) {
       const error = e instanceof ApiError ? { status: e.status, code: e.code, message: e.message } : { message: e instanceof Error ? e.message : String(e) };
       send({ id: m.id, worker: o.workerId, error });
+    } finally {
+      inFlight.delete(m.id);
     }
   };
+  await o.nc.flush();
   return () => sub.unsubscribe();
 }

@@ -93,7 +93,7 @@ export async function startWorker(o: { config: Config; id?: string; batch?: numb
     });
     await worker.start();
     batch.start();
-    const unserve = serveShardReads({ nc: link.nc, shard, tenants, workerId: id, partitions, onError: o.onError });
+    const unserve = await serveShardReads({ nc: link.nc, shard, tenants, workerId: id, partitions, onError: o.onError });
     const [m, s, l] = [meta, store, link];
     let closing: Promise<void> | undefined;
     return {

@@ -87,7 +87,7 @@ describe("previews, estimates and edit impact over the worker fleet (NATS + Post
   async function worker(id: string, held: number[], o: { tenants?: TenantDirectory } = {}) {
     const store = new PostgresProfileStore({ connectionString: testDatabaseUrl(), schema });
     const shard = new WorkerShard({ store, partitions: PARTITIONS, held, partitionOf: (t) => partitionFunction(t.sandbox.sandboxId, PARTITIONS) });
-    const unserve = serveShardReads({ nc: await nats(), shard, tenants: o.tenants ?? tenants, workerId: id, partitions: PARTITIONS, onError: (e) => errors.push(e) });
+    const unserve = await serveShardReads({ nc: await nats(), shard, tenants: o.tenants ?? tenants, workerId: id, partitions: PARTITIONS, onError: (e) => errors.push(e) });
     live.add(id);
     closers.push(async () => {
       unserve();
