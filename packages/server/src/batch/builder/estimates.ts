@@ -20,8 +20,12 @@ import { costRefusal, EvaluationBudget } from "../../services/evaluation-budget.
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
 import type { SnapshotCache } from "../columnar/cache.js";
 import { usesEvents } from "../engine/uses-events.js";
-import { countSample, entryFlags, estimateFrom, inSegmentMemberPids, previewPolicy, sampleSize, type PreviewStore, type SampleCount } from "../previews/preview-service.js";
+import { countSampleBySlot, entryFlags, estimateFrom, inSegmentMemberPids, previewPolicy, sampleSize, type PreviewStore, type SampleCount } from "../previews/preview-service.js";
 import { mergeSamples, type FleetReads } from "../previews/fleet-reads.js";
+import type { Snapshot } from "../columnar/snapshot.js";
+import type { EvaluationPool } from "../pool/evaluation-pool.js";
+import type { MembershipReads } from "../../profiles/store.js";
+import type { TenantScope } from "../../profiles/types.js";
 
 export const MAX_ESTIMATE_EXPRESSIONS = 20;
 
@@ -99,26 +103,31 @@ export class BuilderEstimator {
     return { evaluatedAt: new Date(now).toISOString(), totalRows: total, numRowsToRead: want, confidenceInterval: "95%", estimates, tookMs: Math.round(performance.now() - t0) };
   }
 
-  /** Over the resident snapshot of the preview's merge rule; an `and`/`or` of other expressions combined from their flags. */
+  /** Over the resident snapshot of the preview's merge rule. */
   private async onSnapshot(ctx: TenantContext, queries: Query[], graphType: "none" | "pdg" | undefined, fraction: number, now: number, budget: EvaluationBudget): Promise<SampleCount[]> {
-    const scope = scopeOf(ctx);
     const policy = previewPolicy(graphType);
-    const snap = await this.snapshots.get(this.profiles, scope, policy, { events: policy.identityGraph.type !== "pdg" || queries.some(usesEvents) });
-    const plans = combinations(queries);
-    const flags: Array<Array<Uint8Array | null>> = [];
-    for (const [i, q] of queries.entries()) {
-      if (plans[i] === null) {
-        const members = await inSegmentMemberPids(this.profiles, scope, q);
-        flags[i] = await entryFlags(snap, q, now, members, budget, this.snapshots.pool);
-      }
-    }
-    const out: SampleCount[] = [];
-    for (const [i, plan] of plans.entries()) {
-      if (plan !== null) flags[i] = combine(plan.op, plan.of.map((j) => flags[j]!));
-      out.push(await countSample(snap, flags[i]!, fraction, 0));
-    }
-    return out;
+    const snap = await this.snapshots.get(this.profiles, scopeOf(ctx), policy, { events: policy.identityGraph.type !== "pdg" || queries.some(usesEvents) });
+    return (await sampleCounts({ snap, profiles: this.profiles, scope: scopeOf(ctx), pool: this.snapshots.pool }, queries, now, fraction, 0, budget, null, 1)).map((c) => c[0]!);
   }
+}
+
+/**
+ * Each expression's sample counts over a snapshot, per slot (`slots`: each global ordinal's slot,
+ * null: one slot) — an `and`/`or` of other expressions combined from their entry flags. The
+ * builder's estimates in process and a worker's answer over its shard (#44) both count here.
+ */
+export async function sampleCounts(on: { snap: Snapshot; profiles: MembershipReads; scope: TenantScope; pool: EvaluationPool | null }, queries: readonly Query[], now: number, fraction: number, keepMembers: number, budget: EvaluationBudget, slots: Int32Array | null, n: number): Promise<SampleCount[][]> {
+  const plans = combinations(queries);
+  const flags: Array<Array<Uint8Array | null>> = [];
+  for (const [i, q] of queries.entries()) {
+    if (plans[i] === null) flags[i] = await entryFlags(on.snap, q, now, await inSegmentMemberPids(on.profiles, on.scope, q), budget, on.pool);
+  }
+  const out: SampleCount[][] = [];
+  for (const [i, plan] of plans.entries()) {
+    if (plan !== null) flags[i] = combine(plan.op, plan.of.map((j) => flags[j]!));
+    out.push(await countSampleBySlot(on.snap, flags[i]!, fraction, keepMembers, slots, n));
+  }
+  return out;
 }
 
 /** Each expression's operands when it is the `and`/`or` of other (evaluated) expressions of the list; null otherwise. */

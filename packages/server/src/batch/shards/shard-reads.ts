@@ -8,13 +8,13 @@
 import { parse } from "@segmentd/pql";
 import { EvaluationBudget } from "../../services/evaluation-budget.js";
 import { scopeOf, type TenantContext } from "../../services/tenancy.js";
-import { combinations, combine } from "../builder/estimates.js";
+import { sampleCounts } from "../builder/estimates.js";
 import { statusOverrides } from "../columnar/snapshot.js";
 import { qualifyOnSnapshot } from "../engine/columnar-engine.js";
 import { usesEvents } from "../engine/uses-events.js";
 import type { ShardReadAnswer, ShardReadRequest, SideText } from "../previews/fleet-reads.js";
 import { compareSides, type ImpactSide } from "../previews/impact-service.js";
-import { countSampleBySlot, entryFlags, inSegmentMemberPids, previewPolicy, type SampleCount } from "../previews/preview-service.js";
+import { previewPolicy } from "../previews/preview-service.js";
 import type { ShardRead } from "./worker-shard.js";
 
 /** A worker's answers over its shard, one per held partition. */
@@ -28,17 +28,8 @@ export async function answerOnShard(r: ShardRead, tenant: TenantContext, req: Sh
     const policy = previewPolicy(req.graphType);
     const snap = await r.snapshot(policy, { events: policy.identityGraph.type !== "pdg" || queries.some(usesEvents) });
     const slots = r.slots(snap);
-    // As the builder counts in process: an `and`/`or` of other expressions combined from their flags.
-    const plans = combinations(queries);
-    const flags: Array<Array<Uint8Array | null>> = [];
-    for (const [i, q] of queries.entries()) {
-      if (plans[i] === null) flags[i] = await entryFlags(snap, q, req.now, await inSegmentMemberPids(r.profiles, scope, q), budget, r.pool);
-    }
-    const per: SampleCount[][] = [];
-    for (const [i, plan] of plans.entries()) {
-      if (plan !== null) flags[i] = combine(plan.op, plan.of.map((j) => flags[j]!));
-      per.push(await countSampleBySlot(snap, flags[i]!, req.fraction, req.keepMembers, slots, n));
-    }
+    // As the builder counts in process (an `and`/`or` of other expressions combined from their flags).
+    const per = await sampleCounts({ snap, profiles: r.profiles, scope, pool: r.pool }, queries, req.now, req.fraction, req.keepMembers, budget, slots, n);
     r.partitions.forEach((p, slot) => out.set(p, { kind: "sample", counts: per.map((c) => c[slot]!) }));
     return out;
   }
